@@ -1,0 +1,33 @@
+"""The only source of randomness in beam_dp: random sources and exact discrete samplers."""
+
+from beam_dp.noise.pmf import discrete_gaussian_pmf
+from beam_dp.noise.pmf import discrete_gaussian_variance
+from beam_dp.noise.pmf import discrete_laplace_pmf
+from beam_dp.noise.pmf import discrete_laplace_variance
+from beam_dp.noise.rng import RandomSource
+from beam_dp.noise.rng import SecureRandom
+from beam_dp.noise.rng import SeededRandom
+from beam_dp.noise.rng import secure_rng
+from beam_dp.noise.rng import seeded
+from beam_dp.noise.samplers import as_rational_up
+from beam_dp.noise.samplers import bernoulli_exp
+from beam_dp.noise.samplers import discrete_gaussian
+from beam_dp.noise.samplers import discrete_laplace
+from beam_dp.noise.samplers import uniform_below
+
+__all__ = [
+    'RandomSource',
+    'SecureRandom',
+    'SeededRandom',
+    'as_rational_up',
+    'bernoulli_exp',
+    'discrete_gaussian',
+    'discrete_gaussian_pmf',
+    'discrete_gaussian_variance',
+    'discrete_laplace',
+    'discrete_laplace_pmf',
+    'discrete_laplace_variance',
+    'secure_rng',
+    'seeded',
+    'uniform_below',
+]
