@@ -1,0 +1,16 @@
+"""Constants shared by the statistical test tier (marked ``statistical``).
+
+Each statistical test must show power: it passes at the true noise scale and fails when the
+scale is off by FUDGE_FACTOR (30%) in either direction, with the same sample size.
+
+P_THRESHOLD: a goodness-of-fit test passes when its p-value is above this. With seeded
+    generators the outcome is deterministic; 1e-4 keeps a correct sampler from failing under a
+    reseed (per-test false-failure rate 1e-4).
+SAMPLE_SIZE: samples per goodness-of-fit test; at 20k samples a 30% scale error gives p-values
+    far below 1e-10 for every distribution tested here.
+FUDGE_FACTOR: the relative scale error the tests must detect.
+"""
+
+P_THRESHOLD = 1e-4
+SAMPLE_SIZE = 20_000
+FUDGE_FACTOR = 0.3
