@@ -76,6 +76,8 @@ def uniform_below(rng: RandomSource, m, size=None) -> np.ndarray:
         m = np.broadcast_to(m, (size,) if isinstance(size, int) else size)
     if np.any(m < 1):
         raise ValueError('uniform_below: m must be at least 1.')
+    if m.size and m.min() == m.max():
+        return _uniform_below_scalar_m(rng, int(m.flat[0]), m.shape)
     shape = m.shape
     m = m.reshape(-1).astype(np.uint64)
     out = np.zeros(m.shape, dtype=np.uint64)
@@ -88,6 +90,22 @@ def uniform_below(rng: RandomSource, m, size=None) -> np.ndarray:
         ok = r < m[todo]
         out[todo[ok]] = r[ok]
         todo = todo[~ok]
+    return out.astype(np.int64).reshape(shape)
+
+
+def _uniform_below_scalar_m(rng: RandomSource, m: int, shape) -> np.ndarray:
+    """uniform_below for one common bound m: a single shift for every element."""
+    count = int(np.prod(shape))
+    if m == 1:
+        return np.zeros(shape, dtype=np.int64)
+    shift = np.uint64(64 - (m - 1).bit_length())
+    bound = np.uint64(m)
+    out = rng.uint64(count) >> shift
+    bad = np.nonzero(out >= bound)[0]
+    while bad.size:
+        redo = rng.uint64(bad.size) >> shift
+        out[bad] = redo
+        bad = bad[redo >= bound]
     return out.astype(np.int64).reshape(shape)
 
 
@@ -132,14 +150,21 @@ def bernoulli_exp(rng: RandomSource, num, den) -> np.ndarray:
 
 
 def _geometric_exp1(rng: RandomSource, n: int) -> np.ndarray:
-    """Number of successes of Bernoulli(exp(-1)) before the first failure, n times."""
+    """Number of successes of Bernoulli(exp(-1)) before the first failure, n times.
+
+    Draws the Bernoulli trials in blocks of 8 per element (fewer, larger numpy rounds); the
+    result is the index of the first failure, exactly as the sequential loop would count it.
+    """
+    width = 2
     v = np.zeros(n, dtype=np.int64)
     active = np.arange(n)
-    ones = np.ones(n, dtype=np.int64)
     while active.size:
-        a = _bernoulli_exp_le1(rng, ones[:active.size], ones[:active.size])
-        v[active[a]] += 1
-        active = active[a]
+        size = active.size * width
+        trials = _bernoulli_exp_le1(rng, np.ones(size, dtype=np.int64),
+                                    np.ones(size, dtype=np.int64)).reshape(-1, width)
+        all_ones = trials.all(axis=1)
+        v[active] += np.where(all_ones, width, np.argmin(trials, axis=1))
+        active = active[all_ones]
     return v
 
 
@@ -151,22 +176,45 @@ def discrete_laplace(rng: RandomSource, scale: Rational, size=None):
     """
     frac = as_rational_up(scale)
     n, d = frac.numerator, frac.denominator   # scale = n / d
-    count = 1 if size is None else int(np.prod(size))
+    if size is None:
+        return _discrete_laplace_scalar(rng, n, d)
+    count = int(np.prod(size))
     out = np.zeros(count, dtype=np.int64)
-    todo = np.arange(count)
-    while todo.size:
-        m = todo.size
+    filled = 0
+    rate = 0.6
+    while filled < count:
+        # Oversample: the first `needed` accepted candidates are i.i.d. from the target law.
+        needed = count - filled
+        m = int(needed / rate * 1.05) + 16
         u = uniform_below(rng, n, m)
         accept_u = bernoulli_exp(rng, u, n)            # Bernoulli(exp(-U/n))
         v = _geometric_exp1(rng, m)                     # Geometric(1 - exp(-1))
         y = (u + n * v) // d                            # Geometric(1 - exp(-d/n))
         b = (rng.uint64(m) & np.uint64(1)).astype(bool)
         ok = accept_u & ~(b & (y == 0))
-        out[todo[ok]] = np.where(b[ok], -y[ok], y[ok])
-        todo = todo[~ok]
+        rate = max(0.05, min(1.0, ok.mean()))
+        accepted = np.where(b, -y, y)[ok][:needed]
+        out[filled:filled + accepted.size] = accepted
+        filled += accepted.size
     if size is None:
         return int(out[0])
     return out.reshape(size)
+
+
+def _discrete_laplace_scalar(rng: RandomSource, n: int, d: int) -> int:
+    """CKS Algorithm 2 with Python ints (the fast path for one sample)."""
+    while True:
+        u = _uniform_below_int(rng, n)
+        if not _bernoulli_exp_le1_scalar(rng, u, n):
+            continue
+        v = 0
+        while _bernoulli_exp_le1_scalar(rng, 1, 1):
+            v += 1
+        y = (u + n * v) // d
+        negative = rng.randbits(1) == 1
+        if negative and y == 0:
+            continue
+        return -y if negative else y
 
 
 def _uniform_below_int(rng: RandomSource, m: int) -> int:
