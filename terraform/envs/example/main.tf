@@ -1,0 +1,196 @@
+# Example root module: everything one project needs to run beam_dp's streaming jobs on Dataflow.
+#
+# Two applies (docs/deploy.md): the first (launch_jobs = false) creates the buckets, the image
+# repository, the Pub/Sub plumbing and the worker identities; then the images and Flex Template
+# specs are built into them; the second (launch_jobs = true) launches the jobs.
+#
+# State is local by default. For shared use, add a backend, e.g.
+#   terraform { backend "gcs" { bucket = "<state-bucket>" prefix = "beam-dp/example" } }
+
+provider "google" {
+  project = var.project_id
+  region  = var.region
+}
+
+locals {
+  bucket_prefix = coalesce(var.bucket_prefix, "${var.project_id}-beam-dp")
+  image_repo    = module.artifact_registry.docker_repository_url
+
+  continual_counts_image    = "${local.image_repo}/continual-counts:${var.image_tag}"
+  continual_counts_template = "${module.buckets.templates_url}/templates/continual_counts.json"
+  pmwg_queries_image        = "${local.image_repo}/pmwg-queries:${var.image_tag}"
+  pmwg_queries_template     = "${module.buckets.templates_url}/templates/pmwg_queries.json"
+
+  # Each job's worker reads and writes only staging and temp, and reads only the templates bucket.
+  read_write_buckets = {
+    staging = module.buckets.bucket_names["staging"]
+    temp    = module.buckets.bucket_names["temp"]
+  }
+  read_only_buckets = {
+    templates = module.buckets.bucket_names["templates"]
+  }
+  repository = {
+    project  = var.project_id
+    location = module.artifact_registry.location
+    name     = module.artifact_registry.repository_name
+  }
+}
+
+module "buckets" {
+  source = "../../modules/buckets"
+
+  project_id    = var.project_id
+  name_prefix   = local.bucket_prefix
+  location      = var.region
+  force_destroy = var.force_destroy_buckets
+  labels        = var.labels
+}
+
+module "artifact_registry" {
+  source = "../../modules/artifact_registry"
+
+  project_id    = var.project_id
+  location      = var.region
+  repository_id = "${var.name_prefix}-images"
+  labels        = var.labels
+}
+
+# ---------------------------------------------------------------------------------------------
+# continual_counts
+# ---------------------------------------------------------------------------------------------
+
+module "continual_counts_pubsub" {
+  source = "../../modules/pubsub"
+
+  project_id  = var.project_id
+  name_prefix = "${var.name_prefix}-counts"
+  input_names = ["input"]
+  labels      = var.labels
+}
+
+module "continual_counts_worker" {
+  source = "../../modules/worker_service_account"
+
+  project_id         = var.project_id
+  account_id         = "${var.name_prefix}-counts-worker"
+  display_name       = "beam_dp continual_counts worker"
+  read_write_buckets = local.read_write_buckets
+  read_only_buckets  = local.read_only_buckets
+  subscriptions = {
+    input = module.continual_counts_pubsub.input_subscription_ids["input"]
+  }
+  publish_topics = {
+    output      = module.continual_counts_pubsub.output_topic_id
+    dead_letter = module.continual_counts_pubsub.dead_letter_topic_id
+  }
+  artifact_registry_repository = local.repository
+  deployer_member              = var.deployer_member
+}
+
+module "continual_counts_job" {
+  source = "../../modules/dataflow_flex_job"
+  count  = var.launch_jobs ? 1 : 0
+
+  project_id              = var.project_id
+  region                  = var.region
+  name                    = "${var.name_prefix}-continual-counts"
+  container_spec_gcs_path = local.continual_counts_template
+  sdk_container_image     = local.continual_counts_image
+  service_account_email   = module.continual_counts_worker.email
+  subnetwork              = var.subnetwork
+  use_public_ips          = false
+  on_delete               = "drain"
+  temp_location           = module.buckets.temp_location
+  staging_location        = module.buckets.staging_location
+  max_workers             = var.max_workers
+  labels                  = var.labels
+
+  epsilon = var.continual_counts.epsilon
+  delta   = var.continual_counts.delta
+  parameters = {
+    input_subscription         = module.continual_counts_pubsub.input_subscription_ids["input"]
+    output_topic               = module.continual_counts_pubsub.output_topic_id
+    dead_letter_topic          = module.continual_counts_pubsub.dead_letter_topic_id
+    step_seconds               = tostring(var.continual_counts.step_seconds)
+    allowed_lateness_seconds   = tostring(var.continual_counts.allowed_lateness_seconds)
+    public_keys                = join(",", var.continual_counts.public_keys)
+    max_contributions_per_step = tostring(var.continual_counts.max_contributions_per_step)
+    max_keys_per_unit          = tostring(var.continual_counts.max_keys_per_unit)
+    max_steps_per_unit         = tostring(var.continual_counts.max_steps_per_unit)
+    horizon_steps              = var.continual_counts.horizon_steps == null ? null : tostring(var.continual_counts.horizon_steps)
+    estimator                  = var.continual_counts.estimator
+    timestamp_attribute        = var.continual_counts.timestamp_attribute
+  }
+
+  # The workers' permissions must exist before the launcher VM starts.
+  depends_on = [module.continual_counts_worker]
+}
+
+# ---------------------------------------------------------------------------------------------
+# pmwg_queries (optional)
+# ---------------------------------------------------------------------------------------------
+
+module "pmwg_queries_pubsub" {
+  source = "../../modules/pubsub"
+  count  = var.enable_pmwg_queries ? 1 : 0
+
+  project_id  = var.project_id
+  name_prefix = "${var.name_prefix}-pmwg"
+  input_names = ["data", "queries"]
+  labels      = var.labels
+}
+
+module "pmwg_queries_worker" {
+  source = "../../modules/worker_service_account"
+  count  = var.enable_pmwg_queries ? 1 : 0
+
+  project_id         = var.project_id
+  account_id         = "${var.name_prefix}-pmwg-worker"
+  display_name       = "beam_dp pmwg_queries worker"
+  read_write_buckets = local.read_write_buckets
+  read_only_buckets  = local.read_only_buckets
+  subscriptions = {
+    data    = module.pmwg_queries_pubsub[0].input_subscription_ids["data"]
+    queries = module.pmwg_queries_pubsub[0].input_subscription_ids["queries"]
+  }
+  publish_topics = {
+    output      = module.pmwg_queries_pubsub[0].output_topic_id
+    dead_letter = module.pmwg_queries_pubsub[0].dead_letter_topic_id
+  }
+  artifact_registry_repository = local.repository
+  deployer_member              = var.deployer_member
+}
+
+module "pmwg_queries_job" {
+  source = "../../modules/dataflow_flex_job"
+  count  = var.enable_pmwg_queries && var.launch_jobs ? 1 : 0
+
+  project_id              = var.project_id
+  region                  = var.region
+  name                    = "${var.name_prefix}-pmwg-queries"
+  container_spec_gcs_path = local.pmwg_queries_template
+  sdk_container_image     = local.pmwg_queries_image
+  service_account_email   = module.pmwg_queries_worker[0].email
+  subnetwork              = var.subnetwork
+  use_public_ips          = false
+  on_delete               = "drain"
+  temp_location           = module.buckets.temp_location
+  staging_location        = module.buckets.staging_location
+  max_workers             = var.max_workers
+  labels                  = var.labels
+
+  epsilon = var.pmwg_queries.epsilon
+  delta   = var.pmwg_queries.delta
+  parameters = {
+    data_subscription  = module.pmwg_queries_pubsub[0].input_subscription_ids["data"]
+    query_subscription = module.pmwg_queries_pubsub[0].input_subscription_ids["queries"]
+    output_topic       = module.pmwg_queries_pubsub[0].output_topic_id
+    dead_letter_topic  = module.pmwg_queries_pubsub[0].dead_letter_topic_id
+    alpha              = tostring(var.pmwg_queries.alpha)
+    beta               = tostring(var.pmwg_queries.beta)
+    domain_size        = tostring(var.pmwg_queries.domain_size)
+    window_seconds     = tostring(var.pmwg_queries.window_seconds)
+  }
+
+  depends_on = [module.pmwg_queries_worker]
+}

@@ -1,0 +1,79 @@
+output "image_repository" {
+  description = "Artifact Registry path to push the images to (<repo>/continual-counts:<tag>, <repo>/pmwg-queries:<tag>)."
+  value       = local.image_repo
+}
+
+output "continual_counts_image" {
+  description = "Image reference the continual_counts template and workers use."
+  value       = local.continual_counts_image
+}
+
+output "continual_counts_template_path" {
+  description = "gs:// path to write the continual_counts Flex Template spec to (gcloud dataflow flex-template build)."
+  value       = local.continual_counts_template
+}
+
+output "pmwg_queries_image" {
+  description = "Image reference the pmwg_queries template and workers use."
+  value       = local.pmwg_queries_image
+}
+
+output "pmwg_queries_template_path" {
+  description = "gs:// path to write the pmwg_queries Flex Template spec to."
+  value       = local.pmwg_queries_template
+}
+
+output "bucket_names" {
+  description = "Staging, temp and templates bucket names."
+  value       = module.buckets.bucket_names
+}
+
+output "staging_location" {
+  description = "Dataflow staging_location."
+  value       = module.buckets.staging_location
+}
+
+output "temp_location" {
+  description = "Dataflow temp_location."
+  value       = module.buckets.temp_location
+}
+
+output "continual_counts_input_topic" {
+  description = "Topic to publish continual_counts input records to."
+  value       = module.continual_counts_pubsub.input_topic_ids["input"]
+}
+
+output "continual_counts_output_subscription" {
+  description = "Subscription to pull continual_counts releases from."
+  value       = module.continual_counts_pubsub.output_subscription_name
+}
+
+output "continual_counts_dead_letter_subscription" {
+  description = "Subscription to pull continual_counts dead letters from."
+  value       = module.continual_counts_pubsub.dead_letter_subscription_name
+}
+
+output "continual_counts_worker_email" {
+  description = "Worker service account of the continual_counts job."
+  value       = module.continual_counts_worker.email
+}
+
+output "continual_counts_job_id" {
+  description = "Dataflow job ID of continual_counts (null until launch_jobs = true)."
+  value       = one(module.continual_counts_job[*].job_id)
+}
+
+output "pmwg_queries_topics" {
+  description = "Topics to publish pmwg_queries data and queries to (null unless enable_pmwg_queries)."
+  value       = one(module.pmwg_queries_pubsub[*].input_topic_ids)
+}
+
+output "pmwg_queries_output_subscription" {
+  description = "Subscription to pull pmwg_queries answers from (null unless enable_pmwg_queries)."
+  value       = one(module.pmwg_queries_pubsub[*].output_subscription_name)
+}
+
+output "pmwg_queries_job_id" {
+  description = "Dataflow job ID of pmwg_queries (null unless enabled and launched)."
+  value       = one(module.pmwg_queries_job[*].job_id)
+}

@@ -1,0 +1,19 @@
+output "bucket_names" {
+  description = "Bucket names keyed by purpose: staging, temp, templates."
+  value       = { for k, b in google_storage_bucket.this : k => b.name }
+}
+
+output "staging_location" {
+  description = "gs:// path for Dataflow's staging_location."
+  value       = "${google_storage_bucket.this["staging"].url}/staging"
+}
+
+output "temp_location" {
+  description = "gs:// path for Dataflow's temp_location."
+  value       = "${google_storage_bucket.this["temp"].url}/tmp"
+}
+
+output "templates_url" {
+  description = "gs:// URL of the templates bucket; Flex Template spec files go under it."
+  value       = google_storage_bucket.this["templates"].url
+}
