@@ -1,0 +1,273 @@
+"""Pure logic of the keyed continual transforms: key layout, value quantisation, schedule and the
+per-shard release step. The Beam DoFns in ``beam_dp.transforms.continual`` only hold this state
+and set timers; everything that touches privacy lives here and is tested without Beam.
+
+Design (why shards): a stateful DoFn call costs tens of microseconds, so one call per key per
+step does not scale to 10^4 keys. Public keys are laid out in ``num_shards`` shards; each shard
+runs ONE vector counter (a ``BinaryTreeCounter`` / ``InfiniteTreeCounter`` of dimension
+keys_in_shard × bins) whose state is a few numpy arrays, so one timer firing per shard and step
+releases every key of the shard with vectorised noise. Keys are parallel (disjoint data) and the
+counter's sensitivity already covers a unit's contributions across all its keys, so sharding
+changes neither the guarantee nor the noise of any key.
+"""
+
+import dataclasses
+import math
+from typing import Dict, Hashable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from beam_dp import _validation as v
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import PrivacyCost
+from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
+from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
+from beam_dp.noise import RandomSource
+from beam_dp.privacy_unit import PrivacyUnit
+
+__all__ = [
+    'KeyLayout',
+    'KeyedReleaseSpec',
+    'ShardState',
+]
+
+METRICS = ('count', 'sum', 'histogram')
+MICROS = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyLayout:
+    """Public keys laid out in shards: key i of the sorted key list goes to shard i % num_shards,
+    position i // num_shards."""
+    keys: Tuple[str, ...]
+    num_shards: int
+
+    def __post_init__(self):
+        owner = 'KeyLayout'
+        if not self.keys:
+            raise InvalidParamsError(f'{owner}: public_keys must not be empty.')
+        bad = [k for k in self.keys if not isinstance(k, str)]
+        if bad:
+            raise InvalidParamsError(f'{owner}: public keys must be strings, got {bad[0]!r}.')
+        if len(set(self.keys)) != len(self.keys):
+            raise InvalidParamsError(f'{owner}: public keys must be distinct.')
+        v.check_positive_int(owner, 'num_shards', self.num_shards)
+        if self.num_shards > len(self.keys):
+            raise InvalidParamsError(f'{owner}: num_shards must not exceed the number of keys '
+                                     f'({len(self.keys)}), got {self.num_shards}.')
+        object.__setattr__(self, '_index', {k: i for i, k in enumerate(self.keys)})
+
+    @classmethod
+    def of(cls, keys: Sequence[str], num_shards: Optional[int] = None,
+           keys_per_shard: int = 512) -> 'KeyLayout':
+        keys = tuple(sorted(keys)) if all(isinstance(k, str) for k in keys) else tuple(keys)
+        if num_shards is None:
+            num_shards = max(1, min(len(keys), math.ceil(len(keys) / keys_per_shard)))
+        return cls(keys, num_shards)
+
+    def locate(self, key) -> Optional[Tuple[int, int]]:
+        i = self._index.get(key)
+        if i is None:
+            return None
+        return i % self.num_shards, i // self.num_shards
+
+    def shard_keys(self, shard: int) -> Tuple[str, ...]:
+        return self.keys[shard::self.num_shards]
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardState:
+    """The state of one shard: the next step to release and the counter state."""
+    next_step: int
+    counter_state: object
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyedReleaseSpec:
+    """Everything a keyed continual release needs, validated once at pipeline construction.
+
+    Args:
+      metric: 'count', 'sum' or 'histogram'.
+      budget: this transform's ``PrivacyBudget`` (ε → discrete Laplace; ρ → discrete Gaussian;
+        ε with δ > 0 is spent as pure ε, δ unused).
+      privacy_unit: ``EventLevel()`` or ``UserLevel(...)``.
+      layout: the public keys in shards.
+      start_micros: event time of the start of step 0 (public).
+      step_micros: the step length (public).
+      allowed_lateness_micros: a step is released once the watermark passes its end plus this.
+      horizon_steps: T for the finite binary tree; None for the infinite counter (C2).
+      end_step: no release for steps ≥ end_step (a public end of the stream); None = unbounded.
+      estimator: 'variance_reduced' (default) or 'textbook'.
+      lower, upper: clamp bounds of a sum's per-record value.
+      grid_bits: sums are snapped to multiples of 2**-grid_bits before noise.
+      bins: histogram bin labels (public).
+    """
+    metric: str
+    budget: PrivacyBudget
+    privacy_unit: PrivacyUnit
+    layout: KeyLayout
+    start_micros: int
+    step_micros: int
+    allowed_lateness_micros: int = 0
+    horizon_steps: Optional[int] = None
+    end_step: Optional[int] = None
+    estimator: str = 'variance_reduced'
+    lower: float = 0.0
+    upper: float = 1.0
+    grid_bits: int = 10
+    bins: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        owner = 'KeyedReleaseSpec'
+        v.check_choice(owner, 'metric', self.metric, METRICS)
+        if not isinstance(self.budget, PrivacyBudget):
+            raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got {self.budget!r}.')
+        if not isinstance(self.privacy_unit, PrivacyUnit):
+            raise InvalidParamsError(f'{owner}: privacy_unit must be EventLevel() or UserLevel(...), '
+                                     f'got {self.privacy_unit!r}.')
+        v.check_non_negative_int(owner, 'start_micros', self.start_micros)
+        v.check_positive_int(owner, 'step_micros', self.step_micros)
+        v.check_non_negative_int(owner, 'allowed_lateness_micros', self.allowed_lateness_micros)
+        v.check_optional_positive_int(owner, 'horizon_steps', self.horizon_steps)
+        v.check_optional_positive_int(owner, 'end_step', self.end_step)
+        v.check_choice(owner, 'estimator', self.estimator, ('variance_reduced', 'textbook'))
+        v.check_non_negative_int(owner, 'grid_bits', self.grid_bits)
+        if self.grid_bits > 30:
+            raise InvalidParamsError(f'{owner}: grid_bits must be at most 30, got {self.grid_bits}.')
+        if self.metric == 'sum':
+            v.check_bounds(owner, 'lower', self.lower, 'upper', self.upper)
+            if self.upper == self.lower == 0:
+                raise InvalidParamsError(f'{owner}: lower and upper must not both be 0.')
+        if self.metric == 'histogram':
+            if not self.bins or len(set(self.bins)) != len(self.bins):
+                raise InvalidParamsError(f'{owner}: bins must be a non-empty list of distinct labels, '
+                                         f'got {self.bins!r}.')
+        # Build once: this validates the counter parameters at construction too.
+        self.counter(1)
+
+    # -- schedule ---------------------------------------------------------------------------------
+
+    @property
+    def last_step(self) -> Optional[int]:
+        """The last releasable step index (inclusive), or None if unbounded."""
+        ends = [s for s in (self.horizon_steps, self.end_step) if s is not None]
+        return min(ends) - 1 if ends else None
+
+    def step_of(self, timestamp_micros: int) -> int:
+        """The step index of an event time (negative before ``start``)."""
+        return (timestamp_micros - self.start_micros) // self.step_micros
+
+    def step_bounds(self, step: int) -> Tuple[int, int]:
+        start = self.start_micros + step * self.step_micros
+        return start, start + self.step_micros
+
+    def release_time_micros(self, step: int) -> int:
+        """When the watermark passes this, ``step`` is released (data-independent)."""
+        return self.step_bounds(step)[1] + self.allowed_lateness_micros
+
+    # -- values -----------------------------------------------------------------------------------
+
+    @property
+    def bins_per_key(self) -> int:
+        return len(self.bins) if self.metric == 'histogram' else 1
+
+    @property
+    def value_bound_units(self) -> int:
+        """The largest |value| of one record, in grid units (1 for counts and histograms)."""
+        if self.metric != 'sum':
+            return 1
+        return math.ceil(max(abs(self.lower), abs(self.upper)) * (1 << self.grid_bits))
+
+    def to_units(self, value) -> int:
+        """Clamps a sum's value to [lower, upper] and snaps it to the 2**-grid_bits grid.
+
+        Raises:
+          ValueError: for a non-numeric or NaN value (the transform dead-letters the record).
+        """
+        x = float(value)
+        if math.isnan(x):
+            raise ValueError('value is NaN')
+        x = min(max(x, self.lower), self.upper)
+        units = round(x * (1 << self.grid_bits))
+        bound = self.value_bound_units
+        return int(min(max(units, -bound), bound))
+
+    def from_units(self, estimate: np.ndarray) -> np.ndarray:
+        if self.metric != 'sum':
+            return np.asarray(estimate, dtype=np.float64)
+        return np.asarray(estimate, dtype=np.float64) / (1 << self.grid_bits)
+
+    # -- mechanism --------------------------------------------------------------------------------
+
+    def sensitivity(self) -> Tuple[float, float]:
+        return self.privacy_unit.sensitivity(self.value_bound_units)
+
+    def _noise_kwargs(self) -> dict:
+        if self.budget.is_zcdp:
+            return {'rho': self.budget.rho}
+        return {'epsilon': self.budget.epsilon}
+
+    def counter(self, keys_in_shard: int):
+        l1, l2 = self.sensitivity()
+        common = dict(l1_sensitivity=l1, l2_sensitivity=l2,
+                      dimension=keys_in_shard * self.bins_per_key, estimator=self.estimator,
+                      **self._noise_kwargs())
+        if self.horizon_steps is not None:
+            return BinaryTreeCounter(horizon=self.horizon_steps, **common)
+        return InfiniteTreeCounter(**common)
+
+    def privacy_cost(self) -> PrivacyCost:
+        return self.counter(1).privacy_cost()
+
+    @property
+    def mechanism_name(self) -> str:
+        base = 'binary_tree' if self.horizon_steps is not None else 'infinite_tree'
+        noise = 'discrete_gaussian' if self.budget.is_zcdp else 'discrete_laplace'
+        return f'{base}/{self.estimator}/{noise}'
+
+    def noise_stddev(self, step: int) -> float:
+        """Public: the noise standard deviation of the release of ``step`` (per bin, in value units)."""
+        sd = math.sqrt(self.counter(1).release_variance(step + 1))
+        return sd / (1 << self.grid_bits) if self.metric == 'sum' else sd
+
+    # -- the shard state machine ------------------------------------------------------------------
+
+    def init_shard(self, shard: int) -> ShardState:
+        keys = len(self.layout.shard_keys(shard))
+        return ShardState(0, self.counter(keys).init_state())
+
+    def release_step(self, shard: int, state: ShardState,
+                     contributions: Sequence[Tuple[np.ndarray, np.ndarray]],
+                     rng: RandomSource) -> Tuple[np.ndarray, ShardState]:
+        """Releases step ``state.next_step`` of a shard.
+
+        Args:
+          contributions: (flat positions, integer values) pairs for this step, already bounded;
+            flat position = key position × bins + bin.
+        Returns:
+          (estimates of shape (keys_in_shard, bins) in value units, new state).
+        """
+        keys = len(self.layout.shard_keys(shard))
+        dim = keys * self.bins_per_key
+        vector = np.zeros(dim, dtype=np.int64)
+        for positions, values in contributions:
+            np.add.at(vector, np.asarray(positions, dtype=np.int64),
+                      np.asarray(values, dtype=np.int64))
+        estimate, counter_state = self.counter(keys).step(state.counter_state, vector, rng)
+        released = self.from_units(estimate).reshape(keys, self.bins_per_key)
+        return released, ShardState(state.next_step + 1, counter_state)
+
+    def describe(self) -> Dict[str, object]:
+        """Data-independent facts for display data and release metadata."""
+        return {
+            'metric': self.metric,
+            'mechanism': self.mechanism_name,
+            'budget': str(self.budget),
+            'privacy_unit': self.privacy_unit.describe(),
+            'num_keys': len(self.layout.keys),
+            'num_shards': self.layout.num_shards,
+            'step_seconds': self.step_micros / MICROS,
+            'allowed_lateness_seconds': self.allowed_lateness_micros / MICROS,
+            'horizon_steps': self.horizon_steps if self.horizon_steps is not None else 'unbounded',
+        }

@@ -1,0 +1,106 @@
+"""Privacy units: what one neighbouring change is, and the sensitivities that follow.
+
+* ``EventLevel()``: every record is its own privacy unit. Neighbouring streams differ by one
+  record (add/remove). Nothing is bounded beyond clamping a record's value.
+* ``UserLevel(unit_fn, max_keys_per_unit=K, max_contributions_per_step=m, max_steps_per_unit=S)``:
+  all records of one unit id (a rider, a user, a device) form the unit; neighbouring streams
+  differ by all records of one unit. Before aggregation ``BoundContributions`` keeps at most K
+  keys per unit, at most S steps per (unit, key) and at most m records per (unit, key, step), so
+  over an unbounded horizon one unit changes one key's stream by at most m·S records. An
+  unbounded horizon needs the finite S: without it a user-level guarantee cannot hold.
+
+``sensitivity(kind, value_bound)`` turns the bounds into the L1 and L2 sensitivities of the whole
+per-key input stream that the tree counters are calibrated to (see ``BinaryTreeCounter``):
+per key a unit moves the stream by at most c = m·S·B in L1 (B = 1 for counts, the clamp bound in
+grid units for sums); over its ≤ K keys that is K·c in L1 and √K·c in L2.
+"""
+
+import dataclasses
+import math
+from typing import Any, Callable, Optional, Tuple
+
+from beam_dp import _validation as v
+from beam_dp.errors import InvalidParamsError
+
+__all__ = [
+    'EventLevel',
+    'PrivacyUnit',
+    'UserLevel',
+]
+
+
+class PrivacyUnit:
+    """Base class of the privacy-unit descriptions."""
+
+    name: str = ''
+
+    def per_key_total(self, value_bound: float) -> float:
+        raise NotImplementedError
+
+    @property
+    def max_keys(self) -> int:
+        raise NotImplementedError
+
+    def sensitivity(self, value_bound: float = 1.0) -> Tuple[float, float]:
+        """(L1, L2) sensitivity of the per-key input streams, across all keys."""
+        c = self.per_key_total(value_bound)
+        return self.max_keys * c, math.sqrt(self.max_keys) * c
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class EventLevel(PrivacyUnit):
+    """Event-level privacy: neighbouring streams differ in one record."""
+    name = 'event'
+
+    def per_key_total(self, value_bound: float) -> float:
+        return value_bound
+
+    @property
+    def max_keys(self) -> int:
+        return 1
+
+    def describe(self) -> str:
+        return 'event-level (one record)'
+
+
+@dataclasses.dataclass(frozen=True)
+class UserLevel(PrivacyUnit):
+    """User-level privacy: neighbouring streams differ in all records of one unit id.
+
+    Args:
+      unit_fn: record -> unit id (hashable; typically a string).
+      max_keys_per_unit: K, keys one unit may contribute to (first K seen are kept).
+      max_contributions_per_step: m, records per (unit, key, step) kept.
+      max_steps_per_unit: S, distinct steps per (unit, key) kept over the whole horizon.
+    """
+    unit_fn: Callable[[Any], Any]
+    max_keys_per_unit: int = 1
+    max_contributions_per_step: int = 1
+    max_steps_per_unit: Optional[int] = None
+    name = 'user'
+
+    def __post_init__(self):
+        owner = 'UserLevel'
+        if not callable(self.unit_fn):
+            raise InvalidParamsError(f'{owner}: unit_fn must be callable, got {self.unit_fn!r}.')
+        v.check_positive_int(owner, 'max_keys_per_unit', self.max_keys_per_unit)
+        v.check_positive_int(owner, 'max_contributions_per_step', self.max_contributions_per_step)
+        if self.max_steps_per_unit is None:
+            raise InvalidParamsError(
+                f'{owner}: max_steps_per_unit must be set: over an unbounded horizon a user-level '
+                f'guarantee needs a bound on how many steps one unit contributes to, got None.')
+        v.check_positive_int(owner, 'max_steps_per_unit', self.max_steps_per_unit)
+
+    def per_key_total(self, value_bound: float) -> float:
+        return self.max_contributions_per_step * self.max_steps_per_unit * value_bound
+
+    @property
+    def max_keys(self) -> int:
+        return self.max_keys_per_unit
+
+    def describe(self) -> str:
+        return (f'user-level (K={self.max_keys_per_unit} keys, m={self.max_contributions_per_step}'
+                f' per step, S={self.max_steps_per_unit} steps)')

@@ -1,0 +1,34 @@
+"""beam_dp: differentially private continual release for Apache Beam."""
+
+import setuptools
+
+BEAM_VERSION = '2.77.0'
+
+setuptools.setup(
+    name='beam_dp',
+    version='0.1.0',
+    description='Differentially private continual release (tree counters, private partitioning, '
+                'PMWG) as Apache Beam transforms for streaming pipelines.',
+    long_description=open('README.md', encoding='utf-8').read() if __import__('os').path.exists(
+        'README.md') else '',
+    long_description_content_type='text/markdown',
+    python_requires='>=3.10',
+    packages=setuptools.find_packages(include=['beam_dp', 'beam_dp.*', 'pipelines', 'pipelines.*']),
+    package_data={'pipelines': ['*/data/*', '*/metadata.json']},
+    include_package_data=True,
+    install_requires=[
+        f'apache-beam=={BEAM_VERSION}',
+        'numpy>=1.24',
+        'fastavro>=1.9',
+    ],
+    extras_require={
+        'test': ['pytest>=8', 'scipy>=1.11', 'python-hcl2>=4.3', 'matplotlib>=3.7'],
+        'gcp': [f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18'],
+        'bench': ['matplotlib>=3.7', 'scipy>=1.11', 'pipeline-dp>=0.2.1'],
+        'plot': ['matplotlib>=3.7'],
+    },
+    classifiers=[
+        'Programming Language :: Python :: 3',
+        'Topic :: Security',
+    ],
+)
