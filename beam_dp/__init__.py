@@ -1,0 +1,47 @@
+"""beam_dp: differentially private continual release for Apache Beam.
+
+The public surface, one import per line. Layers (DESIGN.md): ``noise`` (the only randomness) →
+``accounting``, ``mechanisms``, ``queries`` (pure Python + numpy) → ``transforms`` (Beam).
+"""
+
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import PrivacyCost
+from beam_dp.errors import BudgetExceededError
+from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import InvalidRecordError
+from beam_dp.errors import UnsupportedMechanismError
+from beam_dp.io.records import DeadLetter
+from beam_dp.io.records import Release
+from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
+from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
+from beam_dp.privacy_unit import EventLevel
+from beam_dp.privacy_unit import UserLevel
+from beam_dp.transforms import BoundContributions
+from beam_dp.transforms import ContinualCountPerKey
+from beam_dp.transforms import ContinualHistogramPerKey
+from beam_dp.transforms import ContinualOutputs
+from beam_dp.transforms import ContinualSumPerKey
+
+__version__ = '0.1.0'
+
+__all__ = [
+    'BinaryTreeCounter',
+    'BoundContributions',
+    'BudgetAccountant',
+    'BudgetExceededError',
+    'ContinualCountPerKey',
+    'ContinualHistogramPerKey',
+    'ContinualOutputs',
+    'ContinualSumPerKey',
+    'DeadLetter',
+    'EventLevel',
+    'InfiniteTreeCounter',
+    'InvalidParamsError',
+    'InvalidRecordError',
+    'PrivacyBudget',
+    'PrivacyCost',
+    'Release',
+    'UnsupportedMechanismError',
+    'UserLevel',
+]
