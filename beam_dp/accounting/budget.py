@@ -50,7 +50,7 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
     phi = (math.sqrt(5) - 1) / 2
     a, b = hi - phi * (hi - lo), lo + phi * (hi - lo)
     fa, fb = eps_at(math.exp(a)), eps_at(math.exp(b))
-    for _ in range(200):
+    for _ in range(90):
         if fa < fb:
             hi, b, fb = b, a, fa
             a = hi - phi * (hi - lo)
@@ -68,7 +68,7 @@ def rho_for_epsilon_delta(epsilon: float, delta: float) -> float:
     lo, hi = 0.0, max(epsilon, 1e-12)
     while epsilon_from_rho(hi, delta) <= epsilon:
         hi *= 2
-    for _ in range(200):
+    for _ in range(60):
         mid = (lo + hi) / 2
         if epsilon_from_rho(mid, delta) <= epsilon:
             lo = mid
