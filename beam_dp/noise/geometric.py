@@ -34,6 +34,7 @@ so the per-tick sampler, the skip-ahead sampler and ``discrete_laplace`` agree o
 """
 
 import math
+from fractions import Fraction
 from typing import Optional
 
 from mpmath.libmp import libmpf
@@ -46,6 +47,7 @@ from beam_dp.noise.samplers import as_rational_up
 
 __all__ = [
     'bernoulli_dlap_tail',
+    'bernoulli_from_enclosure',
     'dlap_tail',
     'geometric_dlap_tail',
     'log_dlap_tail',
@@ -172,3 +174,21 @@ def geometric_dlap_tail(rng: RandomSource, scale: Rational, k: int,
             return g_lo if limit is None else min(g_lo, limit)
         if limit is not None and g_lo >= limit:
             return limit
+
+
+def bernoulli_from_enclosure(rng: RandomSource, enclosure) -> bool:
+    """Exact Bernoulli(p) for a real p given by rigorous enclosures: ``enclosure(prec)``
+    returns (lo, hi) Fractions (or mpmath interval endpoints as Fractions) with lo ≤ p ≤ hi
+    whose width shrinks as ``prec`` grows. Compares a lazily drawn uniform U with p: U < p."""
+    bits = 0
+    w = 0
+    while True:
+        w = (w << _WORD) | rng.randbits(_WORD)
+        bits += _WORD
+        lo, hi = enclosure(bits + 64)
+        u_lo, u_hi = Fraction(w, 1 << bits), Fraction(w + 1, 1 << bits)
+        if u_hi <= lo:
+            return True
+        if u_lo >= hi:
+            return False
+

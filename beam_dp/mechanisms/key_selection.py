@@ -1,0 +1,283 @@
+"""Private partition (key) selection: which group-by keys may appear in the output (DESIGN rule 2).
+
+Privacy unit and neighbours: add/remove one privacy unit (user-level) that contributes to at
+most ``max_partitions`` keys, and counts at most once per key (distinct-user counts). A key
+whose only user is the added one must appear with probability ≤ δ (per key δ/k).
+
+Static (bounded input; one decision per key on its final distinct-user count n):
+  * ``TruncatedGeometricSelection`` — the optimal (ε, δ) rule of Desfontaines, Voss, Gipson,
+    Mandayam, "Differentially private partition selection" (PoPETs 2022): release with
+    probability π(n), π(0) = 0, π(n) = min(e^ε π(n-1) + δ, 1 - e^{-ε}(1 - π(n-1) - δ), 1), with
+    (ε, δ) = (ε/k, δ/k) per key. It is equivalent to truncated-geometric noise + threshold; the
+    decision is sampled exactly (lazy rigorous comparison of a uniform with π(n)).
+  * ``LaplaceThresholdSelection`` — PipelineDP-style: n + DLap(k/ε) ≥ τ with the smallest
+    integer τ such that P[1 + DLap ≥ τ] ≤ δ/k. (ε, δ)-DP.
+  * ``GaussianThresholdSelection`` — n + DGauss(σ²) ≥ τ, σ for (ε, δ/2) via zCDP with L2
+    sensitivity √k; τ with P[1 + noise ≥ τ] ≤ δ/(2k). (ε, δ)-DP.
+
+Continual (unbounded stream): ``ContinualKeySelection`` — per key an SVT on its running
+distinct-user count, tested at EVERY global step from the key's first contribution:
+select at step t iff count_t + Y_t > τ_t + Z, Z ~ DLap(2/ε') drawn once (ε' = ε/k), Y_t ~
+DLap(2/ε') fresh (counts are monotone, Lyu-Su-Li), thresholds on the GLOBAL step clock
+τ_t = z0 + m_t - 1, where P[Z ≤ -z0] ≤ δ_f/2 and P[Y ≥ m_t] ≤ (δ_f/2)·6/(π² t²). Then for a key
+whose count never exceeds 1, P[selected ever] ≤ δ_f/2 + Σ_t (δ_f/2)·6/(π² t²) = δ_f over the
+whole unbounded horizon (union bound; a convergent Basel series). A key is selected once, stays
+selected, and nothing before its selection step is ever released (no back-fill).
+Guarantee: per key the selection time is an SVT output (ε'-DP) except that steps before the key
+exists are not evaluated; that event has probability ≤ δ_f, so a key is (ε', (1+e^{ε'})δ_f)-DP,
+and with δ_f = δ/(k(1+e^{ε'})) a user in ≤ k keys gets (ε, δ).
+"""
+
+import dataclasses
+import math
+from fractions import Fraction
+from typing import Optional, Tuple
+
+from mpmath.libmp import libmpf
+from mpmath.libmp import libmpi
+
+from beam_dp import _validation as v
+from beam_dp.accounting import PrivacyCost
+from beam_dp.accounting import basel_weight
+from beam_dp.accounting import epsilon_from_rho
+from beam_dp.accounting import rho_for_epsilon_delta
+from beam_dp.errors import InvalidParamsError
+from beam_dp.noise import RandomSource
+from beam_dp.noise import discrete_gaussian
+from beam_dp.noise import discrete_gaussian_pmf
+from beam_dp.noise import discrete_laplace
+from beam_dp.noise.geometric import bernoulli_dlap_tail
+from beam_dp.noise.geometric import bernoulli_from_enclosure
+from beam_dp.noise.geometric import dlap_tail
+from beam_dp.noise.samplers import as_rational_up
+
+__all__ = [
+    'ContinualKeySelection',
+    'GaussianThresholdSelection',
+    'KeySelectionState',
+    'LaplaceThresholdSelection',
+    'TruncatedGeometricSelection',
+    'dlap_threshold',
+]
+
+
+def _check(owner, epsilon, delta, max_partitions):
+    v.check_positive(owner, 'epsilon', epsilon)
+    v.check_probability(owner, 'delta', delta, allow_zero=False)
+    v.check_positive_int(owner, 'max_partitions', max_partitions)
+
+
+def dlap_threshold(scale: float, target: float) -> int:
+    """The smallest integer m ≥ 1 with P[DLap(scale) ≥ m] ≤ target (public, float)."""
+    b = float(as_rational_up(scale))
+    a = math.exp(-1.0 / b)
+    m = max(1, math.ceil(b * (math.log(1 / target) - math.log1p(a))))
+    while dlap_tail(scale, m) > target * (1 - 1e-9):
+        m += 1
+    return m
+
+
+@dataclasses.dataclass(frozen=True)
+class TruncatedGeometricSelection:
+    """Optimal static (ε, δ) partition selection (Desfontaines et al. 2022)."""
+    epsilon: float
+    delta: float
+    max_partitions: int = 1
+
+    def __post_init__(self):
+        _check(type(self).__name__, self.epsilon, self.delta, self.max_partitions)
+
+    def privacy_cost(self) -> PrivacyCost:
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+
+    def selection_probability(self, n: int) -> float:
+        eps, delta = self.epsilon / self.max_partitions, self.delta / self.max_partitions
+        pi = 0.0
+        for _ in range(int(n)):
+            pi = min(math.exp(eps) * pi + delta, 1 - math.exp(-eps) * (1 - pi - delta), 1.0)
+        return pi
+
+    def _enclosure(self, n: int, prec: int):
+        k = self.max_partitions
+        eps = (libmpf.from_rational(*Fraction(self.epsilon).as_integer_ratio(), prec,
+                                    libmpf.round_floor),) * 2
+        eps = libmpi.mpi_div(eps, (libmpf.from_int(k),) * 2, prec)
+        d = Fraction(self.delta) / k
+        delta = (libmpf.from_rational(d.numerator, d.denominator, prec, libmpf.round_floor),
+                 libmpf.from_rational(d.numerator, d.denominator, prec, libmpf.round_ceiling))
+        e_pos = libmpi.mpi_exp(eps, prec)
+        e_neg = libmpi.mpi_exp(libmpi.mpi_neg(eps), prec)
+        one = (libmpf.fone, libmpf.fone)
+        pi = (libmpf.fzero, libmpf.fzero)
+        for _ in range(int(n)):
+            a = libmpi.mpi_add(libmpi.mpi_mul(e_pos, pi, prec), delta, prec)
+            b = libmpi.mpi_sub(one, libmpi.mpi_mul(e_neg, libmpi.mpi_sub(
+                libmpi.mpi_sub(one, pi, prec), delta, prec), prec), prec)
+            lo = min((a[0], b[0], libmpf.fone), key=lambda x: Fraction(*libmpf.to_rational(x)))
+            hi = min((a[1], b[1], libmpf.fone), key=lambda x: Fraction(*libmpf.to_rational(x)))
+            pi = (lo, hi)
+            if lo == libmpf.fone:
+                break
+        return (Fraction(*libmpf.to_rational(pi[0])), Fraction(*libmpf.to_rational(pi[1])))
+
+    def select(self, n: int, rng: RandomSource) -> bool:
+        """Exact Bernoulli(π(n)) for a key with n distinct users."""
+        if n <= 0:
+            return False
+        return bernoulli_from_enclosure(rng, lambda prec: self._enclosure(n, prec))
+
+
+@dataclasses.dataclass(frozen=True)
+class LaplaceThresholdSelection:
+    """Static selection by n + DLap(k/ε) ≥ τ (PipelineDP's Laplace thresholding)."""
+    epsilon: float
+    delta: float
+    max_partitions: int = 1
+
+    def __post_init__(self):
+        _check(type(self).__name__, self.epsilon, self.delta, self.max_partitions)
+
+    @property
+    def scale(self) -> float:
+        return self.max_partitions / self.epsilon
+
+    @property
+    def threshold(self) -> int:
+        # P[1 + Y ≥ τ] = P[Y ≥ τ - 1] ≤ δ/k.
+        return 1 + dlap_threshold(self.scale, self.delta / self.max_partitions)
+
+    def privacy_cost(self) -> PrivacyCost:
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+
+    def selection_probability(self, n: int) -> float:
+        return 0.0 if n <= 0 else dlap_tail(self.scale, self.threshold - n)
+
+    def select(self, n: int, rng: RandomSource) -> bool:
+        return n > 0 and bernoulli_dlap_tail(rng, self.scale, self.threshold - n)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianThresholdSelection:
+    """Static selection by n + DGauss(σ²) ≥ τ; σ from (ε, δ/2) via zCDP, τ from δ/(2k)."""
+    epsilon: float
+    delta: float
+    max_partitions: int = 1
+
+    def __post_init__(self):
+        _check(type(self).__name__, self.epsilon, self.delta, self.max_partitions)
+
+    @property
+    def sigma2(self) -> float:
+        rho = rho_for_epsilon_delta(self.epsilon, self.delta / 2)
+        return self.max_partitions / (2 * rho)          # ρ = Δ₂²/(2σ²), Δ₂² = k.
+
+    def _tail(self, m: int) -> float:
+        s2 = float(as_rational_up(self.sigma2))
+        width = int(40 * math.sqrt(s2)) + 10
+        return sum(discrete_gaussian_pmf(y, s2) for y in range(m, m + width))
+
+    @property
+    def threshold(self) -> int:
+        target = self.delta / (2 * self.max_partitions)
+        m = 1
+        while self._tail(m) > target:
+            m += max(1, int(math.sqrt(self.sigma2) / 4))
+        while m > 1 and self._tail(m - 1) <= target:
+            m -= 1
+        return 1 + m
+
+    def privacy_cost(self) -> PrivacyCost:
+        rho = self.max_partitions / (2 * float(as_rational_up(self.sigma2)))
+        return PrivacyCost(epsilon=min(self.epsilon, epsilon_from_rho(rho, self.delta / 2)),
+                           delta=self.delta)
+
+    def selection_probability(self, n: int) -> float:
+        return 0.0 if n <= 0 else self._tail(self.threshold - n)
+
+    def select(self, n: int, rng: RandomSource) -> bool:
+        return n > 0 and n + discrete_gaussian(rng, self.sigma2) >= self.threshold
+
+
+@dataclasses.dataclass(frozen=True)
+class KeySelectionState:
+    """One key: its private running count, Z (drawn once), last evaluated global step, and
+    the step at which it was selected (None while not selected)."""
+    step: int
+    count: int = 0
+    noise: Optional[int] = None
+    selected_step: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ContinualKeySelection:
+    """Continual, never-back-filled key selection on an unbounded stream (see module doc).
+
+    Args:
+      epsilon, delta: the (ε, δ) a unit contributing to ≤ ``max_partitions`` keys gets.
+      max_partitions: k, keys per privacy unit (each counted once per key).
+    """
+    epsilon: float
+    delta: float
+    max_partitions: int = 1
+
+    def __post_init__(self):
+        _check(type(self).__name__, self.epsilon, self.delta, self.max_partitions)
+
+    @property
+    def key_epsilon(self) -> float:
+        return self.epsilon / self.max_partitions
+
+    @property
+    def failure_probability(self) -> float:
+        """δ_f: the bound on P[a key whose count stays ≤ 1 is ever selected]."""
+        return self.delta / (self.max_partitions * (1 + math.exp(self.key_epsilon)))
+
+    @property
+    def scale(self) -> float:
+        return 2 / self.key_epsilon
+
+    @property
+    def noise_floor(self) -> int:
+        """z0 with P[Z ≤ -z0] ≤ δ_f/2."""
+        return dlap_threshold(self.scale, self.failure_probability / 2)
+
+    def threshold(self, step: int) -> int:
+        """τ_t on the global step clock (public)."""
+        m_t = dlap_threshold(self.scale, self.failure_probability / 2 * basel_weight(step))
+        return self.noise_floor + m_t - 1
+
+    def privacy_cost(self) -> PrivacyCost:
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+
+    def init_state(self, first_step: int = 1) -> KeySelectionState:
+        """A key first seen at global step ``first_step`` (it is tested from that step on)."""
+        if first_step < 1:
+            raise InvalidParamsError(f'ContinualKeySelection: first_step must be >= 1, got '
+                                     f'{first_step}.')
+        return KeySelectionState(step=first_step - 1)
+
+    def advance(self, state: KeySelectionState, step: int, new_units: int,
+                rng: RandomSource) -> Tuple[bool, KeySelectionState]:
+        """Evaluates every global step in (state.step, step]; ``step`` adds ``new_units``
+        distinct units. Returns (selected as of ``step``, state)."""
+        if step <= state.step or new_units < 0:
+            raise InvalidParamsError(f'ContinualKeySelection: need step > {state.step} and '
+                                     f'new_units >= 0, got {step}, {new_units}.')
+        if state.selected_step is not None:
+            return True, dataclasses.replace(state, step=step)
+        noise = state.noise
+        if noise is None:
+            noise = discrete_laplace(rng.derive('key-threshold'), self.scale)
+        count = state.count
+        for t in range(state.step + 1, step + 1):
+            if t == step:
+                count += int(new_units)
+            gap = self.threshold(t) + noise - count + 1     # select ⟺ Y ≥ τ_t + Z - count + 1
+            if bernoulli_dlap_tail(rng.derive('key-step', t), self.scale, gap):
+                return True, KeySelectionState(step, count + (new_units if t < step else 0),
+                                               noise, t)
+        return False, KeySelectionState(step, count, noise, None)
+
+    def step(self, state: KeySelectionState, value: int,
+             rng: RandomSource) -> Tuple[bool, KeySelectionState]:
+        return self.advance(state, state.step + 1, value, rng)
