@@ -14,6 +14,7 @@ disjoint parts of the data fixed in advance (a max, McSherry 2009 / Qiu & Yi The
 """
 
 import dataclasses
+import functools
 import math
 from typing import List, Sequence, Tuple
 
@@ -51,6 +52,7 @@ def series_weight(j: int, exponent: float = 2.0) -> float:
     return j ** -exponent / _zeta(exponent)
 
 
+@functools.lru_cache(maxsize=64)
 def _zeta(s: float) -> float:
     # Euler-Maclaurin tail after N terms: accurate to ~1e-12 for s > 1.
     n = 1000
