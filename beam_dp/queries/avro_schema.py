@@ -161,10 +161,12 @@ def query_from_avro(record: Dict[str, Any]) -> LinearQuery:
 @dataclasses.dataclass(frozen=True)
 class QueryAnswer:
     """One answer record: ``value`` or ``refusal`` (one of ``REFUSAL_REASONS``), never both.
+    The one exception is a sparse-vector ⊥ ("below threshold"): no value, no refusal,
+    ``hard=False``.
 
     Raises:
-      InvalidParamsError: if both or neither of value and refusal are given, or the reason is
-        unknown.
+      InvalidParamsError: if both or neither of value and refusal are given (except for a ⊥), or
+        the reason is unknown.
     """
     query_id: str
     value: Optional[float]
@@ -178,7 +180,8 @@ class QueryAnswer:
     hard: Optional[bool] = None
 
     def __post_init__(self):
-        if (self.value is None) == (self.refusal is None):
+        below = self.value is None and self.refusal is None and self.hard is False
+        if (self.value is None) == (self.refusal is None) and not below:
             raise InvalidParamsError(f'QueryAnswer: give exactly one of value or refusal, got '
                                      f'value={self.value!r}, refusal={self.refusal!r}.')
         if self.refusal is not None and self.refusal not in REFUSAL_REASONS:
@@ -193,7 +196,7 @@ class QueryAnswer:
         status = str(getattr(result, 'status', '')).upper()
         refused = status in REFUSAL_REASONS
         return cls(query_id=query_id,
-                   value=None if refused else float(result.value),
+                   value=None if refused or result.value is None else float(result.value),
                    refusal=status if refused else None,
                    mechanism=mechanism,
                    epsilon_spent=float(getattr(result, 'epsilon_spent', 0.0)),
