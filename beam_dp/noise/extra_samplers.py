@@ -45,6 +45,8 @@ __all__ = [
 #: Δ·2^k ≥ 2^GRID_HEADROOM_BITS: flooring onto the grid costs at most 3·2^-10 relative noise.
 GRID_HEADROOM_BITS = 10
 _CAP = 1 << 40
+#: Up to this many samples the scalar Python-int loop beats the vectorised sampler.
+_SMALL = 64
 
 Real = Union[int, float, fractions.Fraction]
 
@@ -115,12 +117,12 @@ def discrete_laplace_any(rng: RandomSource, scale: Real, size=None):
       TypeError, ValueError: for a non-real, non-finite or non-positive scale.
     """
     frac = _round_up(scale, 'scale')
-    if frac <= _CAP:
+    count = 1 if size is None else int(np.prod(size))
+    if frac <= _CAP and (size is None or count > _SMALL):
         return discrete_laplace(rng, frac, size)
     n, d = frac.numerator, frac.denominator
     if size is None:
         return _discrete_laplace_big(rng, n, d)
-    count = int(np.prod(size))
     values = [_discrete_laplace_big(rng, n, d) for _ in range(count)]
     if all(abs(x) < (1 << 62) for x in values):
         return np.asarray(values, dtype=np.int64).reshape(size)
