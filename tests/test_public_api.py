@@ -1,0 +1,44 @@
+"""Every name in every public ``__all__`` resolves, and params objects are frozen."""
+
+import dataclasses
+import importlib
+
+import pytest
+
+MODULES = [
+    'beam_dp',
+    'beam_dp.accounting',
+    'beam_dp.errors',
+    'beam_dp.io',
+    'beam_dp.mechanisms',
+    'beam_dp.noise',
+    'beam_dp.privacy_unit',
+    'beam_dp.testing',
+    'beam_dp.transforms',
+]
+
+
+@pytest.mark.parametrize('name', MODULES)
+def test_all_names_resolve(name):
+    module = importlib.import_module(name)
+    assert module.__all__, name
+    for symbol in module.__all__:
+        assert hasattr(module, symbol), f'{name}.{symbol}'
+    assert list(module.__all__) == sorted(module.__all__), f'{name}.__all__ is not sorted'
+
+
+def test_params_are_frozen_dataclasses():
+    import beam_dp
+    for cls in (beam_dp.PrivacyBudget, beam_dp.PrivacyCost, beam_dp.BinaryTreeCounter,
+                beam_dp.InfiniteTreeCounter, beam_dp.EventLevel, beam_dp.UserLevel):
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
+
+
+def test_mechanism_modules_do_not_import_beam():
+    """The DP math never imports Beam (DESIGN.md)."""
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1] / 'beam_dp'
+    for folder in ('noise', 'accounting', 'mechanisms', 'queries'):
+        for path in (root / folder).glob('*.py'):
+            text = path.read_text()
+            assert 'import apache_beam' not in text and 'from apache_beam' not in text, path
