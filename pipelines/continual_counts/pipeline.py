@@ -1,0 +1,390 @@
+"""The continual-counts job graph: read ride events, count them per station with DP, write.
+
+  source                   ReadFromPubSub (streaming) or ReadFromAvro (batch), or an injected
+                           PTransform (tests: a TestStream)
+    | 'ParseEvents'        decode + validate into RideEvent; malformed → dead letter
+    | 'LogEventProgress'   a log line every N events (pass-through)
+    | 'ContinualCountPerStation'   beam_dp.ContinualCountPerKey, user-level (rider_id)
+  releases    → 'WriteReleasesAvro' / 'PublishReleases'
+  dead letters (parse + transform) → 'WriteDeadLettersAvro' / 'PublishDeadLetters'
+
+No DP logic lives here: the bounds, budget and schedule are handed to beam_dp, which validates
+them (again, after the Flex Template regexes) when the graph is built.
+
+Event time: in batch, from the record's ``event_time_micros``; from Pub/Sub, the message's
+``--timestamp_attribute`` (Beam's watermark tracks it), or the publish time without one.
+"""
+
+import datetime
+import logging
+import operator
+import uuid
+from typing import Any, Callable, List, NamedTuple, Optional
+
+import apache_beam as beam
+import fastavro.write
+from apache_beam.io import fileio
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.transforms import trigger
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_dp import BudgetAccountant
+from beam_dp import ContinualCountPerKey
+from beam_dp import ContinualOutputs
+from beam_dp import DeadLetter
+from beam_dp import InvalidRecordError
+from beam_dp import PrivacyBudget
+from beam_dp import Release
+from beam_dp import UserLevel
+from beam_dp.io.records import DEAD_LETTER_SCHEMA
+from beam_dp.io.records import RELEASE_SCHEMA
+from beam_dp.io.records import dead_letter_to_avro
+from beam_dp.io.records import release_to_avro
+from pipelines.continual_counts import pubsub_codec
+from pipelines.continual_counts import sample_data
+from pipelines.continual_counts.events import RideEvent
+from pipelines.continual_counts.events import validate_event
+
+__all__ = [
+    'AvroRecordSink',
+    'JobOutputs',
+    'ParseEvents',
+    'build_pipeline',
+    'count_per_station',
+    'public_keys',
+    'read_events',
+    'write_dead_letters',
+    'write_releases',
+]
+
+_LOG = logging.getLogger(__name__)
+JOB = 'continual_counts'
+RELEASES_PREFIX = 'releases'
+DEAD_LETTERS_PREFIX = 'dead_letters'
+# Streaming dead letters are flushed to files at least this often (processing time).
+DEAD_LETTER_FLUSH_SECONDS = 60
+_MAX_RECORD_CHARS = 2000
+
+
+class JobOutputs(NamedTuple):
+    """The job's outputs before the sinks: ``Release`` and ``DeadLetter`` PCollections."""
+    releases: beam.PCollection
+    dead_letters: beam.PCollection
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+def _render(record: Any) -> str:
+    try:
+        text = repr(record)
+    except Exception:  # pylint: disable=broad-except
+        text = f'<unprintable {type(record).__name__}>'
+    return text if len(text) <= _MAX_RECORD_CHARS else text[:_MAX_RECORD_CHARS] + '...'
+
+
+class _ParseFn(beam.DoFn):
+    """Decodes and validates one input; malformed inputs go to the 'dead_letter' output.
+
+    ``kind='avro'``: the input is a decoded Avro record (dict); the output is timestamped with
+    the event's own time. ``kind='pubsub'``: the input is a ``PubsubMessage`` (or raw bytes)
+    holding one schemaless Avro event; the element's timestamp (the message's timestamp
+    attribute) is kept.
+    """
+
+    def __init__(self, kind: str):
+        if kind not in ('avro', 'pubsub'):
+            raise ValueError(f'_ParseFn: kind must be avro or pubsub, got {kind!r}')
+        self._kind = kind
+        self._dead = beam.metrics.Metrics.counter(JOB, f'dead_letters_parse_{kind}')
+        self._ok = beam.metrics.Metrics.counter(JOB, f'events_parsed_{kind}')
+
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        try:
+            if self._kind == 'avro':
+                event = validate_event(element)
+            else:
+                data = getattr(element, 'data', element)
+                event = validate_event(pubsub_codec.decode_event_record(data))
+        except InvalidRecordError as e:
+            self._dead.inc()
+            yield beam.pvalue.TaggedOutput(
+                'dead_letter', DeadLetter(transform='ParseEvents', stage=f'parse_{self._kind}',
+                                          reason=str(e), record=_render(element),
+                                          event_time_micros=_element_micros(timestamp)))
+            return
+        self._ok.inc()
+        if self._kind == 'avro':
+            yield window.TimestampedValue(event, Timestamp(micros=event.event_time_micros))
+        else:
+            yield event
+
+
+def _element_micros(timestamp) -> Optional[int]:
+    try:
+        micros = timestamp.micros
+    except AttributeError:
+        return None
+    # Batch reads carry Beam's minimum timestamp: no event time is known then.
+    return micros if micros >= 0 else None
+
+
+class ParseEvents(beam.PTransform):
+    """Raw inputs → ``RideEvent`` (main output) and ``DeadLetter`` (tag 'dead_letter')."""
+
+    def __init__(self, kind: str, label: Optional[str] = None):
+        super().__init__(label)
+        self._kind = kind
+
+    def expand(self, raw):
+        parsed = raw | 'Parse' >> beam.ParDo(_ParseFn(self._kind)).with_outputs(
+            'dead_letter', main='events')
+        parsed.events.element_type = RideEvent
+        parsed.dead_letter.element_type = DeadLetter
+        return parsed
+
+
+class _LogProgress(beam.DoFn):
+    """Pass-through that logs every ``every`` elements it sees (per DoFn instance)."""
+
+    def __init__(self, what: str, every: int):
+        self._what = what
+        self._every = max(1, int(every))
+
+    def setup(self):
+        self._seen = 0
+
+    def process(self, element):
+        self._seen += 1
+        if self._seen % self._every == 0:
+            _LOG.info('%s: %d so far (this worker)', self._what, self._seen)
+        yield element
+
+
+# -- sources ---------------------------------------------------------------------------------------
+
+def input_kind(args) -> str:
+    """'pubsub' with --input_subscription, else 'avro' (the sample data without --input_avro)."""
+    return 'pubsub' if args.input_subscription else 'avro'
+
+
+def read_events(pipeline: beam.Pipeline, args, source: Optional[beam.PTransform] = None):
+    """Applies the source and 'ParseEvents'. Returns (events, parse dead letters).
+
+    ``source`` replaces the configured read (tests): it must yield what the configured read
+    yields — ``PubsubMessage`` elements with --input_subscription, else decoded Avro records.
+    """
+    kind = input_kind(args)
+    if source is None:
+        if kind == 'pubsub':
+            source = beam.io.ReadFromPubSub(subscription=args.input_subscription,
+                                            with_attributes=True,
+                                            timestamp_attribute=args.timestamp_attribute or None)
+        else:
+            source = beam.io.ReadFromAvro(args.input_avro or sample_data.RIDES_PATH)
+    raw = pipeline | 'ReadEvents' >> source
+    parsed = raw | 'ParseEvents' >> ParseEvents(kind)
+    events = parsed.events | 'LogEventProgress' >> beam.ParDo(
+        _LogProgress('events parsed', args.progress_every))
+    events.element_type = RideEvent
+    return events, parsed.dead_letter
+
+
+# -- the DP stage ----------------------------------------------------------------------------------
+
+def public_keys(args) -> List[str]:
+    """--public_keys (comma-separated), else --public_keys_file, else the sample station list."""
+    if args.public_keys:
+        keys = [k.strip() for k in args.public_keys.split(',') if k.strip()]
+    else:
+        path = args.public_keys_file or sample_data.STATIONS_PATH
+        with beam.io.filesystems.FileSystems.open(path) as f:
+            text = f.read().decode('utf-8')
+        keys = [line.strip() for line in text.splitlines()
+                if line.strip() and not line.lstrip().startswith('#')]
+    return keys
+
+
+def count_per_station(events: beam.PCollection, args,
+                      accountant: Optional[BudgetAccountant] = None) -> ContinualOutputs:
+    """The DP stage: ``ContinualCountPerKey`` per start station, user-level on ``rider_id``."""
+    budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta)
+    accountant = accountant if accountant is not None else BudgetAccountant(budget)
+    unit = UserLevel(unit_fn=operator.attrgetter('rider_id'),
+                     max_keys_per_unit=args.max_keys_per_unit,
+                     max_contributions_per_step=args.max_contributions_per_step,
+                     max_steps_per_unit=args.max_steps_per_unit)
+    return events | 'ContinualCountPerStation' >> ContinualCountPerKey(
+        public_keys=public_keys(args), start=args.start, step=args.step_seconds, budget=budget,
+        privacy_unit=unit, key_fn=operator.attrgetter('station'), accountant=accountant,
+        allowed_lateness=args.allowed_lateness_seconds, horizon_steps=args.horizon_steps,
+        end=args.end, estimator=args.estimator, num_shards=args.num_shards,
+        testing_seed=args.testing_seed)
+
+
+# -- sinks -----------------------------------------------------------------------------------------
+
+class AvroRecordSink(fileio.FileSink):
+    """A ``fileio`` sink writing one Avro container file (deflate) of ``to_avro(record)``."""
+
+    def __init__(self, schema: dict, to_avro: Callable[[Any], dict]):
+        self._schema = schema
+        self._to_avro = to_avro
+        self._writer = None
+
+    def open(self, fh):
+        self._writer = fastavro.write.Writer(fh, self._schema, codec='deflate')
+
+    def write(self, record):
+        self._writer.write(self._to_avro(record))
+
+    def flush(self):
+        self._writer.flush()
+
+
+def _release_sink(_destination):
+    return AvroRecordSink(RELEASE_SCHEMA, release_to_avro)
+
+
+def _dead_letter_sink(_destination):
+    return AvroRecordSink(DEAD_LETTER_SCHEMA, dead_letter_to_avro)
+
+
+def _file_naming(prefix: str, suffix: str, unique: bool):
+    """File names: prefix[-window][-pane N | -written-at+uuid]-SSSSS-of-NNNNN + suffix.
+
+    ``unique`` adds the processing time and a random token, for outputs whose window fires
+    repeatedly (fileio's default naming would overwrite the earlier firings' files).
+    """
+
+    def _inner(win, pane, shard_index, total_shards, compression, destination):
+        del compression, destination
+        parts = [prefix]
+        if win is not None and win != window.GlobalWindow():
+            parts.append(f'{_iso(win.start)}--{_iso(win.end)}')
+        if unique:
+            stamp = datetime.datetime.now(datetime.timezone.utc).strftime('%Y%m%dT%H%M%S')
+            parts.append(f'{stamp}-{uuid.uuid4().hex[:8]}')
+        elif pane is not None and not (pane.is_first and pane.is_last):
+            parts.append(f'pane{pane.index}')
+        if shard_index is not None and total_shards is not None:
+            parts.append(f'{int(shard_index):05d}-of-{int(total_shards):05d}')
+        return '-'.join(parts) + suffix
+
+    return _inner
+
+
+def _iso(ts: Timestamp) -> str:
+    return ts.to_utc_datetime().strftime('%Y%m%dT%H%M%SZ')
+
+
+def _is_streaming(pipeline: beam.Pipeline) -> bool:
+    return bool(pipeline.options.view_as(StandardOptions).streaming)
+
+
+def write_releases(releases: beam.PCollection, args) -> None:
+    """Releases → Avro files under --output_avro and/or Avro messages on --output_topic."""
+    streaming = _is_streaming(releases.pipeline)
+    if args.output_avro:
+        to_write = releases
+        if streaming:
+            # One window per step: a release's timestamp is its (data-independent) release time.
+            to_write = releases | 'WindowReleasesByStep' >> beam.WindowInto(
+                window.FixedWindows(args.step_seconds))
+        _ = to_write | 'WriteReleasesAvro' >> fileio.WriteToFiles(
+            path=args.output_avro, file_naming=_file_naming(RELEASES_PREFIX, '.avro', False),
+            sink=_release_sink, shards=1)
+    if args.output_topic:
+        _ = (releases
+             | 'EncodeReleases' >> beam.Map(_release_message)
+             | 'PublishReleases' >> beam.io.WriteToPubSub(args.output_topic,
+                                                          with_attributes=True))
+
+
+def _release_message(release: Release):
+    from apache_beam.io.gcp.pubsub import PubsubMessage  # pylint: disable=import-outside-toplevel
+    return PubsubMessage(pubsub_codec.encode_release(release),
+                         {'key': release.key, 'step': str(release.step),
+                          'step_end_micros': str(release.step_end_micros)})
+
+
+def _dead_letter_message(dead: DeadLetter):
+    from apache_beam.io.gcp.pubsub import PubsubMessage  # pylint: disable=import-outside-toplevel
+    return PubsubMessage(pubsub_codec.encode_dead_letter(dead),
+                         {'transform': dead.transform, 'stage': dead.stage})
+
+
+def write_dead_letters(dead_letters: beam.PCollection, args) -> None:
+    """Dead letters → Avro files under --dead_letter_avro and/or messages on --dead_letter_topic.
+
+    In streaming they are collected in the global window and flushed every
+    ``DEAD_LETTER_FLUSH_SECONDS`` of processing time (and at the end of input): late records are
+    dead letters too, and an event-time window would drop exactly those.
+    """
+    streaming = _is_streaming(dead_letters.pipeline)
+    if args.dead_letter_avro:
+        to_write = dead_letters
+        if streaming:
+            to_write = dead_letters | 'WindowDeadLetters' >> beam.WindowInto(
+                window.GlobalWindows(),
+                trigger=trigger.AfterWatermark(
+                    early=trigger.AfterProcessingTime(DEAD_LETTER_FLUSH_SECONDS)),
+                accumulation_mode=trigger.AccumulationMode.DISCARDING)
+        _ = to_write | 'WriteDeadLettersAvro' >> fileio.WriteToFiles(
+            path=args.dead_letter_avro,
+            file_naming=_file_naming(DEAD_LETTERS_PREFIX, '.avro', streaming),
+            sink=_dead_letter_sink, shards=1)
+    if args.dead_letter_topic:
+        _ = (dead_letters
+             | 'EncodeDeadLetters' >> beam.Map(_dead_letter_message)
+             | 'PublishDeadLetters' >> beam.io.WriteToPubSub(args.dead_letter_topic,
+                                                             with_attributes=True))
+    if not args.dead_letter_avro and not args.dead_letter_topic:
+        _LOG.warning('No dead-letter sink (--dead_letter_avro / --dead_letter_topic): dead letters '
+                     'are only counted in the job metrics.')
+
+
+# -- the job ---------------------------------------------------------------------------------------
+
+def build_job(pipeline: beam.Pipeline, args, source: Optional[beam.PTransform] = None,
+              accountant: Optional[BudgetAccountant] = None) -> JobOutputs:
+    """Source → parse → DP counts; returns the outputs before the sinks."""
+    events, parse_dead = read_events(pipeline, args, source)
+    counted = count_per_station(events, args, accountant)
+    releases = counted.releases | 'LogReleaseProgress' >> beam.ParDo(
+        _LogProgress('releases', args.progress_every))
+    releases.element_type = Release
+    dead = ((parse_dead, counted.dead_letter)
+            | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
+    dead = dead | 'CountDeadLetters' >> beam.Map(_count_dead_letter).with_output_types(DeadLetter)
+    return JobOutputs(releases, dead)
+
+
+def _count_dead_letter(dead: DeadLetter) -> DeadLetter:
+    beam.metrics.Metrics.counter(JOB, f'dead_letters_{dead.stage}').inc()
+    return dead
+
+
+def build_pipeline(args, options: PipelineOptions, *,
+                   source: Optional[beam.PTransform] = None,
+                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None) -> beam.Pipeline:
+    """The whole job graph (not run).
+
+    Args:
+      args: the job's parsed arguments (``launcher.parse_args``).
+      options: Beam pipeline options; streaming is switched on for --input_subscription.
+      source: replaces the configured read (see ``read_events``); for tests.
+      outputs_fn: called with the ``JobOutputs`` after the sinks are attached (tests use it to
+        attach ``assert_that``).
+    """
+    if args.input_subscription:
+        options.view_as(StandardOptions).streaming = True
+    pipeline = beam.Pipeline(options=options)
+    outputs = build_job(pipeline, args, source)
+    write_releases(outputs.releases, args)
+    write_dead_letters(outputs.dead_letters, args)
+    if outputs_fn is not None:
+        outputs_fn(outputs)
+    return pipeline
+
