@@ -452,7 +452,11 @@ class BBScheduler(_Base):
         return bbscheduler_start(self.n, self._gamma, i)
 
     def guaranteed_error(self) -> float:
-        """α_i + γ/(1+γ), with α_i = γ(1+γ)^{2p} (δ = 0) or γ(1+γ)^{1.5p} (δ > 0)."""
+        """α_i + γ/(1+γ), with α_i = γ(1+γ)^{2p} (δ = 0) or γ(1+γ)^{1.5p} (δ > 0).
+
+        Spec E4: the paper's algebra prints Z^{p − p²/(2p+1)} and (½γ)^{1.5p}; the correct
+        exponents Z^{p/(2p+1)} and (½γ)^{-1.5p} give these closed forms.
+        """
         gm = self._gamma
         expo = 2 * self.p if self.delta == 0 else 1.5 * self.p
         return gm * (1 + gm) ** expo + gm / (1 + gm)

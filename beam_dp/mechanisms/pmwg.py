@@ -161,7 +161,8 @@ class PMWG:
     value; y takes an MW step), or the refusals 'not_started' (t < n) and 'halted' (forever once
     cumulative hard answers would exceed cap(t), checked before release).
 
-    Not guaranteed: accuracy, which needs α ≥ the bounds of Theorems 14/17 (vacuous below
+    Not guaranteed: accuracy, which needs α ≥ the bounds of Theorems 14/17 (Theorem 19's factor 3
+    should be 4, since a query may issue two NSG queries: spec E8) (vacuous below
     n ≈ 10⁸, spec P14) and a query budget the algorithm does not enforce; ordering of records
     and queries is the caller's (spec §7.2).
 
@@ -239,7 +240,8 @@ class PMWG:
 
         δ = 0 (B.1): (1 + (81/(2α²)) ln N)ξ_nΔ_n + (81/(2α²))Σ_{t>n} b_t ξ_tΔ_t.
         δ > 0 (B.11): τ = (1 + (585/(16α²)) ln N)(ξ_nΔ_n)² + (585/(16α²))Σ_{t>n} b_t(ξ_tΔ_t)²,
-        reported as τ/2 + √(2τ ln(1/δ)) (Theorem 4). Worst case: hard queries as early as the cap
+        reported as τ/2 + √(2τ ln(1/δ)) (Theorem 4; spec E7: Lemma 23's "585² ln N/8α²" is
+        a garble of 585c² ln N/(8α²)). Worst case: hard queries as early as the cap
         allows (ξ_tΔ_t is non-increasing). Tail beyond M: b_t ≤ (A + ln t)/t, A = ln N + 1 + 1/M,
         and Σ_{t>M} (A + ln t)t^{-1-s} ≤ M^{-s}((A + ln M)/s + 1/s²).
         """

@@ -233,3 +233,17 @@ def test_query_time_for_large_domain():
         _, state = mech.answer(state, q, rng)
     per_query = (time.perf_counter() - start) / len(queries)
     assert per_query < 0.01        # ~1 ms on a laptop core; generous for shared CI machines
+
+
+def test_answers_convert_to_avro_records():
+    from beam_dp.queries import QueryAnswer, answer_from_avro, answer_to_avro
+    mech = PMWG(epsilon=30, alpha=0.3, n=100, domain_size=8)
+    rng = seeded(14)
+    state = mech.add_data(mech.init_state(), [1] * 99, rng)
+    early, state = mech.answer(state, LinearQuery.point(8, 1), rng)
+    state = mech.add_data(state, [2], rng)
+    ans, state = mech.answer(state, LinearQuery.point(8, 1), rng)
+    for result, refusal in ((early, 'NOT_STARTED'), (ans, None)):
+        record = QueryAnswer.from_result('q', result, 'pmwg', timestamp=123)
+        assert record.refusal == refusal and record.t == result.t
+        assert answer_from_avro(answer_to_avro(record)) == record
