@@ -30,6 +30,7 @@ Debug (``NoiseFreeDebug``): zero noise everywhere (structural tests only; refuse
 """
 
 import dataclasses
+import functools
 import math
 from typing import Dict, Hashable, NamedTuple, Optional, Sequence, Tuple
 
@@ -230,6 +231,7 @@ class FullyDynamicCounter:
     def level_epsilon(self, level: int) -> float:
         return self.epsilon_tree * basel_weight(level)
 
+    @functools.lru_cache(maxsize=128)
     def node_mechanism(self, level: int) -> NodeMechanism:
         return NodeMechanism(self.level_epsilon(level), self.beta / 2 * basel_weight(level),
                              self.dimension, self.debug)
@@ -275,21 +277,21 @@ class FullyDynamicCounter:
             by_node.setdefault(node, {})[rid] = item
         nodes: Dict[int, NodeState] = {}
         merged: Dict[Hashable, int] = {}
+        retiring = set(fenwick.retiring_nodes(k))
         for a in chain_prev:
             node_state = state.nodes[a]
-            if a in fenwick.retiring_nodes(k):
+            if a in retiring:
                 gone = by_node.get(a, {})
                 merged.update({rid: it for rid, it in node_state.live_records().items()
                                if rid not in gone})
                 continue
             mech = self.node_mechanism(fenwick.node_level(a))
-            _, nodes[a] = mech.step(node_state, by_node.get(a, {}),
-                                    rng.derive('node-step', a, k))
+            _, nodes[a] = mech.step(node_state, by_node.get(a, {}), rng)
         merged.update(state.pending)
         for rid, item in state.pending.items():
             live[rid] = (k, item)
         mech = self.node_mechanism(fenwick.node_level(k))
-        nodes[k] = mech.build(k, merged, rng.derive('node-build', k))
+        nodes[k] = mech.build(k, merged, rng)
         answer = np.zeros(self.dimension)
         for a in fenwick.prefix_chain(k):
             answer += np.asarray(nodes[a].answer)

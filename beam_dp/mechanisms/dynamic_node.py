@@ -21,6 +21,7 @@ structural tests (spec §18.7-8), refuses a secure random source and has no priv
 """
 
 import dataclasses
+import functools
 import math
 from typing import Dict, Hashable, Optional, Sequence, Tuple
 
@@ -77,22 +78,23 @@ def laplace_sum_bound(scales: Sequence[float], beta: float) -> float:
     M(s) = (1-a)²/((1-ae^s)(1-ae^{-s})), minimised over a grid of s < 1/b_max (any s is valid).
     A deterministic function of public values, so it is privacy-neutral.
     """
-    scales = [float(as_rational_up(b)) for b in scales if b > 0]
+    return _laplace_sum_bound(tuple(sorted(float(as_rational_up(b)) for b in scales if b > 0)),
+                              float(beta))
+
+
+@functools.lru_cache(maxsize=65536)
+def _laplace_sum_bound(scales: Tuple[float, ...], beta: float) -> float:
     if not scales:
         return 0.0
     k = len(scales)
-    union = sum(b * math.log(2 * k / beta) for b in scales)
-    s_max = 1.0 / max(scales)
-    best = union
-    for frac in np.linspace(0.02, 0.98, 49):
-        s = frac * s_max
-        log_mgf = 0.0
-        for b in scales:
-            a = math.exp(-1.0 / b)
-            log_mgf += (2 * math.log1p(-a) - math.log1p(-a * math.exp(s))
-                        - math.log1p(-a * math.exp(-s)))
-        best = min(best, (log_mgf - math.log(beta / 2)) / s)
-    return best
+    b = np.asarray(scales)
+    union = float(np.sum(b) * math.log(2 * k / beta))
+    s = np.linspace(0.02, 0.98, 49)[:, None] / b.max()
+    a = np.exp(-1.0 / b)[None, :]
+    log_mgf = np.sum(2 * np.log1p(-a) - np.log1p(-a * np.exp(s)) - np.log1p(-a * np.exp(-s)),
+                     axis=1)
+    chernoff = (log_mgf - math.log(beta / 2)) / s[:, 0]
+    return min(union, float(chernoff.min()))
 
 
 def counter_noise_scales(counter: InfiniteTreeCounter, s: int) -> Tuple[float, ...]:
@@ -106,6 +108,15 @@ def counter_noise_scales(counter: InfiniteTreeCounter, s: int) -> Tuple[float, .
     if r < (1 << block):
         scales += [counter.tree_noise(block).param] * bin(r).count('1')
     return tuple(scales)
+
+
+@functools.lru_cache(maxsize=65536)
+def _gamma(epsilon: float, beta: float, steps: int, r: int) -> float:
+    eps_r = 3 * epsilon / (2 * math.pi ** 2 * r * r)
+    beta_r = beta / (math.pi ** 2 * r * r)
+    base = math.log(1 / beta_r) / eps_r
+    counter = InfiniteTreeCounter(epsilon=eps_r, estimator='textbook')
+    return max(laplace_sum_bound(counter_noise_scales(counter, steps), beta_r), base)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,15 +183,12 @@ class NodeMechanism:
         """γ_{s,r} = max(bound on the C2 count error after s steps, (1/ε_r)·ln(1/β_r))."""
         if self.debug is not None and self.debug.gamma is not None:
             return self.debug.gamma
-        eps_r, beta_r = self.round_epsilon(r), self.round_beta(r)
-        base = math.log(1 / beta_r) / eps_r
-        scales = counter_noise_scales(self._counter(r, 1), steps)
-        return max(laplace_sum_bound(scales, beta_r), base)
+        return _gamma(self.epsilon, self.beta, steps, r)
 
-    def _noise(self, rng: RandomSource, scale: float, size: int) -> np.ndarray:
+    def _noise(self, rng: RandomSource, labels, scale: float, size: int) -> np.ndarray:
         if self.debug is not None:
             return np.zeros(size, dtype=np.int64)
-        return discrete_laplace(rng, scale, size)
+        return discrete_laplace(rng.derive(*labels), scale, size)
 
     def _hist(self, records: Dict[Hashable, int]) -> np.ndarray:
         return np.bincount(np.asarray(list(records.values()), dtype=np.int64),
@@ -191,17 +199,17 @@ class NodeMechanism:
             return (0,) * dimension
         return self._counter(r, dimension).init_state()
 
-    def _inner_step(self, r: int, state, batch: np.ndarray, rng: RandomSource):
+    def _inner_step(self, r: int, state, batch: np.ndarray, rng: RandomSource, labels):
         if self.debug is not None:
             total = tuple(int(a + b) for a, b in zip(state, batch))
             return np.asarray(total, dtype=np.float64), total
-        estimate, new = self._counter(r, batch.size).step(state, batch, rng)
+        estimate, new = self._counter(r, batch.size).step(state, batch, rng.derive(*labels))
         return np.asarray(estimate, dtype=np.float64).reshape(-1), new
 
     def _start_round(self, index: int, r: int, records: Dict[Hashable, int], spent: float,
                      restarts: int, rng: RandomSource) -> NodeState:
         eps_r = self.round_epsilon(r)
-        n_tilde = len(records) + int(self._noise(rng.derive('node-n', index, r), 1 / eps_r, 1)[0])
+        n_tilde = len(records) + int(self._noise(rng, ('node-n', index, r), 1 / eps_r, 1)[0])
         common = dict(index=index, round=r, records=dict(records), deleted=frozenset(),
                       n_tilde=n_tilde, deletions_hist=self._inner_init(r, self.dimension),
                       deletions_count=self._inner_init(r, 1), steps=0,
@@ -209,7 +217,7 @@ class NodeMechanism:
         if r > 1 and n_tilde < 2 * self.gamma(0, r):
             return NodeState(static=(0,) * self.dimension, halted=True,
                              answer=(0.0,) * self.dimension, **common)
-        static = self._hist(records) + self._noise(rng.derive('node-s', index, r), 1 / eps_r,
+        static = self._hist(records) + self._noise(rng, ('node-s', index, r), 1 / eps_r,
                                                    self.dimension)
         static = tuple(int(x) for x in static)
         return NodeState(static=static, halted=False, answer=tuple(float(x) for x in static),
@@ -236,10 +244,10 @@ class NodeMechanism:
         r, steps = state.round, state.steps + 1
         batch = self._hist(deletions) if deletions else np.zeros(self.dimension, dtype=np.int64)
         hist_est, hist_state = self._inner_step(
-            r, state.deletions_hist, batch, rng.derive('node-qins', state.index, r, steps))
+            r, state.deletions_hist, batch, rng, ('node-qins', state.index, r, steps))
         count_est, count_state = self._inner_step(
             r, state.deletions_count, np.asarray([len(deletions)], dtype=np.int64),
-            rng.derive('node-lapins', state.index, r, steps))
+            rng, ('node-lapins', state.index, r, steps))
         deleted = state.deleted | frozenset(deletions)
         if count_est[0] > state.n_tilde / 2 + 2 * self.gamma(steps, r):
             survivors = {rid: it for rid, it in state.records.items() if rid not in deleted}
