@@ -29,10 +29,12 @@ and with δ_f = δ/(k(1+e^{ε'})) a user in ≤ k keys gets (ε, δ).
 """
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 from typing import Optional, Tuple
 
+import numpy as np
 from mpmath.libmp import libmpf
 from mpmath.libmp import libmpi
 
@@ -44,7 +46,6 @@ from beam_dp.accounting import rho_for_epsilon_delta
 from beam_dp.errors import InvalidParamsError
 from beam_dp.noise import RandomSource
 from beam_dp.noise import discrete_gaussian
-from beam_dp.noise import discrete_gaussian_pmf
 from beam_dp.noise import discrete_laplace
 from beam_dp.noise.geometric import bernoulli_dlap_tail
 from beam_dp.noise.geometric import bernoulli_from_enclosure
@@ -156,6 +157,15 @@ class LaplaceThresholdSelection:
         return n > 0 and bernoulli_dlap_tail(rng, self.scale, self.threshold - n)
 
 
+@functools.lru_cache(maxsize=4096)
+def _dgauss_tail(s2: float, m: int) -> float:
+    """P[DGauss(σ²) ≥ m] by direct summation (public; float)."""
+    radius = int(40 * math.sqrt(s2)) + 10
+    y = np.arange(-radius, radius + 1)
+    w = np.exp(-y.astype(float) ** 2 / (2 * s2))
+    return float(w[y >= m].sum() / w.sum())
+
+
 @dataclasses.dataclass(frozen=True)
 class GaussianThresholdSelection:
     """Static selection by n + DGauss(σ²) ≥ τ; σ from (ε, δ/2) via zCDP, τ from δ/(2k)."""
@@ -172,9 +182,7 @@ class GaussianThresholdSelection:
         return self.max_partitions / (2 * rho)          # ρ = Δ₂²/(2σ²), Δ₂² = k.
 
     def _tail(self, m: int) -> float:
-        s2 = float(as_rational_up(self.sigma2))
-        width = int(40 * math.sqrt(s2)) + 10
-        return sum(discrete_gaussian_pmf(y, s2) for y in range(m, m + width))
+        return _dgauss_tail(float(as_rational_up(self.sigma2)), int(m))
 
     @property
     def threshold(self) -> int:
