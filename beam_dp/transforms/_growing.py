@@ -1,0 +1,457 @@
+"""Shared wiring of the growing-database transforms (``WindowedPMWG``, ``BBSchedulerQueries``,
+``BBImproverQueries``): two tagged inputs, one stateful DoFn per (key, window), event-time order.
+
+Wiring (labels are part of the Dataflow update contract):
+
+  data    | 'TagData'      key_fn, window id, domain_fn → (key, window id), record item;
+                           malformed → dead letter
+  queries | 'TagQueries'   (query_id, LinearQuery), a LinearQuery with an id, or an Avro dict →
+                           query item; invalid → dead letter + an INVALID_QUERY refusal
+  each    | '...ToGlobalWindow'  timestamps kept; the window id is part of the key
+  (both)  | 'MergeInputs'  Flatten
+          | 'AnswerQueries'  stateful DoFn keyed by (key, window id): items wait in a Bag and are
+                           processed in event-time order on a watermark timer
+
+Order: an item stamped τ is processed once the watermark passes τ, together with every pending
+item stamped ≤ τ, sorted by (timestamp, records before queries, tie), where the tie is the record's
+domain element or the query id. So a query stamped τ sees exactly the records stamped ≤ τ that
+were not late (spec 000 criterion 25); a late record (stamped before an already processed query)
+is counted at the next processing, i.e. in a later t. With bounded inputs (batch) one timer at the
+end of input processes everything, in the same order, in one go.
+
+The DoFn holds state and sets timers; every decision is the mechanism's (an ``_Engine`` adapter
+around a pure state machine). The schedule is public: a query is answered when it is processed
+(its arrival time is public, DESIGN rule 1), and the database size t used by the mechanisms is
+public under the swap-one relation the transforms declare.
+"""
+
+import math
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.coders import PickleCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.userstate import TimerSpec
+from apache_beam.transforms.userstate import on_timer
+from apache_beam.transforms.window import FixedWindows
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.transforms.window import SlidingWindows
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_dp import noise
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyCost
+from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import InvalidRecordError
+from beam_dp.io.records import DeadLetter
+from beam_dp.queries import LinearQuery
+from beam_dp.queries import QueryAnswer
+from beam_dp.queries import query_from_avro
+from beam_dp.transforms._common import DEAD_LETTER
+from beam_dp.transforms._common import dead_letter
+from beam_dp.transforms._common import to_micros
+
+__all__ = [
+    'GrowingDatabaseOutputs',
+    'instance_rng',
+]
+
+RECORD, QUERY = 0, 1
+RELEASES = 'releases'
+_REFUSED = 'refused'
+_MAX_MICROS = GlobalWindow().max_timestamp().micros
+
+
+class GrowingDatabaseOutputs(NamedTuple):
+    """Outputs of a growing-database transform: ``answers`` (``QueryAnswer``, one per valid or
+    invalid query with an id, refusals included), ``releases`` (``EpochReleaseRecord`` of the
+    scheduler transforms; empty for PMWG) and ``dead_letter`` (``DeadLetter``)."""
+    answers: beam.PCollection
+    releases: beam.PCollection
+    dead_letter: beam.PCollection
+
+
+def instance_rng(rng: noise.RandomSource, label: str, key, window_id) -> noise.RandomSource:
+    """The random source of one (key, window) instance: queries use ``.derive('query', i)`` (i =
+    the instance's query index), data batches ``.derive('data')``. Under a seed this makes every
+    runner and bundling draw the same noise; the pure mechanisms driven with the same sources give
+    the same answers (the parity tests)."""
+    return rng.derive(label, key, window_id)
+
+
+def window_id_of(window) -> Optional[Tuple[int, int]]:
+    """None for the global window, else (start, end) in microseconds."""
+    if isinstance(window, GlobalWindow):
+        return None
+    return (window.start.micros, window.end.micros)
+
+
+def check_windowing(owner: str, *pcolls) -> bool:
+    """Returns True for fixed windows, False for the global window; refuses anything else.
+
+    Sliding windows are refused: a record would belong to size/period overlapping instances, each
+    spending the full budget on it (the budget would multiply), and a query would get one answer
+    per window. Sessions (and other merging windows) are refused because their boundaries depend
+    on the data. Apply one transform per FixedWindows offset with a split budget instead.
+    """
+    fns = [p.windowing.windowfn for p in pcolls]
+    for fn in fns:
+        if isinstance(fn, SlidingWindows):
+            raise InvalidParamsError(
+                f'{owner}: sliding windows are not supported: each record would fall in '
+                f'size/period overlapping windows and every window instance would spend the full '
+                f'budget on it. Use GlobalWindows (one growing database) or FixedWindows '
+                f'(independent instances, parallel composition), or split the budget yourself '
+                f'over FixedWindows offsets.')
+        if not isinstance(fn, (GlobalWindows, FixedWindows)):
+            raise InvalidParamsError(
+                f'{owner}: only GlobalWindows and FixedWindows are supported (window boundaries '
+                f'must not depend on the data), got {type(fn).__name__}.')
+    first = fns[0]
+    for fn in fns[1:]:
+        if type(fn) is not type(first) or (isinstance(fn, FixedWindows) and (
+                fn.size != first.size or fn.offset != first.offset)):
+            raise InvalidParamsError(f'{owner}: the data and query streams must use the same '
+                                     f'windowing, got {first!r} and {fn!r}.')
+    return isinstance(first, FixedWindows)
+
+
+def normalise_query(element) -> Tuple[Optional[str], Any]:
+    """(query_id, LinearQuery) from (id, LinearQuery), a LinearQuery with an id or an Avro dict.
+
+    Returns (query_id or None, LinearQuery or an error message)."""
+    qid = None
+    try:
+        if isinstance(element, LinearQuery):
+            return element.query_id, element
+        if isinstance(element, dict):
+            qid = element.get('id') or None
+            return qid, query_from_avro(element)
+        if isinstance(element, (tuple, list)) and len(element) == 2:
+            qid = None if element[0] is None else str(element[0])
+            query = element[1]
+            if isinstance(query, dict):
+                query = query_from_avro(query)
+            if not isinstance(query, LinearQuery):
+                return qid, f'query must be a LinearQuery or an Avro dict, got {query!r:.80}'
+            return qid, query
+    except InvalidRecordError as e:
+        return qid, str(e)
+    return None, (f'a query must be (query_id, LinearQuery), a LinearQuery with a query_id or an '
+                  f'Avro dict, got {element!r:.80}')
+
+
+@beam.typehints.with_input_types(Any)
+@beam.typehints.with_output_types(Tuple[Tuple[Any, Any], Tuple[int, int, Any, Any]])
+class _TagFn(beam.DoFn):
+    """Validates one input and keys it by (key, window id); runs in the input's windows."""
+
+    def __init__(self, kind: int, label: str, mechanism: str, key_fn: Optional[Callable],
+                 domain_fn: Optional[Callable], domain_size: int):
+        self._kind = kind
+        self._label = label
+        self._mechanism = mechanism
+        self._key_fn = key_fn
+        self._domain_fn = domain_fn
+        self._domain_size = domain_size
+
+    def process(self, element, timestamp=beam.DoFn.TimestampParam,
+                window=beam.DoFn.WindowParam):
+        micros = timestamp.micros
+        stage = 'TagData' if self._kind == RECORD else 'TagQueries'
+        try:
+            key = None if self._key_fn is None else self._key_fn(element)
+        except Exception as e:  # pylint: disable=broad-except
+            yield dead_letter(self._label, stage, f'key_fn raised {e!r}', element, micros)
+            return
+        wid = window_id_of(window)
+        if self._kind == RECORD:
+            try:
+                index = self._domain_fn(element)
+            except Exception as e:  # pylint: disable=broad-except
+                yield dead_letter(self._label, stage, f'domain_fn raised {e!r}', element, micros)
+                return
+            if (isinstance(index, bool) or not isinstance(index, (int, np.integer))
+                    or not 0 <= int(index) < self._domain_size):
+                yield dead_letter(self._label, stage,
+                                  f'domain_fn must return an integer in [0, {self._domain_size}), '
+                                  f'got {index!r:.40}', element, micros)
+                return
+            yield (key, wid), (micros, RECORD, int(index), int(index))
+            return
+        qid, query = normalise_query(element)
+        if isinstance(query, LinearQuery) and query.domain_size != self._domain_size:
+            query = (f'query must be over a domain of size {self._domain_size}, got '
+                     f'{query.domain_size}')
+        if not qid:
+            reason = 'query has no query_id' + ('' if isinstance(query, LinearQuery)
+                                                else f' ({query})')
+            yield dead_letter(self._label, stage, reason, element, micros)
+            return
+        if not isinstance(query, LinearQuery):
+            yield dead_letter(self._label, stage, f'invalid query {qid!r}: {query}', element,
+                              micros)
+            yield beam.pvalue.TaggedOutput(_REFUSED, QueryAnswer(
+                query_id=qid, value=None, refusal='INVALID_QUERY', message=str(query)[:500],
+                mechanism=self._mechanism, epsilon_spent=0.0, timestamp=micros))
+            return
+        yield (key, wid), (micros, QUERY, qid, (qid, query))
+
+
+class _Engine:
+    """Adapter between the DoFn and a pure mechanism (implemented in pmwg.py / bb_scheduler.py).
+
+    ``add(state, indices, rng) -> (releases, state)``; ``answer(state, query_id, query, micros,
+    rng) -> (QueryAnswer, releases, state)``; ``release_record(key, wid, release, micros)``."""
+    name = ''
+
+    def init_state(self):
+        raise NotImplementedError
+
+    def add(self, state, indices: np.ndarray, rng):
+        raise NotImplementedError
+
+    def answer(self, state, query_id: str, query: LinearQuery, micros: int, rng):
+        raise NotImplementedError
+
+    def release_record(self, key, wid, release, micros: int):
+        raise NotImplementedError
+
+
+class _GrowingFn(beam.DoFn):
+    """Keyed by (key, window id): the mechanism's state, the pending items and the timers."""
+
+    INSTANCE = ReadModifyWriteStateSpec('instance', PickleCoder())
+    META = ReadModifyWriteStateSpec('meta', PickleCoder())
+    PENDING = BagStateSpec('pending', PickleCoder())
+    ARMED = ReadModifyWriteStateSpec('armed', PickleCoder())
+    FLUSH_TIMER = TimerSpec('flush', TimeDomain.WATERMARK)
+    EXPIRE_TIMER = TimerSpec('expire', TimeDomain.WATERMARK)
+
+    def __init__(self, engine: _Engine, label: str, rng: noise.RandomSource, bounded: bool,
+                 granularity_micros: int, lateness_micros: int):
+        self._engine = engine
+        self._label = label
+        self._rng = rng
+        self._bounded = bounded
+        self._granularity = granularity_micros
+        self._lateness = lateness_micros
+
+    def _fire_time(self, micros: int) -> int:
+        if self._bounded:
+            return _MAX_MICROS
+        g = self._granularity
+        return micros if g <= 1 else min(_MAX_MICROS, -(-(micros + 1) // g) * g - 1)
+
+    def process(self, element, meta=beam.DoFn.StateParam(META),
+                pending=beam.DoFn.StateParam(PENDING), armed=beam.DoFn.StateParam(ARMED),
+                flush=beam.DoFn.TimerParam(FLUSH_TIMER),
+                expire=beam.DoFn.TimerParam(EXPIRE_TIMER)):
+        (_, wid), item = element
+        info = meta.read() or {}
+        if info.get('closed'):
+            yield from self._closed(wid, item)
+            return
+        pending.add(item)
+        fire = self._fire_time(item[0])
+        current = armed.read()
+        if current is None or fire < current:
+            flush.set(Timestamp(micros=fire))
+            armed.write(fire)
+        if wid is not None and not self._bounded and not info.get('expiry_set'):
+            expire.set(Timestamp(micros=min(_MAX_MICROS, wid[1] - 1 + self._lateness)))
+            info['expiry_set'] = True
+            meta.write(info)
+
+    def _closed(self, wid, item):
+        micros, kind, _, payload = item
+        reason = (f'window [{wid[0]}, {wid[1]}) us is closed (its instance was finalised when the '
+                  f'watermark passed its end plus the allowed lateness)')
+        if kind == QUERY:
+            qid = payload[0]
+            yield QueryAnswer(query_id=qid, value=None, refusal='HALTED', message=reason,
+                              mechanism=self._engine.name, epsilon_spent=0.0, timestamp=micros)
+        else:
+            yield dead_letter(self._label, 'AnswerQueries', f'late: {reason}', payload, micros)
+
+    @on_timer(FLUSH_TIMER)
+    def on_flush(self, key=beam.DoFn.KeyParam, fire=beam.DoFn.TimestampParam,
+                 instance=beam.DoFn.StateParam(INSTANCE), meta=beam.DoFn.StateParam(META),
+                 pending=beam.DoFn.StateParam(PENDING), armed=beam.DoFn.StateParam(ARMED),
+                 flush=beam.DoFn.TimerParam(FLUSH_TIMER)):
+        yield from self._flush_release(key, fire.micros, instance, meta, pending, armed, flush,
+                                       close=False)
+
+    @on_timer(EXPIRE_TIMER)
+    def on_expire(self, key=beam.DoFn.KeyParam, instance=beam.DoFn.StateParam(INSTANCE),
+                  meta=beam.DoFn.StateParam(META), pending=beam.DoFn.StateParam(PENDING),
+                  armed=beam.DoFn.StateParam(ARMED), flush=beam.DoFn.TimerParam(FLUSH_TIMER)):
+        yield from self._flush_release(key, _MAX_MICROS, instance, meta, pending, armed, flush,
+                                       close=True)
+
+    def _flush_release(self, key, upto: int, instance, meta, pending, armed, flush, close: bool):
+        """Processes every pending item stamped ≤ ``upto`` in order, emits, and re-arms (or, on
+        ``close``, finalises the window's instance and clears its state)."""
+        items = list(pending.read())
+        due = sorted((i for i in items if i[0] <= upto), key=lambda i: i[:3])
+        rest = [i for i in items if i[0] > upto]
+        user_key, wid = key
+        info = meta.read() or {}
+        if due:
+            state = instance.read()
+            if state is None:
+                state = self._engine.init_state()
+            base = instance_rng(self._rng, self._label, user_key, wid)
+            state, outputs = self._process(state, due, base, info, user_key, wid)
+            yield from outputs
+            if not close:
+                instance.write(state)
+        pending.clear()
+        if close:
+            instance.clear()
+            armed.clear()
+            flush.clear()
+            meta.write({'closed': True})
+            return
+        for item in rest:
+            pending.add(item)
+        if rest:
+            fire = self._fire_time(min(i[0] for i in rest))
+            flush.set(Timestamp(micros=fire))
+            armed.write(fire)
+        else:
+            armed.clear()
+        meta.write(info)
+
+    def _process(self, state, due: List[tuple], base, info: dict, user_key, wid):
+        engine = self._engine
+        outputs = []
+        batch: List[int] = []
+        data_rng = base.derive('data')
+
+        def add_batch(state, micros):
+            if not batch:
+                return state
+            releases, state = engine.add(state, np.asarray(batch, dtype=np.int64), data_rng)
+            for release in releases:
+                outputs.append(beam.pvalue.TaggedOutput(
+                    RELEASES, engine.release_record(user_key, wid, release, micros)))
+            batch.clear()
+            return state
+
+        last_micros = due[0][0]
+        for micros, kind, _, payload in due:
+            if kind == RECORD:
+                batch.append(payload)
+                last_micros = micros
+                continue
+            state = add_batch(state, last_micros)
+            qid, query = payload
+            index = info.get('queries', 0)
+            info['queries'] = index + 1
+            try:
+                answer, releases, state = engine.answer(state, qid, query, micros,
+                                                        base.derive('query', index))
+            except InvalidRecordError as e:
+                outputs.append(dead_letter(self._label, 'AnswerQueries', str(e), payload, micros))
+                outputs.append(QueryAnswer(query_id=qid, value=None, refusal='INVALID_QUERY',
+                                           message=str(e)[:500], mechanism=engine.name,
+                                           epsilon_spent=0.0, timestamp=micros))
+                continue
+            for release in releases:
+                outputs.append(beam.pvalue.TaggedOutput(
+                    RELEASES, engine.release_record(user_key, wid, release, micros)))
+            outputs.append(answer)
+        state = add_batch(state, last_micros)
+        return state, outputs
+
+
+class GrowingDatabaseTransform(beam.PTransform):
+    """Base of the public transforms: validation of the shared arguments and the wiring.
+
+    Subclasses set ``self._engine`` (an ``_Engine``), ``self._cost`` (a ``PrivacyCost``) and
+    ``self._domain_size`` before calling ``_setup``."""
+
+    def _setup(self, owner: str, domain_fn, data_key_fn, query_key_fn, accountant,
+               testing_seed, allowed_lateness, timer_granularity) -> None:
+        if not callable(domain_fn):
+            raise InvalidParamsError(f'{owner}: domain_fn must be callable, got {domain_fn!r}.')
+        for name, fn in (('data_key_fn', data_key_fn), ('query_key_fn', query_key_fn)):
+            if fn is not None and not callable(fn):
+                raise InvalidParamsError(f'{owner}: {name} must be callable or None, got {fn!r}.')
+        if accountant is not None and not isinstance(accountant, BudgetAccountant):
+            raise InvalidParamsError(f'{owner}: accountant must be a BudgetAccountant, got '
+                                     f'{accountant!r}.')
+        if testing_seed is not None and (isinstance(testing_seed, bool)
+                                         or not isinstance(testing_seed, int)):
+            raise InvalidParamsError(f'{owner}: testing_seed must be an int or None, got '
+                                     f'{testing_seed!r}.')
+        self._lateness = to_micros(owner, 'allowed_lateness', allowed_lateness, duration=True)
+        self._granularity = to_micros(owner, 'timer_granularity', timer_granularity,
+                                      duration=True)
+        if accountant is not None and not accountant.fits(self._cost):
+            accountant.spend(owner, self._cost)     # raises BudgetExceededError now
+        self._owner = owner
+        self._domain_fn = domain_fn
+        self._data_key_fn = data_key_fn
+        self._query_key_fn = query_key_fn
+        self._accountant = accountant
+        self._rng = noise.seeded(testing_seed) if testing_seed is not None else noise.secure_rng()
+
+    def privacy_cost(self) -> PrivacyCost:
+        """The cost per privacy unit (one record): spent once whatever the number of keys or
+        fixed windows (each record is in exactly one instance: parallel composition)."""
+        return self._cost
+
+    def expand(self, inputs):
+        if isinstance(inputs, dict):
+            data, queries = inputs['data'], inputs['queries']
+        else:
+            data, queries = inputs
+        fixed = check_windowing(self._owner, data, queries)
+        del fixed
+        if self._accountant is not None:
+            self._accountant.spend(self.label, self._cost)
+        label, name, n_dom = self.label, self._engine.name, self._domain_size
+        tagged_data = data | 'TagData' >> beam.ParDo(_TagFn(
+            RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom)).with_outputs(
+                DEAD_LETTER, main='items')
+        tagged_queries = queries | 'TagQueries' >> beam.ParDo(_TagFn(
+            QUERY, label, name, self._query_key_fn, None, n_dom)).with_outputs(
+                DEAD_LETTER, _REFUSED, main='items')
+        bounded = bool(data.is_bounded and queries.is_bounded)
+        items = (
+            (tagged_data.items | 'DataToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
+             tagged_queries.items | 'QueriesToGlobalWindow' >> beam.WindowInto(GlobalWindows()))
+            | 'MergeInputs' >> beam.Flatten())
+        processed = items | 'AnswerQueries' >> beam.ParDo(_GrowingFn(
+            self._engine, label, self._rng, bounded, self._granularity,
+            self._lateness)).with_outputs(DEAD_LETTER, RELEASES, main='answers')
+        refused = tagged_queries[_REFUSED] | 'RefusedToGlobalWindow' >> beam.WindowInto(
+            GlobalWindows())
+        answers = (processed.answers, refused) | 'MergeAnswers' >> beam.Flatten()
+        answers.element_type = QueryAnswer
+        dead = ((tagged_data[DEAD_LETTER]
+                 | 'DataDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
+                 tagged_queries[DEAD_LETTER]
+                 | 'QueryDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
+                 processed[DEAD_LETTER])
+                | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
+        return GrowingDatabaseOutputs(answers, processed[RELEASES], dead)
+
+
+def refusal_message(status: str, t: int, n: int) -> str:
+    """A human-readable reason for a refusal (every number in it is public)."""
+    return {
+        'NOT_STARTED': f'the database has {t} records, fewer than the initial size n={n}',
+        'HALTED': 'the instance halted: its hard-query cap or budget is exhausted',
+        'BUDGET_EXHAUSTED': 'the privacy budget of this instance is exhausted',
+        'UNKNOWN_QUERY': 'the black box cannot answer this query (not in its query set)',
+    }.get(status, '')
+
+
+del math
