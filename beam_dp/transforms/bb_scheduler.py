@@ -1,0 +1,239 @@
+"""``BBSchedulerQueries`` / ``BBImproverQueries``: rerun a pluggable static ε-DP black box as a
+database grows (Cummings et al., Algorithms 1-2), answering a public query stream in Beam.
+
+Same wiring as ``WindowedPMWG`` (``_growing.py``): data and queries tagged, keyed by
+(key, window), processed in event-time order by one stateful DoFn. The mechanisms are
+``beam_dp.mechanisms.BBScheduler`` / ``BBImprover`` unchanged; every black-box run is emitted as
+an ``EpochReleaseRecord`` (public metadata: epoch, t, ε_i, α_i, ln(1/β_i)) on its schedule, and
+queries are answered from the current run (post-processing).
+"""
+
+import dataclasses
+import typing
+from typing import Any, Callable, NamedTuple, Optional
+
+import apache_beam as beam
+import numpy as np
+
+from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.bb_scheduler import BBImprover
+from beam_dp.mechanisms.bb_scheduler import BBScheduler
+from beam_dp.queries import QueryAnswer
+from beam_dp.transforms._growing import GrowingDatabaseTransform
+from beam_dp.transforms._growing import _Engine
+from beam_dp.transforms._growing import refusal_message
+
+__all__ = [
+    'BBImproverQueries',
+    'BBSchedulerQueries',
+    'EPOCH_RELEASE_SCHEMA',
+    'EpochReleaseRecord',
+    'epoch_release_to_avro',
+]
+
+
+class EpochReleaseRecord(NamedTuple):
+    """One black-box run: ``key`` (str of the instance key; '' for one database), the window's
+    [start, end) in microseconds (None in the global window), ``epoch`` (BBScheduler: i;
+    BBImprover: the size t), ``t`` (size of the snapshot it ran on), ``epsilon``, ``alpha``,
+    ``ln_inv_beta`` (the run's ε_i, α_i, ln(1/β_i)), ``mechanism`` (scheduler/box) and
+    ``timestamp`` (event time of the item that triggered it, microseconds). All public."""
+    key: str
+    window_start_micros: Optional[int]
+    window_end_micros: Optional[int]
+    epoch: int
+    t: int
+    epsilon: float
+    alpha: float
+    ln_inv_beta: float
+    mechanism: str
+    timestamp: int
+
+
+beam.coders.registry.register_coder(EpochReleaseRecord, beam.coders.RowCoder)
+
+EPOCH_RELEASE_SCHEMA = {
+    'type': 'record',
+    'name': 'EpochRelease',
+    'namespace': 'beam_dp',
+    'doc': 'One run of a static black box by BBScheduler/BBImprover (public metadata).',
+    'fields': [
+        {'name': 'key', 'type': 'string'},
+        {'name': 'window_start_micros', 'type': ['null', 'long'], 'default': None},
+        {'name': 'window_end_micros', 'type': ['null', 'long'], 'default': None},
+        {'name': 'epoch', 'type': 'long'},
+        {'name': 't', 'type': 'long'},
+        {'name': 'epsilon', 'type': 'double'},
+        {'name': 'alpha', 'type': 'double'},
+        {'name': 'ln_inv_beta', 'type': 'double'},
+        {'name': 'mechanism', 'type': 'string'},
+        {'name': 'timestamp', 'type': 'long'},
+    ],
+}
+
+
+def epoch_release_to_avro(record: EpochReleaseRecord) -> dict:
+    return record._asdict()
+
+
+class _BBEngine(_Engine):
+    """Adapter: records → ``add_data_with_releases`` (split at epoch starts, so the releases do
+    not depend on how records are batched); a query → ``answer`` (a lazy run is detected by the
+    run counter and emitted as a release)."""
+
+    def __init__(self, mechanism, name: str):
+        self._mechanism = mechanism
+        self.name = name
+
+    def init_state(self):
+        return self._mechanism.init_state()
+
+    def add(self, state, indices, rng):
+        m = self._mechanism
+        if m.lazy or not isinstance(m, BBScheduler):
+            return m.add_data_with_releases(state, indices, rng)
+        releases = []
+        rest = indices
+        while rest.size:
+            # Cut the batch at the next epoch start: the box then runs exactly at t_i whatever the
+            # bundling (spec 000 criterion 22); several starts at one integer collapse (spec P3).
+            need = max(1, m.start(state.epoch + 1) - state.t)
+            chunk, rest = rest[:need], rest[need:]
+            new, state = m.add_data_with_releases(state, chunk, rng)
+            releases.extend(new)
+        return tuple(releases), state
+
+    def answer(self, state, query_id, query, micros, rng):
+        runs = state.runs
+        result, state = self._mechanism.answer(state, query, rng)
+        releases = (state.release,) if state.runs > runs else ()
+        answer = QueryAnswer.from_result(query_id, result, self.name, micros)
+        if answer.refusal is not None:
+            answer = dataclasses.replace(answer, message=refusal_message(
+                answer.refusal, result.t, self._mechanism.n))
+        if self._mechanism.delta:
+            answer = dataclasses.replace(answer, delta_spent=self._mechanism.delta)
+        return answer, releases, state
+
+    def release_record(self, key, wid, release, micros):
+        return EpochReleaseRecord(
+            key='' if key is None else str(key),
+            window_start_micros=None if wid is None else wid[0],
+            window_end_micros=None if wid is None else wid[1],
+            epoch=int(release.epoch), t=int(release.t), epsilon=float(release.epsilon),
+            alpha=float(release.alpha), ln_inv_beta=float(release.ln_inv_beta),
+            mechanism=self.name, timestamp=int(micros))
+
+
+class _BBQueries(GrowingDatabaseTransform):
+    _owner_name = ''
+
+    def _init(self, mechanism, domain_fn, data_key_fn, query_key_fn, accountant,
+              allowed_lateness, timer_granularity, testing_seed):
+        self._mechanism = mechanism
+        box = getattr(mechanism.mechanism, 'name', 'black_box')
+        self._engine = _BBEngine(mechanism, f'{self._owner_name.lower()}/{box}')
+        self._cost = mechanism.privacy_cost()
+        self._domain_size = mechanism.domain_size
+        self._setup(type(self).__name__, domain_fn, data_key_fn, query_key_fn, accountant,
+                    testing_seed, allowed_lateness, timer_granularity)
+
+    @property
+    def mechanism(self):
+        return self._mechanism
+
+    def display_data(self):
+        m = self._mechanism
+        return {'mechanism': self._engine.name, 'epsilon': str(m.epsilon),
+                'delta': str(m.delta), 'n': str(m.n), 'domain_size': str(m.domain_size),
+                'privacy_unit': 'one record (swap-one; sizes public)'}
+
+
+class BBSchedulerQueries(_BBQueries):
+    """Answers a public query stream from a static black box rerun at geometrically spaced sizes
+    (BBScheduler, Alg 1), per key and per window, in event time.
+
+    Apply it to ``(data, queries)`` as ``WindowedPMWG`` (same inputs, keys, windows, ordering,
+    refusals and dead letters). Each instance holds the histogram of its records and runs the box
+    (``mechanism``, a ``StaticMechanism``: ``LaplaceQueryVector``, ``StaticPMWBox``,
+    ``CallableBlackBox``) once per epoch: eagerly when its size reaches t_i = ⌈(1+γ)^i n⌉
+    (exactly at that count whatever the bundling: record batches are cut at the epoch starts),
+    or, with ``lazy=True``, at the first query of an epoch on the current snapshot. Each run is
+    emitted as an ``EpochReleaseRecord``; queries are answered from the latest run
+    (post-processing, no cost).
+
+    Privacy unit and neighbouring relation: one record, swap-one (the paper's model). The size t
+    of each (key, window) database is PUBLIC — the epoch schedule is triggered by it (DESIGN
+    rule 1) — and so are the key and window of every record. Do not use it where counts are
+    private (add/remove neighbours). Event-level, or user-level with one record per user.
+
+    Sensitivity and guarantee: the box must be pure ε_i-DP for sensitivity 1/t (spec P7).
+    δ = 0: Σ ε_i ≤ ε (basic composition); δ > 0: CDP composition ≤ ε (Theorem 10); parallel
+    composition across keys and fixed windows. ``privacy_cost()`` is spent on ``accountant`` at
+    construction.
+
+    Releases: ``EpochReleaseRecord`` per run; one ``QueryAnswer`` per query: a value, or a
+    refusal NOT_STARTED (t < n), UNKNOWN_QUERY (the box cannot answer it), BUDGET_EXHAUSTED,
+    HALTED (window closed) or INVALID_QUERY.
+
+    Not guaranteed: accuracy: α_i + γ/(1+γ) per epoch w.p. 1 − β_i (Lemma 11); requires γ < 1.
+
+    Cite: Cummings et al., Alg 1, Theorem 10, Lemma 11; spec 000 §2.
+
+    Args:
+      mechanism: the static black box. epsilon, beta, n, domain_size, delta, p, g, lazy:
+        ``BBScheduler``'s parameters. Other arguments as ``WindowedPMWG``.
+
+    Raises:
+      InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.
+    """
+    _owner_name = 'BBScheduler'
+
+    def __init__(self, *, mechanism, epsilon: float, beta: float, n: int, domain_size: int,
+                 domain_fn: Callable[[Any], int], delta: float = 0.0, p: Optional[float] = None,
+                 g: Optional[float] = None, lazy: bool = False,
+                 data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
+                 accountant=None, allowed_lateness=0, timer_granularity=0,
+                 testing_seed: Optional[int] = None, label: Optional[str] = None):
+        super().__init__(label)
+        scheduler = BBScheduler(mechanism=mechanism, epsilon=epsilon, beta=beta, n=n,
+                                domain_size=domain_size, delta=delta, p=p, g=g, lazy=lazy)
+        self._init(scheduler, domain_fn, data_key_fn, query_key_fn, accountant,
+                   allowed_lateness, timer_granularity, testing_seed)
+
+
+class BBImproverQueries(_BBQueries):
+    """Answers a public query stream from a static black box rerun at every new size, with
+    shrinking ε_t (BBImprover, Alg 2), per key and per window, in event time.
+
+    As ``BBSchedulerQueries``, except: the box runs lazily, at most once per size t, at the first
+    query at a new size (``EpochReleaseRecord.epoch`` is that t); ε_t = √c·ε/(3√ln(1/δ)
+    t^{1/2+c}); (ε, δ)-DP only (ε < 1, δ ∈ (0, 1/e]). Eager runs (one per record) are not offered:
+    they would cost a box run per record and their batching would depend on the runner.
+
+    Privacy unit and relation: one record, swap-one; t is PUBLIC (DESIGN rule 1).
+
+    Cite: Cummings et al., Alg 2, Theorem 13; spec 000 §3.
+
+    Raises:
+      InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.
+    """
+    _owner_name = 'BBImprover'
+
+    def __init__(self, *, mechanism, epsilon: float, delta: float, beta: float, n: int,
+                 domain_size: int, domain_fn: Callable[[Any], int], c: float = 0.1,
+                 p1: Optional[float] = None, p2: float = 0.0,
+                 data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
+                 accountant=None, allowed_lateness=0, timer_granularity=0,
+                 testing_seed: Optional[int] = None, label: Optional[str] = None, **kwargs):
+        super().__init__(label)
+        if kwargs.get('lazy', True) is not True or set(kwargs) - {'lazy'}:
+            raise InvalidParamsError('BBImproverQueries: only lazy=True is supported (one run per '
+                                     f'size at query times), got {kwargs!r}.')
+        improver = BBImprover(mechanism=mechanism, epsilon=epsilon, delta=delta, beta=beta, n=n,
+                              domain_size=domain_size, c=c, p1=p1, p2=p2, lazy=True)
+        self._init(improver, domain_fn, data_key_fn, query_key_fn, accountant,
+                   allowed_lateness, timer_granularity, testing_seed)
+
+
+del typing, np
