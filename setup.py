@@ -20,6 +20,8 @@ setuptools.setup(
         f'apache-beam=={BEAM_VERSION}',
         'numpy>=1.24',
         'fastavro>=1.9',
+        # Exact interval arithmetic for the geometric skip-ahead sampler (noise/geometric.py).
+        'mpmath>=1.3',
     ],
     extras_require={
         'test': ['pytest>=8', 'scipy>=1.11', 'python-hcl2>=4.3', 'matplotlib>=3.7'],
