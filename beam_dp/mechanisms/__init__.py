@@ -1,21 +1,108 @@
-"""Pure mechanisms (no Beam): continual counters, and the building blocks of the transforms."""
+"""Pure mechanisms (no Beam): continual counters, private partitioning, dynamic release,
+key selection, and the growing-database mechanisms (PMW, PMWG, BBScheduler/BBImprover)."""
 
 from beam_dp.mechanisms.base import ContinualMechanism
 from beam_dp.mechanisms.base import InteractiveMechanism
+from beam_dp.mechanisms.bb_scheduler import BBAnswer
+from beam_dp.mechanisms.bb_scheduler import BBImprover
+from beam_dp.mechanisms.bb_scheduler import BBScheduler
+from beam_dp.mechanisms.bb_scheduler import BBState
+from beam_dp.mechanisms.bb_scheduler import CallableBlackBox
+from beam_dp.mechanisms.bb_scheduler import EpochRelease
+from beam_dp.mechanisms.bb_scheduler import LaplaceQueryVector
+from beam_dp.mechanisms.bb_scheduler import StaticMechanism
+from beam_dp.mechanisms.bb_scheduler import StaticPMWBox
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.binary_tree import TreeState
+from beam_dp.mechanisms.dynamic import DynamicRelease
+from beam_dp.mechanisms.dynamic import FullyDynamicCounter
+from beam_dp.mechanisms.dynamic import FullyDynamicState
+from beam_dp.mechanisms.dynamic import TwoStreamCounter
+from beam_dp.mechanisms.dynamic import TwoStreamState
+from beam_dp.mechanisms.dynamic import Update
+from beam_dp.mechanisms.dynamic_node import NodeMechanism
+from beam_dp.mechanisms.dynamic_node import NodeState
+from beam_dp.mechanisms.dynamic_node import NoiseFreeDebug
+from beam_dp.mechanisms.growing_svt import AboveThresholdGrowing
+from beam_dp.mechanisms.growing_svt import GrowingSVTState
+from beam_dp.mechanisms.growing_svt import NumericAboveThresholdGrowing
+from beam_dp.mechanisms.growing_svt import NumericSparseGrowing
+from beam_dp.mechanisms.growing_svt import SVTAnswer
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeState
+from beam_dp.mechanisms.key_selection import ContinualKeySelection
+from beam_dp.mechanisms.key_selection import GaussianThresholdSelection
+from beam_dp.mechanisms.key_selection import KeySelectionState
+from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
+from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
 from beam_dp.mechanisms.keyed_release import KeyLayout
 from beam_dp.mechanisms.keyed_release import KeyedReleaseSpec
+from beam_dp.mechanisms.pmw import PMWAnswer
+from beam_dp.mechanisms.pmw import PMWState
+from beam_dp.mechanisms.pmw import PrivateMultiplicativeWeights
+from beam_dp.mechanisms.pmwg import PMWG
+from beam_dp.mechanisms.pmwg import PMWGPublic
+from beam_dp.mechanisms.pmwg import PMWGState
+from beam_dp.mechanisms.sparse_counter import SparseCounter
+from beam_dp.mechanisms.sparse_counter import SparseCounterRelease
+from beam_dp.mechanisms.sparse_counter import SparseCounterState
+from beam_dp.mechanisms.sparse_vector import SparseVector
+from beam_dp.mechanisms.sparse_vector import SparseVectorState
+from beam_dp.mechanisms.time_partition import PAPER_C_THETA
+from beam_dp.mechanisms.time_partition import PartitionerState
+from beam_dp.mechanisms.time_partition import SegmentClose
+from beam_dp.mechanisms.time_partition import TimePartitioner
 
 __all__ = [
+    'AboveThresholdGrowing',
+    'BBAnswer',
+    'BBImprover',
+    'BBScheduler',
+    'BBState',
     'BinaryTreeCounter',
+    'CallableBlackBox',
+    'ContinualKeySelection',
     'ContinualMechanism',
+    'DynamicRelease',
+    'EpochRelease',
+    'FullyDynamicCounter',
+    'FullyDynamicState',
+    'GaussianThresholdSelection',
+    'GrowingSVTState',
     'InfiniteTreeCounter',
     'InfiniteTreeState',
     'InteractiveMechanism',
     'KeyLayout',
+    'KeySelectionState',
     'KeyedReleaseSpec',
+    'LaplaceQueryVector',
+    'LaplaceThresholdSelection',
+    'NodeMechanism',
+    'NodeState',
+    'NoiseFreeDebug',
+    'NumericAboveThresholdGrowing',
+    'NumericSparseGrowing',
+    'PAPER_C_THETA',
+    'PMWAnswer',
+    'PMWG',
+    'PMWGPublic',
+    'PMWGState',
+    'PMWState',
+    'PartitionerState',
+    'PrivateMultiplicativeWeights',
+    'SVTAnswer',
+    'SegmentClose',
+    'SparseCounter',
+    'SparseCounterRelease',
+    'SparseCounterState',
+    'SparseVector',
+    'SparseVectorState',
+    'StaticMechanism',
+    'StaticPMWBox',
+    'TimePartitioner',
     'TreeState',
+    'TruncatedGeometricSelection',
+    'TwoStreamCounter',
+    'TwoStreamState',
+    'Update',
 ]
