@@ -13,6 +13,7 @@ MODULES = [
     'beam_dp.mechanisms',
     'beam_dp.noise',
     'beam_dp.privacy_unit',
+    'beam_dp.queries',
     'beam_dp.testing',
     'beam_dp.transforms',
 ]
