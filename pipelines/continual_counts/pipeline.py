@@ -225,6 +225,10 @@ def count_per_station(events: beam.PCollection, args,
 
 # -- sinks -----------------------------------------------------------------------------------------
 
+# Sinks use ``max_writers_per_bundle=0``: every record goes through fileio's sharded path, so
+# each window (batch: the whole output) is one file instead of one file per bundle.
+
+
 class AvroRecordSink(fileio.FileSink):
     """A ``fileio`` sink writing one Avro container file (deflate) of ``to_avro(record)``."""
 
@@ -294,7 +298,7 @@ def write_releases(releases: beam.PCollection, args) -> None:
                 window.FixedWindows(args.step_seconds))
         _ = to_write | 'WriteReleasesAvro' >> fileio.WriteToFiles(
             path=args.output_avro, file_naming=_file_naming(RELEASES_PREFIX, '.avro', False),
-            sink=_release_sink, shards=1)
+            sink=_release_sink, shards=1, max_writers_per_bundle=0)
     if args.output_topic:
         _ = (releases
              | 'EncodeReleases' >> beam.Map(_release_message)
@@ -334,7 +338,7 @@ def write_dead_letters(dead_letters: beam.PCollection, args) -> None:
         _ = to_write | 'WriteDeadLettersAvro' >> fileio.WriteToFiles(
             path=args.dead_letter_avro,
             file_naming=_file_naming(DEAD_LETTERS_PREFIX, '.avro', streaming),
-            sink=_dead_letter_sink, shards=1)
+            sink=_dead_letter_sink, shards=1, max_writers_per_bundle=0)
     if args.dead_letter_topic:
         _ = (dead_letters
              | 'EncodeDeadLetters' >> beam.Map(_dead_letter_message)
