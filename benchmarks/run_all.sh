@@ -28,8 +28,8 @@ python benchmarks/state_size.py --check-log2-steps 10
 "$PY_PDP" benchmarks/throughput.py --events "$EVENTS" --repeats 2 \
   --pipelines source baseline dp_sharded pipelinedp --tag "events$((EVENTS / 1000))k"
 # (b-i) simple design (one stateful key per public key) vs sharded: 10k keys x 64 steps is
-# infeasible on the FnApiRunner (see README), so it runs at 200 keys x 16 steps.
-"$PY_PDP" benchmarks/throughput.py --events 20000 --keys 200 --steps 16 --repeats 2 \
+# infeasible on the FnApiRunner (see README), so it runs at 100 keys x 16 steps.
+"$PY_PDP" benchmarks/throughput.py --events 20000 --keys 100 --steps 16 --repeats 2 \
   --pipelines baseline dp_sharded dp_simple --tag simple_vs_sharded
 # Profiles (cProfile, top entries by own time and cumulative time).
 python benchmarks/throughput.py --profile dp_sharded --events 20000 --tag events20k
