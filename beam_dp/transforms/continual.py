@@ -14,6 +14,12 @@ Wiring (every label is part of the Dataflow update contract):
                              counter state in one ReadModifyWrite cell, one watermark timer per
                              step boundary; releases every key of the shard for every step
 
+With ``keys=PrivateKeys(...)`` the key universe is unknown: 'ExtractAndValidate' hashes each key
+to a shard, 'MarkNewUnits' (user-level only, keyed by (unit, key)) flags a unit's first record
+for a key, 'PreAggregate' sums per (shard, step, key), and 'ReleaseNoisyValues' holds the shard's
+candidate keys (selection state) and selected keys (their counters) in one dict-valued cell;
+every candidate's selection is advanced on every step, with or without data for it.
+
 The release of step s happens when the watermark passes end(s) + allowed_lateness: a public,
 data-independent schedule. Contributions for a step that is already released are late: they go
 to the dead-letter output (aggregated per key: the pre-aggregation no longer has the records).
@@ -47,6 +53,7 @@ from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
 from beam_dp.mechanisms.keyed_release import KeyLayout
 from beam_dp.mechanisms.keyed_release import KeyedReleaseSpec
+from beam_dp.mechanisms.keyed_release import PrivateKeys
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.privacy_unit import UserLevel
@@ -60,6 +67,7 @@ __all__ = [
     'ContinualCountPerKey',
     'ContinualHistogramPerKey',
     'ContinualSumPerKey',
+    'PrivateKeys',
 ]
 
 _FIRST = operator.itemgetter(0)
@@ -89,7 +97,14 @@ class _ExtractFn(beam.DoFn):
             yield dead_letter(self._label, 'ExtractAndValidate', f'key_fn raised {e!r}', record,
                               micros)
             return
-        location = spec.layout.locate(key)
+        if spec.private_keys is not None:
+            if not isinstance(key, str):
+                yield dead_letter(self._label, 'ExtractAndValidate',
+                                  f'key must be a string, got {key!r}', record, micros)
+                return
+            location = (spec.private_keys.shard_of(key), None)
+        else:
+            location = spec.layout.locate(key)
         if location is None:
             yield dead_letter(self._label, 'ExtractAndValidate',
                               f'key {key!r} is not in the public key set', record, micros)
@@ -133,6 +148,10 @@ class _ExtractFn(beam.DoFn):
                 yield dead_letter(self._label, 'ExtractAndValidate', 'privacy unit id is None',
                                   record, micros)
                 return
+        if spec.private_keys is not None:
+            # (shard, key, bin, units, unit): the unit rides along for 'MarkNewUnits'.
+            yield unit, (key, step, (shard, key, bin_index, units, unit))
+            return
         flat = position * spec.bins_per_key + bin_index
         key_index = position * spec.layout.num_shards + shard
         yield unit, (key_index, step, (shard, flat, units))
@@ -263,12 +282,147 @@ class _ReleaseFn(beam.DoFn):
         release_timer.clear()
 
 
+class _MarkNewUnitsFn(beam.DoFn):
+    """Keyed by (unit, key): flags the first kept record of a unit for a key, so the key
+    selection counts distinct units (one unit moves a key's selection count by at most 1)."""
+
+    SEEN = ReadModifyWriteStateSpec('seen', BooleanCoder())
+
+    def process(self, element, seen=beam.DoFn.StateParam(SEEN)):
+        _, (key, step, (shard, _, bin_index, units, _)) = element
+        first = not seen.read()
+        if first:
+            seen.write(True)
+        yield key, step, (shard, key, bin_index, units, int(first))
+
+
+class _PrivatePreAggregateFn(beam.DoFn):
+    """Bundle-local sums per (shard, step, key): per-bin units and new distinct units."""
+
+    def __init__(self, spec: KeyedReleaseSpec):
+        self._spec = spec
+
+    def start_bundle(self):
+        self._sums = collections.defaultdict(dict)
+
+    def process(self, element):
+        _, step, (shard, key, bin_index, units, new_units) = element
+        per_key = self._sums[(shard, step)]
+        entry = per_key.get(key)
+        if entry is None:
+            entry = per_key[key] = [[0] * self._spec.bins_per_key, 0]
+        entry[0][bin_index] += units
+        entry[1] += new_units
+
+    def finish_bundle(self):
+        for (shard, step), per_key in self._sums.items():
+            end = self._spec.step_bounds(step)[1]
+            payload = {k: (tuple(v[0]), v[1]) for k, v in per_key.items()}
+            yield WindowedValue((shard, (step, payload)), Timestamp(micros=end - 1),
+                                [GlobalWindow()])
+        self._sums.clear()
+
+
+class _PrivateReleaseFn(beam.DoFn):
+    """Keyed by shard (private keys): candidate and selected keys of the shard in one cell."""
+
+    SHARD_STATE = ReadModifyWriteStateSpec('shard_state', PickleCoder())
+    PENDING = BagStateSpec('pending', PickleCoder())
+    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
+    RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
+    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
+
+    def __init__(self, spec: KeyedReleaseSpec, label: str, rng: noise.RandomSource):
+        self._spec = spec
+        self._label = label
+        self._rng = rng
+
+    def setup(self):
+        spec = self._spec
+        cost = spec.privacy_cost() if not spec.budget.is_zcdp else None
+        self._metadata = dict(
+            metric=spec.metric, mechanism=f'{spec.mechanism_name}+continual_key_selection',
+            epsilon=float(cost.epsilon if cost else spec.private_keys.budget.epsilon),
+            delta=float(spec.private_keys.budget.delta),
+            rho=float(spec.budget.rho or 0.0), privacy_unit=spec.privacy_unit.describe())
+        self._last_step = spec.last_step
+
+    def process(self, element, shard_state=beam.DoFn.StateParam(SHARD_STATE),
+                pending=beam.DoFn.StateParam(PENDING),
+                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
+                end_timer=beam.DoFn.TimerParam(END_TIMER)):
+        _, payload = element
+        state = shard_state.read()
+        if state is None:
+            state = self._spec.init_private_shard()
+            shard_state.write(state)
+            release_timer.set(Timestamp(micros=self._spec.release_time_micros(0)))
+            if self._spec.last_step is None:
+                end_timer.set(GlobalWindow().max_timestamp())
+        if payload is None:
+            return
+        step, per_key = payload
+        if step < state.next_step:
+            for key, (values, _) in sorted(per_key.items()):
+                yield dead_letter(
+                    self._label, 'ReleaseNoisyValues',
+                    f'late: step {step} was already released (allowed lateness '
+                    f'{self._spec.allowed_lateness_micros / 1e6:g}s)',
+                    {'key': key, 'step': step, 'value': sum(values)},
+                    self._spec.step_bounds(step)[1] - 1)
+            return
+        pending.add(payload)
+
+    @on_timer(RELEASE_TIMER)
+    def release(self, shard_state=beam.DoFn.StateParam(SHARD_STATE),
+                pending=beam.DoFn.StateParam(PENDING), finished=beam.DoFn.StateParam(FINISHED),
+                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
+        if finished.read():
+            return
+        state = shard_state.read()
+        step = state.next_step
+        if self._last_step is not None and step > self._last_step:
+            return
+        due, rest = [], []
+        for item in pending.read():
+            (due if item[0] == step else rest).append(item)
+        if due:
+            pending.clear()
+            for item in rest:
+                pending.add(item)
+        merged = {}
+        for _, per_key in due:
+            for key, (values, new_units) in per_key.items():
+                old = merged.get(key)
+                merged[key] = (values, new_units) if old is None else (
+                    tuple(a + b for a, b in zip(old[0], values)), old[1] + new_units)
+        released, new_state = self._spec.release_private_step(
+            state, merged, self._rng.derive(self._label))
+        shard_state.write(new_state)
+        if self._last_step is None or step + 1 <= self._last_step:
+            release_timer.set(Timestamp(micros=self._spec.release_time_micros(step + 1)))
+        spec = self._spec
+        start, end = spec.step_bounds(step)
+        histogram = spec.metric == 'histogram'
+        for key, row, counter_steps in released:
+            yield Release(key=key, step=step, step_start_micros=start, step_end_micros=end,
+                          value=float(sum(row)), values=row if histogram else [],
+                          noise_stddev=spec.key_noise_stddev(counter_steps), **self._metadata)
+
+    @on_timer(END_TIMER)
+    def end_of_input(self, finished=beam.DoFn.StateParam(FINISHED),
+                     release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
+        finished.write(True)
+        release_timer.clear()
+
+
 class _ContinualPerKey(beam.PTransform):
     """Shared implementation of the keyed continual transforms."""
 
     _metric = ''
 
-    def __init__(self, *, public_keys: Sequence[str], start, step, budget: PrivacyBudget,
+    def __init__(self, *, public_keys: Optional[Sequence[str]] = None, start, step,
+                 budget: PrivacyBudget, keys=None,
                  privacy_unit: Optional[PrivacyUnit] = None,
                  key_fn: Callable[[Any], Any] = _FIRST,
                  value_fn: Optional[Callable[[Any], Any]] = None,
@@ -280,7 +434,16 @@ class _ContinualPerKey(beam.PTransform):
                  label: Optional[str] = None):
         super().__init__(label)
         owner = type(self).__name__
-        if isinstance(public_keys, (str, bytes)) or public_keys is None:
+        private_keys = None
+        if keys is not None:
+            if public_keys is not None:
+                raise InvalidParamsError(f'{owner}: give either public_keys or keys, not both.')
+            if isinstance(keys, PrivateKeys):
+                private_keys = keys
+            else:
+                public_keys = keys
+        if private_keys is None and (isinstance(public_keys, (str, bytes))
+                                     or public_keys is None):
             raise InvalidParamsError(f'{owner}: public_keys must be a collection of strings, got '
                                      f'{public_keys!r}.')
         if not callable(key_fn):
@@ -303,17 +466,31 @@ class _ContinualPerKey(beam.PTransform):
                 raise InvalidParamsError(f'{owner}: end must be after start, got {end!r}.')
             end_step = -(-(end_micros - start_micros) // step_micros)
         try:
-            layout = KeyLayout.of(list(public_keys), num_shards)
+            if private_keys is not None:
+                if num_shards is not None:
+                    raise InvalidParamsError(f'{owner}: with private keys set '
+                                             f'PrivateKeys(num_shards=...), not num_shards.')
+                layout = None
+            else:
+                layout = KeyLayout.of(list(public_keys), num_shards)
             self._spec = KeyedReleaseSpec(
                 metric=self._metric, budget=budget, privacy_unit=privacy_unit, layout=layout,
                 start_micros=start_micros, step_micros=step_micros,
                 allowed_lateness_micros=to_micros(owner, 'allowed_lateness', allowed_lateness,
                                                   duration=True),
                 horizon_steps=horizon_steps, end_step=end_step, estimator=estimator,
-                lower=lower, upper=upper, grid_bits=grid_bits, bins=tuple(bins))
+                lower=lower, upper=upper, grid_bits=grid_bits, bins=tuple(bins),
+                private_keys=private_keys)
         except InvalidParamsError as e:
             raise InvalidParamsError(f'{owner}: {str(e).split(": ", 1)[-1]}') from e
-        if accountant is not None and not accountant.fits(self._spec.privacy_cost()):
+        if accountant is not None and private_keys is not None:
+            # Selection + release, checked together on a scratch copy of the ledger.
+            scratch = BudgetAccountant(accountant.budget)
+            for entry in accountant.ledger:
+                scratch.spend(entry.label, entry.cost)
+            scratch.spend(f'{owner}/SelectKeys', self._spec.selection_cost())
+            scratch.spend(owner, self._spec.release_cost())
+        elif accountant is not None and not accountant.fits(self._spec.privacy_cost()):
             # Fail at construction already; expand() records the spend.
             accountant.spend(owner, self._spec.privacy_cost())
         self._key_fn = key_fn
@@ -337,7 +514,13 @@ class _ContinualPerKey(beam.PTransform):
         spec = self._spec
         label = self.label
         if self._accountant is not None:
-            self._accountant.spend(label, spec.privacy_cost())
+            if spec.private_keys is not None:
+                self._accountant.spend(f'{label}/SelectKeys', spec.selection_cost())
+                self._accountant.spend(label, spec.release_cost())
+            else:
+                self._accountant.spend(label, spec.privacy_cost())
+        if spec.private_keys is not None:
+            return self._expand_private(records)
         extracted = (
             records
             | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
@@ -374,6 +557,51 @@ class _ContinualPerKey(beam.PTransform):
         releases.element_type = Release
         return ContinualOutputs(releases, dead_letters)
 
+    def _expand_private(self, records):
+        spec = self._spec
+        label = self.label
+        extracted = (
+            records
+            | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
+            | 'ExtractAndValidate' >> beam.ParDo(
+                _ExtractFn(spec, label, self._key_fn, self._value_fn, self._unit_fn)).with_outputs(
+                    DEAD_LETTER, main='valid'))
+        dead = [extracted[DEAD_LETTER]]
+        valid = extracted.valid
+        if isinstance(spec.privacy_unit, UserLevel):
+            bounded = (
+                valid
+                | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
+                | 'BoundContributions' >> BoundContributions(spec.privacy_unit, label))
+            dead.append(bounded[DEAD_LETTER])
+            valid = (
+                bounded.kept
+                | 'KeyByUnitAndKey' >> beam.Map(lambda e: ((e[2][4], e[0]), e))
+                | 'MarkNewUnits' >> beam.ParDo(_MarkNewUnitsFn()))
+        else:
+            # Event level: every record is its own unit, so every record is a new unit.
+            valid = valid | 'DropUnit' >> beam.Map(
+                lambda e: (e[1][0], e[1][1], e[1][2][:4] + (1,)))
+        partials = valid | 'PreAggregate' >> beam.ParDo(_PrivatePreAggregateFn(spec))
+        seeds = (
+            records.pipeline
+            | 'ShardSeeds' >> beam.Create(list(range(spec.private_keys.num_shards)))
+            | 'SeedAtStart' >> beam.Map(
+                lambda shard: beam.window.TimestampedValue((shard, None),
+                                                           Timestamp(micros=spec.start_micros))))
+        released = (
+            (partials, seeds)
+            | 'MergeSeeds' >> beam.Flatten()
+            | 'ReleaseNoisyValues' >> beam.ParDo(
+                _PrivateReleaseFn(spec, label, self._rng)).with_outputs(DEAD_LETTER,
+                                                                        main='releases'))
+        dead.append(released[DEAD_LETTER])
+        dead_letters = tuple(dead) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(
+            DeadLetter)
+        releases = released.releases
+        releases.element_type = Release
+        return ContinualOutputs(releases, dead_letters)
+
 
 class ContinualCountPerKey(_ContinualPerKey):
     """Continual counts per public key on a fixed event-time schedule.
@@ -399,8 +627,17 @@ class ContinualCountPerKey(_ContinualPerKey):
     the dead-letter output, aggregated per key and step); with bounded input (or a drain) the
     releases stop when the input ends.
 
+    Private keys: ``keys=PrivateKeys(budget=PrivacyBudget(epsilon=ε_s, delta=δ))`` instead of
+    ``public_keys`` releases a key only from the step at which continual private key selection
+    (``ContinualKeySelection``) selects it; a key with one unit appears with probability ≤ δ over
+    the unbounded horizon; a selected key stays selected; its first release counts everything
+    since ``start`` and earlier steps are never back-filled. The total cost is the selection's
+    (ε_s, δ) plus ``budget``; both are spent on ``accountant``. Release.epsilon/delta then carry
+    the total.
+
     Args:
       public_keys: the keys to release (strings).
+      keys: a public key list (same as ``public_keys``) or ``PrivateKeys(...)``.
       start: event time of the start of step 0 (seconds since the epoch, Timestamp or datetime).
       step: the step length (seconds, Duration or timedelta).
       budget: this transform's ``PrivacyBudget``.
