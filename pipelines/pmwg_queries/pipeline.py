@@ -1,0 +1,169 @@
+"""The PMWG-queries job graph: read trips and queries, answer with DP, write answers.
+
+  data source    ReadFromAvro (batch) / ReadFromPubSub (streaming) | 'ParseTrips'
+  query source   ReadFromAvro / ReadFromPubSub                      | 'ParseQueries'
+  (optional)     'WindowTrips' / 'WindowQueries'  FixedWindows(--window_seconds)
+  (both)         'AnswerWithPMWG'  beam_dp WindowedPMWG (domain element = duration bin · 4 + payment)
+  answers        → 'WriteAnswersAvro' / 'PublishAnswers'  (beam_dp.queries.ANSWER_SCHEMA)
+  dead letters   → 'WriteDeadLettersAvro' / 'PublishDeadLetters'
+
+No DP logic lives here: the parameters go to beam_dp, which validates them when the graph is built.
+"""
+
+import logging
+from typing import Callable, NamedTuple, Optional
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_dp import BudgetAccountant
+from beam_dp import DeadLetter
+from beam_dp import PrivacyBudget
+from beam_dp.io.records import DEAD_LETTER_SCHEMA
+from beam_dp.io.records import dead_letter_to_avro
+from beam_dp.queries import ANSWER_SCHEMA
+from beam_dp.queries import QueryAnswer
+from beam_dp.queries import answer_to_avro
+from beam_dp.transforms.pmwg import WindowedPMWG
+from pipelines.continual_counts.pipeline import AvroRecordSink
+from pipelines.continual_counts.pipeline import _file_naming
+from pipelines.continual_counts.pubsub_codec import decode
+from pipelines.continual_counts.pubsub_codec import encode
+from pipelines.pmwg_queries import sample_data
+
+__all__ = [
+    'INITIAL_SIZE',
+    'JobOutputs',
+    'build_pipeline',
+    'domain_fn',
+]
+
+_LOG = logging.getLogger(__name__)
+#: PMWG's initial size n: no query of an instance is answered before it holds n records. Not a
+#: template parameter (metadata.json is fixed); public, data-independent.
+INITIAL_SIZE = 1000
+ANSWERS_PREFIX = 'answers'
+DEAD_LETTERS_PREFIX = 'dead_letters'
+STREAMING_FILE_WINDOW_SECONDS = 60
+
+
+class JobOutputs(NamedTuple):
+    answers: beam.PCollection
+    dead_letters: beam.PCollection
+
+
+def domain_fn(domain_size: int) -> Callable:
+    """trip → cell = duration bin · 4 + payment index, with domain_size/4 two-minute bins."""
+    bins = domain_size // len(sample_data.PAYMENTS)
+
+    def cell(trip):
+        duration = float(trip['duration_seconds'])
+        if not duration >= 0 or duration == float('inf'):
+            raise ValueError(f'duration_seconds must be finite and >= 0, got {duration!r}')
+        b = min(bins - 1, int(duration // (60 * sample_data.BIN_MINUTES)))
+        return b * len(sample_data.PAYMENTS) + sample_data.PAYMENTS.index(trip['payment'])
+
+    return cell
+
+
+class _Stamp(beam.DoFn):
+    """Avro record → the record at its event time; Pub/Sub message → the decoded record."""
+
+    def __init__(self, schema=None):
+        self._schema = schema
+
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        if self._schema is not None:
+            try:
+                record = decode(self._schema, getattr(element, 'data', element))
+            except Exception as e:  # pylint: disable=broad-except
+                yield beam.pvalue.TaggedOutput('dead_letter', DeadLetter(
+                    'pmwg_queries', 'decode', str(e), repr(element)[:2000], None))
+                return
+            yield record
+            return
+        micros = element.get('event_time_micros')
+        if not isinstance(micros, int):
+            yield beam.pvalue.TaggedOutput('dead_letter', DeadLetter(
+                'pmwg_queries', 'parse', 'event_time_micros missing', repr(element)[:2000], None))
+            return
+        yield window.TimestampedValue(element, Timestamp(micros=micros))
+
+
+def _read(pipeline, name, subscription, path, schema):
+    if subscription:
+        raw = pipeline | f'Read{name}' >> beam.io.ReadFromPubSub(
+            subscription=subscription, with_attributes=True, timestamp_attribute='event_time')
+        parsed = raw | f'Parse{name}' >> beam.ParDo(_Stamp(schema)).with_outputs(
+            'dead_letter', main='records')
+    else:
+        raw = pipeline | f'Read{name}' >> beam.io.ReadFromAvro(path)
+        parsed = raw | f'Parse{name}' >> beam.ParDo(_Stamp()).with_outputs(
+            'dead_letter', main='records')
+    return parsed.records, parsed.dead_letter
+
+
+def build_job(pipeline, args) -> JobOutputs:
+    trips, dead_trips = _read(pipeline, 'Trips', args.data_subscription,
+                              args.data_avro or sample_data.TRIPS_PATH, sample_data.TRIP_SCHEMA)
+    queries, dead_queries = _read(pipeline, 'Queries', args.query_subscription,
+                                  args.query_avro or sample_data.QUERIES_PATH,
+                                  sample_data.query_record_schema())
+    if args.window_seconds:
+        trips = trips | 'WindowTrips' >> beam.WindowInto(window.FixedWindows(args.window_seconds))
+        queries = queries | 'WindowQueries' >> beam.WindowInto(
+            window.FixedWindows(args.window_seconds))
+    budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta)
+    out = (trips, queries) | 'AnswerWithPMWG' >> WindowedPMWG(
+        epsilon=args.epsilon, delta=args.delta, alpha=args.alpha, n=INITIAL_SIZE,
+        domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),
+        accountant=BudgetAccountant(budget), testing_seed=args.testing_seed,
+        timer_granularity=1)
+    dead = ((dead_trips, dead_queries, out.dead_letter)
+            | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
+    return JobOutputs(out.answers, dead)
+
+
+def _sink(schema, to_avro):
+    return lambda _dest: AvroRecordSink(schema, to_avro)
+
+
+def _write(pcoll, args, prefix, path, topic, schema, to_avro, name):
+    streaming = bool(pcoll.pipeline.options.view_as(StandardOptions).streaming)
+    if path:
+        to_write = pcoll
+        if streaming:
+            to_write = pcoll | f'Window{name}' >> beam.WindowInto(
+                window.FixedWindows(STREAMING_FILE_WINDOW_SECONDS))
+        _ = to_write | f'Write{name}Avro' >> fileio.WriteToFiles(
+            path=path, file_naming=_file_naming(prefix, '.avro', streaming),
+            sink=_sink(schema, to_avro), shards=1)
+    if topic:
+        _ = (pcoll
+             | f'Encode{name}' >> beam.Map(lambda r: encode(schema, to_avro(r)))
+             | f'Publish{name}' >> beam.io.WriteToPubSub(topic))
+
+
+def build_pipeline(args, options: PipelineOptions, *,
+                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None) -> beam.Pipeline:
+    """The whole job graph (not run); streaming is switched on when reading Pub/Sub."""
+    if args.data_subscription or args.query_subscription:
+        options.view_as(StandardOptions).streaming = True
+    pipeline = beam.Pipeline(options=options)
+    outputs = build_job(pipeline, args)
+    import fastavro  # pylint: disable=import-outside-toplevel
+    answer_schema = fastavro.parse_schema(dict(ANSWER_SCHEMA))
+    _write(outputs.answers, args, ANSWERS_PREFIX, args.output_avro, args.output_topic,
+           answer_schema, answer_to_avro, 'Answers')
+    _write(outputs.dead_letters, args, DEAD_LETTERS_PREFIX, args.dead_letter_avro,
+           args.dead_letter_topic, DEAD_LETTER_SCHEMA, dead_letter_to_avro, 'DeadLetters')
+    if outputs_fn is not None:
+        outputs_fn(outputs)
+    return pipeline
+
+
+del QueryAnswer
