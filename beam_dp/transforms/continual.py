@@ -26,6 +26,7 @@ to the dead-letter output (aggregated per key: the pre-aggregation no longer has
 """
 
 import collections
+import dataclasses
 import operator
 import typing
 from typing import Any, Callable, Optional, Sequence
@@ -185,11 +186,10 @@ class _PreAggregateFn(beam.DoFn):
 
 
 class _ReleaseFn(beam.DoFn):
-    """Keyed by shard: holds the shard's counter state, pending contributions and the timer."""
+    """Keyed by shard: holds the shard's ``ShardState`` (counter state, pending contributions,
+    end-of-input flag) in ONE state cell, and the release timer."""
 
     SHARD_STATE = ReadModifyWriteStateSpec('shard_state', PickleCoder())
-    PENDING = BagStateSpec('pending', PickleCoder())
-    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
     RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
@@ -207,19 +207,19 @@ class _ReleaseFn(beam.DoFn):
         self._last_step = spec.last_step
 
     def process(self, element, shard_state=beam.DoFn.StateParam(SHARD_STATE),
-                pending=beam.DoFn.StateParam(PENDING),
                 release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
                 end_timer=beam.DoFn.TimerParam(END_TIMER)):
         shard, payload = element
         state = shard_state.read()
         if state is None:
             state = self._spec.init_shard(shard)
-            shard_state.write(state)
             release_timer.set(Timestamp(micros=self._spec.release_time_micros(0)))
             if self._spec.last_step is None:
                 # With no public end, fires only when the input ends (bounded input, drain) and
                 # stops the release loop, which would otherwise run forever at watermark +inf.
                 end_timer.set(GlobalWindow().max_timestamp())
+            if payload is None:
+                shard_state.write(state)
         if payload is None:
             return
         step, positions, values = payload
@@ -232,7 +232,7 @@ class _ReleaseFn(beam.DoFn):
                     {'key': key_index, 'step': step, 'value': value},
                     self._spec.step_bounds(step)[1] - 1)
             return
-        pending.add(payload)
+        shard_state.write(dataclasses.replace(state, pending=state.pending + (payload,)))
 
     def _describe(self, shard, positions, values):
         keys = self._spec.layout.shard_keys(shard)
@@ -242,25 +242,20 @@ class _ReleaseFn(beam.DoFn):
 
     @on_timer(RELEASE_TIMER)
     def release(self, key=beam.DoFn.KeyParam, shard_state=beam.DoFn.StateParam(SHARD_STATE),
-                pending=beam.DoFn.StateParam(PENDING), finished=beam.DoFn.StateParam(FINISHED),
                 release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        if finished.read():
-            return
         state = shard_state.read()
+        if state.finished:
+            return
         step = state.next_step
         if self._last_step is not None and step > self._last_step:
             return
         due, rest = [], []
-        for item in pending.read():
+        for item in state.pending:
             (due if item[0] == step else rest).append(item)
-        if due:
-            pending.clear()
-            for item in rest:
-                pending.add(item)
         rng = self._rng.derive(self._label, key, step)
         released, new_state = self._spec.release_step(key, state, [(p[1], p[2]) for p in due],
                                                       rng)
-        shard_state.write(new_state)
+        shard_state.write(dataclasses.replace(new_state, pending=tuple(rest)))
         if self._last_step is None or step + 1 <= self._last_step:
             release_timer.set(Timestamp(micros=self._spec.release_time_micros(step + 1)))
         yield from self._releases(key, step, released)
@@ -276,9 +271,9 @@ class _ReleaseFn(beam.DoFn):
                           noise_stddev=stddev, **self._metadata)
 
     @on_timer(END_TIMER)
-    def end_of_input(self, finished=beam.DoFn.StateParam(FINISHED),
+    def end_of_input(self, shard_state=beam.DoFn.StateParam(SHARD_STATE),
                      release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        finished.write(True)
+        shard_state.write(dataclasses.replace(shard_state.read(), finished=True))
         release_timer.clear()
 
 
