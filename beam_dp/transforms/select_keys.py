@@ -1,0 +1,246 @@
+"""Private partition (key) selection over bounded input: which keys may appear at all.
+
+Wiring (labels are part of the update contract):
+
+  records
+    | 'ExtractAndValidate'   (unit, key) per record; malformed → dead letter
+    | 'DistinctUnitKeys'     one element per (unit, key)            (user-level only)
+    | 'GroupByUnit' + 'BoundKeysPerUnit'  keep ≤ max_keys_per_unit keys per unit (user-level)
+    | 'CountUnitsPerKey'     distinct units per key (exact, private, never output)
+    | 'SelectPartitions'     one seeded/secure draw per key: released iff selected
+
+Use it to choose the keys of a batch aggregation, or as the public key list of a continual
+transform run later over the same population.
+"""
+
+import hashlib
+import typing
+from typing import Any, Callable, NamedTuple, Optional
+
+import apache_beam as beam
+
+from beam_dp import noise
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.errors import InvalidParamsError
+from beam_dp.io.records import DeadLetter
+from beam_dp.mechanisms.key_selection import GaussianThresholdSelection
+from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
+from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
+from beam_dp.transforms._common import DEAD_LETTER
+from beam_dp.transforms._common import dead_letter
+
+__all__ = [
+    'KeySelectionOutputs',
+    'SelectKeys',
+]
+
+METHODS = {
+    'truncated_geometric': TruncatedGeometricSelection,
+    'laplace': LaplaceThresholdSelection,
+    'gaussian': GaussianThresholdSelection,
+}
+
+
+class KeySelectionOutputs(NamedTuple):
+    """``keys``: the selected keys (strings); ``dead_letter``: ``DeadLetter`` records."""
+    keys: beam.PCollection
+    dead_letter: beam.PCollection
+
+
+def _rank(unit, key) -> bytes:
+    # A per-unit, data-independent order of its keys (depends only on the unit's own keys),
+    # so the kept subset is deterministic on every runner.
+    return hashlib.sha256(repr((unit, key)).encode('utf-8')).digest()
+
+
+class _ExtractFn(beam.DoFn):
+
+    def __init__(self, label: str, key_fn, unit_fn):
+        self._label = label
+        self._key_fn = key_fn
+        self._unit_fn = unit_fn
+
+    def process(self, record):
+        try:
+            key = self._key_fn(record)
+        except Exception as e:  # pylint: disable=broad-except
+            yield dead_letter(self._label, 'ExtractAndValidate', f'key_fn raised {e!r}', record)
+            return
+        if not isinstance(key, str):
+            yield dead_letter(self._label, 'ExtractAndValidate',
+                              f'key must be a string, got {key!r}', record)
+            return
+        unit = None
+        if self._unit_fn is not None:
+            try:
+                unit = self._unit_fn(record)
+            except Exception as e:  # pylint: disable=broad-except
+                yield dead_letter(self._label, 'ExtractAndValidate', f'unit_fn raised {e!r}',
+                                  record)
+                return
+            if unit is None:
+                yield dead_letter(self._label, 'ExtractAndValidate', 'privacy unit id is None',
+                                  record)
+                return
+        yield unit, key
+
+
+class _BoundKeysFn(beam.DoFn):
+    """(unit, [keys]) → the unit's ≤ K kept keys; the rest are dead-lettered."""
+
+    def __init__(self, label: str, max_keys: int):
+        self._label = label
+        self._max_keys = max_keys
+
+    def process(self, element):
+        unit, keys = element
+        ranked = sorted(set(keys), key=lambda k: _rank(unit, k))
+        yield from ranked[:self._max_keys]
+        for key in ranked[self._max_keys:]:
+            yield dead_letter(self._label, 'BoundKeysPerUnit',
+                              f'contribution bound: unit already contributed to '
+                              f'max_keys_per_unit={self._max_keys} keys', (unit, key))
+
+
+class _SelectFn(beam.DoFn):
+
+    def __init__(self, rule, label: str, rng: noise.RandomSource):
+        self._rule = rule
+        self._label = label
+        self._rng = rng
+
+    def process(self, element):
+        key, units = element
+        if self._rule.select(int(units), self._rng.derive(self._label, 'select', key)):
+            yield key
+
+
+@beam.typehints.with_output_types(str)
+class SelectKeys(beam.PTransform):
+    """Differentially private key (partition) selection over bounded input.
+
+    Releases the set of keys that are privately selected from the records; every other key is
+    suppressed. A key is decided once, on its final number n of distinct privacy units.
+
+    Privacy unit and neighbours: add/remove one privacy unit. ``unit_fn=None`` is event level
+    (each record is a unit, K = 1); with ``unit_fn`` the unit is user level, and each unit is
+    bounded first to ``max_keys_per_unit`` = K keys (a per-unit deterministic choice; the rest are
+    dead-lettered) and counted once per key.
+
+    Guarantee: (ε, δ)-DP with ``budget=PrivacyBudget(epsilon=ε, delta=δ)``:
+      * 'truncated_geometric' (default): the optimal rule of Desfontaines et al. (PoPETs 2022),
+        per key (ε/K, δ/K), sampled exactly;
+      * 'laplace': n + DLap(K/ε) ≥ τ with P[1 + DLap ≥ τ] ≤ δ/K (PipelineDP's thresholding);
+      * 'gaussian': n + DGauss(σ²) ≥ τ, σ from (ε, δ/2) via zCDP, τ from δ/(2K).
+    A key with a single unit is released with probability ≤ δ/K. The cost is spent on
+    ``accountant`` at construction.
+
+    Not guaranteed: the order of output keys; unbounded input (use ``keys=PrivateKeys(...)`` on
+    a continual transform for streams).
+
+    Cite: Desfontaines, Voss, Gipson, Mandayam, "Differentially private partition selection",
+    PoPETs 2022; Korolova et al. 2009 (thresholding).
+
+    Args:
+      budget: ``PrivacyBudget(epsilon=ε, delta=δ)`` with δ > 0.
+      key_fn: record → key (a string; default ``record[0]``).
+      unit_fn: record → privacy unit id, or None for event level.
+      max_keys_per_unit: K (user level).
+      method: 'truncated_geometric', 'laplace' or 'gaussian'.
+      accountant: a ``BudgetAccountant`` to spend ``budget`` from.
+      testing_seed: seeds the draws for tests only.
+
+    Returns:
+      ``KeySelectionOutputs(keys, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad parameter, naming it.
+      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
+    """
+
+    def __init__(self, *, budget: PrivacyBudget,
+                 key_fn: Callable[[Any], Any] = lambda r: r[0],
+                 unit_fn: Optional[Callable[[Any], Any]] = None, max_keys_per_unit: int = 1,
+                 method: str = 'truncated_geometric',
+                 accountant: Optional[BudgetAccountant] = None,
+                 testing_seed: Optional[int] = None, label: Optional[str] = None):
+        super().__init__(label)
+        owner = 'SelectKeys'
+        if not isinstance(budget, PrivacyBudget):
+            raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got {budget!r}.')
+        if budget.is_zcdp or not budget.delta > 0:
+            raise InvalidParamsError(f'{owner}: budget must have epsilon > 0 and delta > 0, got '
+                                     f'{budget}.')
+        if method not in METHODS:
+            options = ', '.join(repr(m) for m in METHODS)
+            raise InvalidParamsError(f'{owner}: method must be one of {options}, got {method!r}.')
+        if not callable(key_fn):
+            raise InvalidParamsError(f'{owner}: key_fn must be callable, got {key_fn!r}.')
+        if unit_fn is not None and not callable(unit_fn):
+            raise InvalidParamsError(f'{owner}: unit_fn must be callable or None, got '
+                                     f'{unit_fn!r}.')
+        if unit_fn is None and max_keys_per_unit != 1:
+            raise InvalidParamsError(f'{owner}: max_keys_per_unit needs unit_fn (at event level '
+                                     f'each record is a unit with one key), got '
+                                     f'{max_keys_per_unit!r}.')
+        if accountant is not None and not isinstance(accountant, BudgetAccountant):
+            raise InvalidParamsError(f'{owner}: accountant must be a BudgetAccountant, got '
+                                     f'{accountant!r}.')
+        if testing_seed is not None and (isinstance(testing_seed, bool)
+                                         or not isinstance(testing_seed, int)):
+            raise InvalidParamsError(f'{owner}: testing_seed must be an int or None, got '
+                                     f'{testing_seed!r}.')
+        try:
+            self._rule = METHODS[method](budget.epsilon, budget.delta, max_keys_per_unit)
+        except InvalidParamsError as e:
+            raise InvalidParamsError(f'{owner}: {str(e).split(": ", 1)[-1]}') from e
+        if accountant is not None:
+            accountant.spend(label or owner, self._rule.privacy_cost())
+        self._budget = budget
+        self._method = method
+        self._key_fn = key_fn
+        self._unit_fn = unit_fn
+        self._max_keys = max_keys_per_unit
+        self._rng = noise.seeded(testing_seed) if testing_seed is not None else noise.secure_rng()
+
+    @property
+    def rule(self):
+        """The pure selection rule (its ``selection_probability(n)`` is exact and public)."""
+        return self._rule
+
+    def privacy_cost(self):
+        return self._rule.privacy_cost()
+
+    def display_data(self):
+        return {'method': self._method, 'budget': str(self._budget),
+                'max_keys_per_unit': self._max_keys}
+
+    def expand(self, records):
+        label = self.label
+        extracted = records | 'ExtractAndValidate' >> beam.ParDo(
+            _ExtractFn(label, self._key_fn, self._unit_fn)).with_outputs(DEAD_LETTER,
+                                                                       main='valid')
+        dead = [extracted[DEAD_LETTER]]
+        if self._unit_fn is None:
+            ones = extracted.valid | 'OnePerRecord' >> beam.Map(lambda e: (e[1], 1))
+        else:
+            bounded = (
+                extracted.valid
+                | 'DistinctUnitKeys' >> beam.Distinct()
+                | 'GroupByUnit' >> beam.GroupByKey()
+                | 'BoundKeysPerUnit' >> beam.ParDo(
+                    _BoundKeysFn(label, self._max_keys)).with_outputs(DEAD_LETTER, main='kept'))
+            dead.append(bounded[DEAD_LETTER])
+            ones = bounded.kept | 'OnePerUnit' >> beam.Map(lambda key: (key, 1))
+        keys = (
+            ones
+            | 'CountUnitsPerKey' >> beam.CombinePerKey(sum)
+            | 'SelectPartitions' >> beam.ParDo(_SelectFn(self._rule, label, self._rng)))
+        keys.element_type = str
+        dead_letters = tuple(dead) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(
+            DeadLetter)
+        return KeySelectionOutputs(keys, dead_letters)
+
+
+del typing
