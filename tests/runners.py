@@ -20,6 +20,10 @@ Artefacts (built/fetched by the .ci scripts, never committed):
 
 ``<cache>`` is ``$BEAM_DP_CACHE``, else ``~/.cache/beam_dp``.
 
+A missing artefact skips the tests that need it, except under ``BEAM_DP_REQUIRE_RUNNERS=1``
+(set by ``.ci/run``), where those tests error with the reason instead: CI must not go green
+on a silently skipped integration tier.
+
 Always name the runner explicitly: ``DirectRunner`` is a *switching* runner
 that may silently pick Prism (downloading it from GitHub, which fails here) and
 fall back to another runner.  For TestStream + streaming use
@@ -148,11 +152,74 @@ def _flink_missing_reason() -> str:
           os.path.join(cache_dir(), 'flink'))
 
 
-#: Skip marker: the Prism binary is missing.
-requires_prism = pytest.mark.skipif(
-    prism_binary() is None, reason=_prism_missing_reason())
+#: Set by .ci/run: a missing artefact makes the tests that need it fail (error) instead of skip.
+REQUIRE_ENV = 'BEAM_DP_REQUIRE_RUNNERS'
 
-#: Skip marker: the Flink job server jar (or Java) is missing.
-requires_flink = pytest.mark.skipif(
-    flink_job_server_jar() is None or not java_available(),
-    reason=_flink_missing_reason())
+
+def runners_required() -> bool:
+  return os.environ.get(REQUIRE_ENV, '').strip() not in ('', '0', 'false', 'no')
+
+
+class MissingRunnerArtefact(RuntimeError):
+  """Raised (as a test error) when an artefact is missing under BEAM_DP_REQUIRE_RUNNERS=1."""
+
+
+def fail_missing(reason: str) -> bool:
+  raise MissingRunnerArtefact('%s=1 (set by .ci/run) and %s' % (REQUIRE_ENV, reason))
+
+
+def _requirement(missing: bool, reason: str):
+  """A mark: skip when ``missing``; under BEAM_DP_REQUIRE_RUNNERS=1 an error instead.
+
+  The error comes from a skipif *string* condition that raises when pytest evaluates it at
+  setup ("Error evaluating 'skipif' condition ... MissingRunnerArtefact: <reason>"), so the
+  same object works as a decorator and in ``pytest.param(..., marks=[...])``.
+  """
+  if not missing:
+    return pytest.mark.skipif(False, reason=reason)
+  if runners_required():
+    return pytest.mark.skipif(
+        "__import__('tests.runners', fromlist=['fail_missing']).fail_missing(%r)" % reason,
+        reason=reason)
+  return pytest.mark.skipif(True, reason=reason)
+
+
+def gcloud_sdk_root() -> str | None:
+  """The Google Cloud SDK root of the ``gcloud`` on PATH, or None."""
+  gcloud = shutil.which('gcloud')
+  if gcloud is None:
+    return None
+  return os.path.dirname(os.path.dirname(os.path.realpath(gcloud)))
+
+
+def pubsub_emulator_missing_reason() -> str | None:
+  """Why the Pub/Sub emulator test cannot run here, or None if it can."""
+  root = gcloud_sdk_root()
+  if root is None:
+    return 'the Pub/Sub emulator needs the Google Cloud SDK (gcloud not on PATH)'
+  if not os.path.isdir(os.path.join(root, 'platform', 'pubsub-emulator')):
+    return ('the Google Cloud SDK at %s has no pubsub-emulator component '
+            '(gcloud components install pubsub-emulator, or apt-get install '
+            'google-cloud-cli-pubsub-emulator)' % root)
+  if not java_available():
+    return 'the Pub/Sub emulator needs Java on PATH (java not found)'
+  try:
+    import google.cloud.pubsub_v1  # pylint: disable=import-outside-toplevel,unused-import
+  except ImportError as e:
+    return ('google-cloud-pubsub is not importable (%s); install the test extra: '
+            "pip install -e '.[test]'" % e)
+  return None
+
+
+#: Skip marker: the Prism binary is missing (error under BEAM_DP_REQUIRE_RUNNERS=1).
+requires_prism = _requirement(prism_binary() is None, _prism_missing_reason())
+
+#: Skip marker: the Flink job server jar (or Java) is missing (error under
+#: BEAM_DP_REQUIRE_RUNNERS=1).
+requires_flink = _requirement(
+    flink_job_server_jar() is None or not java_available(), _flink_missing_reason())
+
+#: Skip marker: gcloud's Pub/Sub emulator, Java or google-cloud-pubsub is missing (error under
+#: BEAM_DP_REQUIRE_RUNNERS=1).
+requires_pubsub_emulator = _requirement(
+    pubsub_emulator_missing_reason() is not None, pubsub_emulator_missing_reason() or '')
