@@ -63,8 +63,8 @@ _LOG = logging.getLogger(__name__)
 JOB = 'continual_counts'
 RELEASES_PREFIX = 'releases'
 DEAD_LETTERS_PREFIX = 'dead_letters'
-# Streaming dead letters are flushed to files at least this often (processing time).
-DEAD_LETTER_FLUSH_SECONDS = 60
+# Streaming file outputs are flushed at least this often (processing time).
+FLUSH_SECONDS = 30
 _MAX_RECORD_CHARS = 2000
 
 
@@ -287,17 +287,33 @@ def _is_streaming(pipeline: beam.Pipeline) -> bool:
     return bool(pipeline.options.view_as(StandardOptions).streaming)
 
 
+def _flush_periodically() -> beam.PTransform:
+    """Streaming file output: the global window, fired every ``FLUSH_SECONDS`` of processing
+    time and at the end of input (drain).
+
+    Not event-time windows: timer output (the releases) and late records (dead letters) can be
+    behind the downstream watermark, and an event-time window would drop exactly those (observed
+    on the DirectRunner for releases of several steps fired by one watermark jump).
+    """
+    return beam.WindowInto(
+        window.GlobalWindows(),
+        trigger=trigger.AfterWatermark(early=trigger.AfterProcessingTime(FLUSH_SECONDS)),
+        accumulation_mode=trigger.AccumulationMode.DISCARDING)
+
+
 def write_releases(releases: beam.PCollection, args) -> None:
-    """Releases → Avro files under --output_avro and/or Avro messages on --output_topic."""
+    """Releases → Avro files under --output_avro and/or Avro messages on --output_topic.
+
+    Batch: one file. Streaming: one file per flush (see ``_flush_periodically``), named by the
+    time it was written.
+    """
     streaming = _is_streaming(releases.pipeline)
     if args.output_avro:
         to_write = releases
         if streaming:
-            # One window per step: a release's timestamp is its (data-independent) release time.
-            to_write = releases | 'WindowReleasesByStep' >> beam.WindowInto(
-                window.FixedWindows(args.step_seconds))
+            to_write = releases | 'WindowReleases' >> _flush_periodically()
         _ = to_write | 'WriteReleasesAvro' >> fileio.WriteToFiles(
-            path=args.output_avro, file_naming=_file_naming(RELEASES_PREFIX, '.avro', False),
+            path=args.output_avro, file_naming=_file_naming(RELEASES_PREFIX, '.avro', streaming),
             sink=_release_sink, shards=1, max_writers_per_bundle=0)
     if args.output_topic:
         _ = (releases
@@ -322,19 +338,14 @@ def _dead_letter_message(dead: DeadLetter):
 def write_dead_letters(dead_letters: beam.PCollection, args) -> None:
     """Dead letters → Avro files under --dead_letter_avro and/or messages on --dead_letter_topic.
 
-    In streaming they are collected in the global window and flushed every
-    ``DEAD_LETTER_FLUSH_SECONDS`` of processing time (and at the end of input): late records are
-    dead letters too, and an event-time window would drop exactly those.
+    Batch: one file. Streaming: one file per flush, as for releases (late records are dead
+    letters too, and an event-time window would drop exactly those).
     """
     streaming = _is_streaming(dead_letters.pipeline)
     if args.dead_letter_avro:
         to_write = dead_letters
         if streaming:
-            to_write = dead_letters | 'WindowDeadLetters' >> beam.WindowInto(
-                window.GlobalWindows(),
-                trigger=trigger.AfterWatermark(
-                    early=trigger.AfterProcessingTime(DEAD_LETTER_FLUSH_SECONDS)),
-                accumulation_mode=trigger.AccumulationMode.DISCARDING)
+            to_write = dead_letters | 'WindowDeadLetters' >> _flush_periodically()
         _ = to_write | 'WriteDeadLettersAvro' >> fileio.WriteToFiles(
             path=args.dead_letter_avro,
             file_naming=_file_naming(DEAD_LETTERS_PREFIX, '.avro', streaming),
