@@ -106,7 +106,8 @@ def public_keys(args):
 
 
 def build(name, args):
-    p = beam.Pipeline(runner='FnApiRunner')
+    from apache_beam.options.pipeline_options import PipelineOptions
+    p = beam.Pipeline(runner='FnApiRunner', options=PipelineOptions(args.beam_options))
     ev = events(p, args)
     expected = None
     if name == 'source':
@@ -198,6 +199,9 @@ def main():
     parser.add_argument('--tag', default='', help='suffix of the result files')
     parser.add_argument('--profile', choices=ALL, help='cProfile one run of this pipeline')
     parser.add_argument('--top', type=int, default=25)
+    parser.add_argument('--beam-options', nargs='*', default=[],
+                        help='extra Beam pipeline options for every pipeline, e.g. '
+                        '--beam-options=--max_cache_memory_usage_mb=0')
     args = parser.parse_args()
     os.makedirs(RESULTS, exist_ok=True)
     suffix = f'_{args.tag}' if args.tag else ''
@@ -249,7 +253,7 @@ def main():
     results = {'benchmark': 'throughput', 'command': 'python benchmarks/throughput.py ' +
                ' '.join(sys.argv[1:]), 'events': args.events, 'keys': args.keys,
                'users': args.users, 'steps': args.steps, 'step_seconds': STEP,
-               'repeats': args.repeats, 'runner': 'FnApiRunner (batch, in-process)',
+               'repeats': args.repeats, 'beam_options': args.beam_options, 'runner': 'FnApiRunner (batch, in-process)',
                'machine': machine(), 'pipelines': summary, 'ratios_vs_baseline': ratios,
                'skipped': skipped,
                'target_dp_over_baseline_0_8_met': None if target is None else target >= 0.8}
