@@ -110,6 +110,7 @@ def test_release_codec_roundtrip():
     assert pubsub_codec.decode_release(pubsub_codec.encode_release(release)) == release
 
 
+@pytest.mark.pipeline
 def test_parse_dead_letters_malformed_avro_and_pubsub():
     good = _event('r1', 'A', 5)
     bad_records = [
@@ -161,6 +162,7 @@ def _streaming_args(tmp_path, extra=()):
     return args
 
 
+@pytest.mark.pipeline
 def test_build_pipeline_streaming_teststream(tmp_path):
     args = _streaming_args(tmp_path)
     stream = (
@@ -208,6 +210,7 @@ def test_build_pipeline_streaming_teststream(tmp_path):
 
 # -- Dataflow translation --------------------------------------------------------------------------
 
+@pytest.mark.pipeline
 def test_translates_for_dataflow_pubsub(tmp_path):
     pytest.importorskip('google.cloud.pubsub')
     from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
@@ -235,6 +238,8 @@ def test_translates_for_dataflow_pubsub(tmp_path):
 
 # -- the demo --------------------------------------------------------------------------------------
 
+@pytest.mark.pipeline
+@pytest.mark.slow
 def test_demo_no_arguments_end_to_end(tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get('PYTHONPATH', ''),
                MPLBACKEND='Agg')
