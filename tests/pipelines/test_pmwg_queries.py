@@ -36,18 +36,20 @@ def test_default_run_answers_every_valid_query_and_reports_refusals(tmp_path):
 
 def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
     args, beam_args = launcher.parse_args([
-        '--data_subscription=projects/p/subscriptions/trips',
-        '--query_subscription=projects/p/subscriptions/queries',
-        '--output_topic=projects/p/topics/answers',
-        '--dead_letter_topic=projects/p/topics/dead',
+        '--data_subscription=projects/test-project/subscriptions/trips',
+        '--query_subscription=projects/test-project/subscriptions/queries',
+        '--output_topic=projects/test-project/topics/answers',
+        '--dead_letter_topic=projects/test-project/topics/dead',
         '--epsilon=1.0', '--delta=0', '--alpha=0.2', '--beta=0.05', '--domain_size=128',
         '--window_seconds=3600',
-        '--runner=DataflowRunner', '--dry_run=True', '--project=test-project',
-        '--region=us-central1', '--temp_location=gs://b/tmp', '--streaming'])
+        '--dry_run=True', '--project=test-project',
+        '--region=us-central1', '--temp_location=gs://b/tmp', '--staging_location=gs://b/staging',
+        '--streaming'])
     from apache_beam.options.pipeline_options import PipelineOptions
     pipeline = job.build_pipeline(args, PipelineOptions(beam_args))
-    # A dry run of DataflowRunner still stages to gs:// (network); translating the graph to the
-    # runner API (what Dataflow receives) exercises the same construction offline.
+    # With --runner=DataflowRunner even --dry_run=True looks up the gs:// staging bucket (network,
+    # unavailable here); translating the graph to the runner API (what Dataflow receives)
+    # exercises the same construction offline.
     proto = pipeline.to_runner_api()
     assert any('AnswerQueries' in t.unique_name for t in proto.components.transforms.values())
     labels = set()
@@ -62,4 +64,4 @@ def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
 
 def test_launcher_rejects_half_a_pubsub_configuration():
     with pytest.raises(SystemExit):
-        launcher.parse_args(['--data_subscription=projects/p/subscriptions/trips'])
+        launcher.parse_args(['--data_subscription=projects/test-project/subscriptions/trips'])
