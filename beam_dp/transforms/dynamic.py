@@ -19,7 +19,6 @@ bin of its stream — counted by that stream's partitioner, noised by its C2 lik
 released; 'fenwick' (C9) hands it over without an id, which C9 counts and ignores.
 """
 
-import typing
 from typing import Any, Callable, Optional
 
 from beam_dp.accounting import PrivacyBudget
@@ -205,5 +204,3 @@ class DynamicCountPerKey(SegmentedPerKey):
         name = 'two_stream_c6' if self._construction == 'two_stream' else 'fenwick_c9'
         return (f'{name}/c_theta={m.c_theta:g}/partition_fraction={m.partition_fraction:g}')
 
-
-del typing

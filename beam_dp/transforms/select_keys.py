@@ -116,7 +116,6 @@ class _SelectFn(beam.DoFn):
             yield key
 
 
-@beam.typehints.with_output_types(str)
 class SelectKeys(beam.PTransform):
     """Differentially private key (partition) selection over bounded input.
 
@@ -219,8 +218,8 @@ class SelectKeys(beam.PTransform):
     def expand(self, records):
         label = self.label
         extracted = records | 'ExtractAndValidate' >> beam.ParDo(
-            _ExtractFn(label, self._key_fn, self._unit_fn)).with_outputs(DEAD_LETTER,
-                                                                       main='valid')
+            _ExtractFn(label, self._key_fn, self._unit_fn)).with_output_types(
+                typing.Tuple[typing.Any, str]).with_outputs(DEAD_LETTER, main='valid')
         dead = [extracted[DEAD_LETTER]]
         if self._unit_fn is None:
             ones = extracted.valid | 'OnePerRecord' >> beam.Map(lambda e: (e[1], 1))
@@ -242,5 +241,3 @@ class SelectKeys(beam.PTransform):
             DeadLetter)
         return KeySelectionOutputs(keys, dead_letters)
 
-
-del typing

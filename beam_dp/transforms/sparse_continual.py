@@ -538,14 +538,16 @@ class SegmentedPerKey(beam.PTransform):
             | 'ExtractAndValidate' >> beam.ParDo(
                 _ExtractFn(label, schedule, self._key_fn, self._parse,
                            self._public_keys)).with_outputs(DEAD_LETTER, main='valid'))
-        inputs = extracted.valid
+        inputs = (extracted.valid,)
         if self._public_keys is not None:
             seeds = (
                 records.pipeline
                 | 'KeySeeds' >> beam.Create(sorted(self._public_keys))
                 | 'SeedAtStart' >> beam.Map(lambda k: beam.window.TimestampedValue(
                     (k, None), Timestamp(micros=schedule.start_micros))))
-            inputs = (inputs, seeds) | 'MergeSeeds' >> beam.Flatten()
+            inputs = (extracted.valid, seeds)
+        inputs = inputs | 'MergeSeeds' >> beam.Flatten().with_output_types(
+            typing.Tuple[str, typing.Any])
         released = inputs | 'ReleaseSegments' >> beam.ParDo(_SegmentReleaseFn(
             self.driver, schedule, label, self._rng, self._private is not None,
             self._metadata(), self._metric == 'histogram')).with_outputs(DEAD_LETTER,
@@ -654,5 +656,3 @@ class SparseContinualHistogramPerKey(SparseContinualCountPerKey):
         vec[self._index[label]] = 1
         return tuple(vec)
 
-
-del typing

@@ -1,0 +1,139 @@
+"""Pipeline tier: DynamicCountPerKey (C6 'two_stream' and C9 'fenwick') on TestStream in
+streaming mode: deletion-heavy and invalid streams, dead letters that are still counted, parity
+with the pure driver, validation."""
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+from apache_beam.transforms.window import TimestampedValue
+
+from beam_dp import InvalidParamsError
+from beam_dp import PrivacyBudget
+from beam_dp.transforms.dynamic import DynamicCountPerKey
+from beam_dp.transforms.sparse_continual import reference_releases
+
+pytestmark = pytest.mark.pipeline
+
+NOISE_FREE = PrivacyBudget(epsilon=1e6)
+
+
+def streaming_options():
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    return options
+
+
+def tv(record, seconds):
+    return TimestampedValue(record, seconds)
+
+
+def run(stream, transform, expected=None, dead=None):
+    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
+        out = p | stream | transform
+        if expected is not None:
+            assert_that(out.releases | 'Extract' >> beam.Map(lambda r: (r.step, round(r.value, 6))),
+                        equal_to(expected), label='CheckReleases')
+        if dead is not None:
+            assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: d.reason), dead,
+                        label='CheckDead')
+
+
+# Tick t covers [t-1, t). Deletion-heavy: 4 inserts at tick 3, 3 deletes at tick 7 (one of an
+# id never inserted), a duplicate insert, a missing id, a re-insert after delete.
+UPDATES = [('a', 'r1', 1, 2.5), ('a', 'r2', 1, 2.5), ('a', 'r3', 1, 2.6), ('a', 'r4', 1, 2.7),
+           ('a', 'r1', -1, 6.5), ('a', 'r2', -1, 6.5), ('a', 'zz', -1, 6.6),
+           ('a', 'r3', 1, 6.7), ('a', None, 1, 6.8), ('a', 'r1', 1, 10.5)]
+
+
+def _stream(updates, late=()):
+    stream = TestStream().advance_watermark_to(0)
+    stream = stream.add_elements([tv((k, rid, op), t) for k, rid, op, t in reversed(updates)])
+    stream = stream.advance_watermark_to(30)
+    if late:
+        stream = stream.add_elements([tv((k, rid, op), t) for k, rid, op, t in late])
+    return stream.advance_watermark_to(60).advance_watermark_to_infinity()
+
+
+def _check_dead(reasons):
+    reasons = sorted(reasons)
+    assert len(reasons) == 4, reasons
+    assert sum(r.startswith('deletion of a record that is not live') for r in reasons) == 1
+    assert sum(r.startswith('duplicate insertion of a live record id') for r in reasons) == 1
+    assert sum(r.startswith('update without a record id') for r in reasons) == 1
+    assert sum(r.startswith('late: tick 3 was already processed') for r in reasons) == 1
+
+
+@pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
+def test_deletion_heavy_stream_noise_free(construction):
+    t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, end=50, budget=NOISE_FREE,
+                           construction=construction)
+    # Noise-free: every data tick closes a segment; forced closes at 2, 4, 16 when empty.
+    # tick 3: 4 live; tick 7: 2 live (r1, r2 deleted; zz invalid; r3 duplicate; None id);
+    # tick 11: r1 re-inserted → 3. C6 also closes its deletion stream's forced segments.
+    expected = {'two_stream': [(1, 0.0), (2, 4.0), (3, 4.0), (6, 2.0), (10, 3.0),
+                               (48, 3.0)],
+                'fenwick': [(1, 0.0), (2, 4.0), (6, 2.0), (10, 3.0)]}[construction]
+    run(_stream(UPDATES, late=[('a', 'r9', 1, 2.9)]), t, expected=expected, dead=_check_dead)
+
+
+@pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
+def test_invalid_updates_are_counted_by_the_partitioner(construction):
+    """§17.5: a stream of ONLY invalid updates moves the SVT like valid ones would."""
+    t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, budget=NOISE_FREE,
+                           construction=construction)
+    invalid = [(5, (('x', -1),)), (8, ((None, 1),))]
+    out, _ = reference_releases(t.driver, 'a', 'L', 0, invalid, 12)
+    assert 5 in [tick for tick, *_ in out.closes] and 8 in [tick for tick, *_ in out.closes]
+    assert all(answer == (0.0,) for *_, answer, _ in out.closes)
+    assert len(out.rejected) == 2
+
+
+@pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
+def test_parity_with_the_pure_driver_under_a_seed(construction):
+    t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, end=300,
+                           budget=PrivacyBudget(epsilon=2.0), c_theta=1.0,
+                           construction=construction, testing_seed=3, label='Dyn')
+    # Sliding window: one insert per 3 ticks, each deleted 30 ticks later.
+    updates = []
+    for i in range(60):
+        updates.append(('a', f'r{i}', 1, 3 * i + 0.5))
+        updates.append(('a', f'r{i}', -1, 3 * i + 30.5))
+    updates = [u for u in updates if u[3] < 290]
+    batches = [(int(tt) + 1, ((rid, op),)) for _, rid, op, tt in updates]
+    ref, _ = reference_releases(t.driver, 'a', 'Dyn', 3, batches, 300)
+    expected = [(tick - 1, round(answer[0], 6)) for tick, _, answer, _ in ref.closes]
+    assert len(expected) >= 3
+    stream = TestStream().advance_watermark_to(0)
+    half = len(updates) // 2
+    for chunk in (updates[half:], updates[:half]):          # out of order across ticks
+        stream = stream.add_elements([tv((k, rid, op), tt) for k, rid, op, tt in chunk])
+    stream = stream.advance_watermark_to(310).advance_watermark_to_infinity()
+    run(stream, t, expected=expected)
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    ({'construction': 'tree'}, "construction must be one of 'two_stream', 'fenwick'"),
+    ({'update_fn': 3}, 'update_fn must be callable'),
+    ({'budget': PrivacyBudget(rho=1.0)}, 'pure epsilon budget'),
+    ({'c_theta': -1}, 'c_theta must be positive'),
+])
+def test_validation(kwargs, match):
+    params = dict(public_keys=['a'], start=0, tick=1, budget=PrivacyBudget(epsilon=1.0))
+    params.update(kwargs)
+    with pytest.raises(InvalidParamsError, match=match):
+        DynamicCountPerKey(**params)
+
+
+def test_bad_op_is_dead_lettered_at_extraction():
+    stream = (TestStream().advance_watermark_to(0).add_elements([tv(('a', 'r', 7), 1)])
+              .advance_watermark_to(5).advance_watermark_to_infinity())
+    t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, end=4, budget=NOISE_FREE)
+    run(stream, t, dead=lambda reasons: _assert_one(reasons, "op must be +1/'insert'"))
+
+
+def _assert_one(reasons, prefix):
+    assert len(reasons) == 1 and reasons[0].startswith(prefix), reasons

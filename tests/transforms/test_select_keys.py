@@ -1,0 +1,82 @@
+"""SelectKeys (bounded input): only privately selected keys come out; user-level bounding;
+single-unit keys at most δ; budgets and validation."""
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+
+from beam_dp import BudgetAccountant
+from beam_dp import BudgetExceededError
+from beam_dp import InvalidParamsError
+from beam_dp import PrivacyBudget
+from beam_dp.transforms.select_keys import SelectKeys
+
+BUDGET = PrivacyBudget(epsilon=1.0, delta=1e-6)
+
+
+@pytest.mark.parametrize('method', ['truncated_geometric', 'laplace', 'gaussian'])
+def test_large_keys_selected_single_unit_keys_not(method):
+    records = ([('big', f'u{i}') for i in range(300)] + [(f'solo{i}', 'x') for i in range(30)]
+               + [('one_user', 'z')] * 500)
+    t = SelectKeys(budget=BUDGET, unit_fn=lambda r: r[1], method=method, testing_seed=1)
+    with beam.Pipeline(runner='DirectRunner') as p:
+        out = p | beam.Create(records) | t
+        assert_that(out.keys, equal_to(['big']))
+
+
+def test_user_level_bounding_dead_letters_extra_keys_and_counts_units_once():
+    records = [(f'k{j}', 'u') for j in range(5)] + [(None, 'v'), (3, 'w')]
+    t = SelectKeys(budget=BUDGET, unit_fn=lambda r: r[1], max_keys_per_unit=2, testing_seed=0)
+
+    def check(dead):
+        reasons = sorted(d.reason for d in dead)
+        assert len(reasons) == 5, reasons
+        assert sum('max_keys_per_unit=2' in r for r in reasons) == 3
+        assert sum(r.startswith('key must be a string') for r in reasons) == 2
+
+    with beam.Pipeline(runner='DirectRunner') as p:
+        out = p | beam.Create(records) | t
+        assert_that(out.keys, equal_to([]), label='NoKeys')
+        assert_that(out.dead_letter, check, label='Dead')
+
+
+def test_event_level_and_exact_single_unit_probability():
+    rule = SelectKeys(budget=BUDGET).rule
+    assert rule.selection_probability(1) <= BUDGET.delta
+    assert rule.selection_probability(200) > 0.99
+    with beam.Pipeline(runner='DirectRunner') as p:
+        out = p | beam.Create([('a',)] * 100 + [('b',)]) | SelectKeys(budget=BUDGET,
+                                                                     testing_seed=3)
+        assert_that(out.keys, equal_to(['a']))
+
+
+def test_budget_spent_at_construction():
+    acc = BudgetAccountant(PrivacyBudget(epsilon=1.0, delta=1e-5))
+    SelectKeys(budget=PrivacyBudget(epsilon=0.6, delta=1e-6), accountant=acc)
+    assert len(acc.ledger) == 1
+    with pytest.raises(BudgetExceededError, match='asks for'):
+        SelectKeys(budget=PrivacyBudget(epsilon=0.6, delta=1e-6), accountant=acc)
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    ({'budget': PrivacyBudget(epsilon=1.0)}, 'SelectKeys: budget must have epsilon > 0 and delta > 0'),
+    ({'budget': 3}, 'SelectKeys: budget must be a PrivacyBudget'),
+    ({'method': 'exp'}, "SelectKeys: method must be one of 'truncated_geometric', 'laplace', 'gaussian'"),
+    ({'key_fn': 1}, 'SelectKeys: key_fn must be callable'),
+    ({'unit_fn': 1}, 'SelectKeys: unit_fn must be callable or None'),
+    ({'max_keys_per_unit': 3}, 'SelectKeys: max_keys_per_unit needs unit_fn'),
+    ({'unit_fn': len, 'max_keys_per_unit': 0}, 'SelectKeys: max_partitions must be a positive integer'),
+    ({'testing_seed': 1.5}, 'SelectKeys: testing_seed must be an int'),
+])
+def test_validation(kwargs, match):
+    params = dict(budget=BUDGET)
+    params.update(kwargs)
+    with pytest.raises(InvalidParamsError, match=match):
+        SelectKeys(**params)
+
+
+def test_output_type():
+    p = beam.Pipeline(runner='DirectRunner')
+    out = p | beam.Create([('a',)]) | SelectKeys(budget=BUDGET)
+    assert out.keys.element_type is str

@@ -1,0 +1,196 @@
+"""Pipeline tier: SparseContinualCount/HistogramPerKey (C5 per key on the skip-ahead timer) on
+TestStream in streaming mode, parity with the pure driver, release-time purity, validation."""
+
+import contextlib
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+from apache_beam.transforms.window import TimestampedValue
+
+from beam_dp import BudgetAccountant
+from beam_dp import BudgetExceededError
+from beam_dp import InvalidParamsError
+from beam_dp import PrivacyBudget
+from beam_dp import noise
+from beam_dp.transforms.continual import PrivateKeys
+from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
+from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
+from beam_dp.transforms.sparse_continual import reference_releases
+
+pytestmark = pytest.mark.pipeline
+
+NOISE_FREE = PrivacyBudget(epsilon=1e6)   # θ < 1 and zero noise: a data tick closes, empty ones do not
+
+
+def streaming_options():
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    return options
+
+
+def tv(record, seconds):
+    return TimestampedValue(record, seconds)
+
+
+def run(stream, transform, extract=lambda r: (r.key, r.step, round(r.value, 6)), expected=None,
+        dead=None):
+    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
+        out = p | stream | transform
+        if expected is not None:
+            assert_that(out.releases | 'Extract' >> beam.Map(extract), equal_to(expected),
+                        label='CheckReleases')
+        if dead is not None:
+            assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: d.reason), dead,
+                        label='CheckDead')
+
+
+def sparse(**kw):
+    kw.setdefault('budget', NOISE_FREE)
+    kw.setdefault('public_keys', ['a', 'b'])
+    return SparseContinualCountPerKey(start=0, tick=1, **kw)
+
+
+def test_empty_stream_closes_at_2_4_16_and_sparse_data_closes_its_segment():
+    # Tick t covers [t-1, t). No data for 'b': forced closes 2, 4, 16 only (answers 0). 'a'
+    # has 3 records at tick 6 (noise-free: the SVT halts there) and one late record.
+    stream = (TestStream().advance_watermark_to(0)
+              .add_elements([tv(('a', i), 5.5) for i in range(3)])
+              .advance_watermark_to(20)
+              .add_elements([tv(('a', 0), 3)])                 # tick 4 already processed: late
+              .advance_watermark_to(40)
+              .advance_watermark_to_infinity())
+    expected = [('a', 1, 0.0), ('a', 3, 0.0), ('a', 5, 3.0), ('a', 35, 3.0),
+                ('b', 1, 0.0), ('b', 3, 0.0), ('b', 15, 0.0)]
+    run(stream, sparse(end=39), expected=expected,
+        dead=lambda reasons: _one_late(reasons))
+
+
+def _one_late(reasons):
+    assert len(reasons) == 1 and reasons[0].startswith('late: tick 4 was already processed'), \
+        reasons
+
+
+def test_histogram_per_bin_values():
+    stream = (TestStream().advance_watermark_to(0)
+              .add_elements([tv(('a', 'x'), 0.5), tv(('a', 'y'), 0.7), tv(('a', 'q'), 0.8)])
+              .advance_watermark_to(10).advance_watermark_to_infinity())
+    t = SparseContinualHistogramPerKey(public_keys=['a'], bins=['x', 'y'], start=0, tick=1,
+                                       end=5, budget=NOISE_FREE)
+    run(stream, t, extract=lambda r: (r.step, tuple(round(v, 6) for v in r.values)),
+        expected=[(0, (1.0, 1.0)), (1, (1.0, 1.0)), (3, (1.0, 1.0))],
+        dead=lambda reasons: assert_that_one(reasons, 'bin is not one of the public bins'))
+
+
+def assert_that_one(reasons, prefix):
+    assert len(reasons) == 1 and reasons[0].startswith(prefix), reasons
+
+
+EVENTS = [1, 1, 3, 9, 9, 9, 9, 40, 41, 41, 120, 121, 122, 123, 124, 125, 300, 301, 301, 302]
+
+
+def _parity_stream(events, order):
+    stream = TestStream().advance_watermark_to(0)
+    for chunk in order(events):
+        stream = stream.add_elements([tv(('a', None), t - 0.5) for t in chunk])
+    return stream.advance_watermark_to(400).advance_watermark_to_infinity()
+
+
+@pytest.mark.parametrize('c_theta', [7.0, 1.0])
+def test_parity_with_the_pure_driver_under_a_seed(c_theta):
+    """Real noise: out-of-order arrival within and across ticks gives exactly the releases of
+    driving the pure mechanism once over the sorted data (same boundaries, same values)."""
+    transform = sparse(public_keys=['a'], end=390, budget=PrivacyBudget(epsilon=1.0),
+                       c_theta=c_theta, testing_seed=5, label='Sparse')
+    batches = [(t, (1,)) for t in EVENTS]
+    ref, _ = reference_releases(transform.driver, 'a', 'Sparse', 5, batches, 390)
+    expected = [(t - 1, answer[0]) for t, _, answer, _ in ref.closes]
+    assert expected, 'the reference closes at least the forced segments'
+    # The boundaries agree with the partitioner driven directly (an independent code path).
+    part = transform.mechanism.partitioner
+    arrivals = {}
+    for t in EVENTS:
+        arrivals[t] = arrivals.get(t, 0) + 1
+    closes, _ = part.run(arrivals, 390, noise.seeded(5).derive('Sparse', 'a', 'partition'))
+    assert [c.close_tick for c in closes] == [t for t, *_ in ref.closes]
+    run(_parity_stream(EVENTS, lambda e: (e[10:], e[:10])), transform,
+        extract=lambda r: (r.step, r.value), expected=expected)
+
+
+def test_release_time_purity_boundaries_after_j_do_not_depend_on_data_before():
+    """§18.11 at the transform's driver: fix the seed and the boundaries t_1..t_j; perturbing
+    the data inside segments 1..j leaves every later boundary unchanged."""
+    transform = sparse(public_keys=['a'], budget=PrivacyBudget(epsilon=1.0), c_theta=1.0,
+                       testing_seed=1, label='P')
+    base = [(t, (1,)) for t in EVENTS]
+    ref, _ = reference_releases(transform.driver, 'a', 'P', 1, base, 2000)
+    ticks = [t for t, *_ in ref.closes]
+    assert len(ticks) >= 4
+    j = 2
+    cut = ticks[j - 1]
+    # Move data around inside segments 1..j without changing any segment's total.
+    perturbed = [(t, v) for t, v in base if t > cut]
+    seg_bounds = [0] + ticks[:j]
+    for lo, hi in zip(seg_bounds, seg_bounds[1:]):
+        n = sum(1 for t, _ in base if lo < t <= hi)
+        if n:
+            perturbed.append((hi, (n,)))      # all of the segment's records at its close tick
+    out, _ = reference_releases(transform.driver, 'a', 'P', 1, perturbed, 2000)
+    assert [t for t, *_ in out.closes][:j] == ticks[:j]
+    assert [t for t, *_ in out.closes][j:] == ticks[j:]
+
+
+def test_private_keys_on_the_sparse_transform():
+    # Selection (ε_s = 2, δ = 1e-3): 'big' (150 records at tick 2) is selected, its first
+    # release counts everything since its first record; 'solo' (one record) never appears.
+    stream = (TestStream().advance_watermark_to(0)
+              .add_elements([tv(('big', None), 1.5)] * 150 + [tv(('solo', None), 1.5)])
+              .advance_watermark_to(30).advance_watermark_to_infinity())
+    keys = PrivateKeys(budget=PrivacyBudget(epsilon=2.0, delta=1e-3))
+    t = SparseContinualCountPerKey(keys=keys, start=0, tick=1, end=20, budget=NOISE_FREE,
+                                   testing_seed=2, label='PK')
+    ref, _ = reference_releases(t.driver, 'big', 'PK', 2, [(2, (150,))], 20, private=True)
+    expected = [('big', tick - 1, answer[0]) for tick, _, answer, _ in ref.closes]
+    assert expected and expected[0][2] == 150.0
+    solo, _ = reference_releases(t.driver, 'solo', 'PK', 2, [(2, (1,))], 20, private=True)
+    assert solo.closes == ()
+    run(stream, t, expected=expected)
+
+
+def test_budget_and_validation():
+    acc = BudgetAccountant(PrivacyBudget(epsilon=1.0, delta=1e-6))
+    sparse(budget=PrivacyBudget(epsilon=0.5), accountant=acc)
+    with pytest.raises(BudgetExceededError, match='asks for'):
+        SparseContinualCountPerKey(keys=PrivateKeys(PrivacyBudget(epsilon=0.6, delta=1e-7)),
+                                   start=0, tick=1, budget=PrivacyBudget(epsilon=0.5),
+                                   accountant=BudgetAccountant(PrivacyBudget(epsilon=1.0,
+                                                                             delta=1e-6)))
+
+
+ok = contextlib.nullcontext
+
+
+@pytest.mark.parametrize('kwargs, expectation', [
+    ({}, ok()),
+    ({'public_keys': None}, pytest.raises(InvalidParamsError, match='public_keys must be a collection')),
+    ({'public_keys': []}, pytest.raises(InvalidParamsError, match='public_keys must not be empty')),
+    ({'keys': ['x']}, pytest.raises(InvalidParamsError, match='either public_keys or keys')),
+    ({'budget': PrivacyBudget(rho=1.0)}, pytest.raises(InvalidParamsError, match='pure epsilon budget')),
+    ({'tick': 0}, pytest.raises(InvalidParamsError, match='tick must be positive')),
+    ({'c_theta': 0}, pytest.raises(InvalidParamsError, match='c_theta must be positive')),
+    ({'partition_fraction': 1.0}, pytest.raises(InvalidParamsError, match=r'partition_fraction must be in \(0, 1\)')),
+    ({'beta': 0}, pytest.raises(InvalidParamsError, match='beta must be in')),
+    ({'max_segment_ticks': 0}, pytest.raises(InvalidParamsError, match='max_segment_ticks must be a positive integer')),
+    ({'end': 0}, pytest.raises(InvalidParamsError, match='end must be after start')),
+    ({'privacy_unit': 'user'}, pytest.raises(InvalidParamsError, match='only privacy_unit=EventLevel')),
+    ({'testing_seed': 'x'}, pytest.raises(InvalidParamsError, match='testing_seed must be an int')),
+])
+def test_validation(kwargs, expectation):
+    params = dict(public_keys=['a'], start=0, tick=1, budget=PrivacyBudget(epsilon=1.0))
+    params.update(kwargs)
+    with expectation:
+        SparseContinualCountPerKey(**params)
