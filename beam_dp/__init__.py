@@ -15,17 +15,29 @@ from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
+from beam_dp.mechanisms.keyed_release import PrivateKeys
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
+from beam_dp.queries import LinearQuery
+from beam_dp.queries import QueryAnswer
+from beam_dp.transforms import BBImproverQueries
+from beam_dp.transforms import BBSchedulerQueries
 from beam_dp.transforms import BoundContributions
 from beam_dp.transforms import ContinualCountPerKey
 from beam_dp.transforms import ContinualHistogramPerKey
 from beam_dp.transforms import ContinualOutputs
 from beam_dp.transforms import ContinualSumPerKey
+from beam_dp.transforms import DynamicCountPerKey
+from beam_dp.transforms import SelectKeys
+from beam_dp.transforms import SparseContinualCountPerKey
+from beam_dp.transforms import SparseContinualHistogramPerKey
+from beam_dp.transforms import WindowedPMWG
 
 __version__ = '0.1.0'
 
 __all__ = [
+    'BBImproverQueries',
+    'BBSchedulerQueries',
     'BinaryTreeCounter',
     'BoundContributions',
     'BudgetAccountant',
@@ -35,13 +47,21 @@ __all__ = [
     'ContinualOutputs',
     'ContinualSumPerKey',
     'DeadLetter',
+    'DynamicCountPerKey',
     'EventLevel',
     'InfiniteTreeCounter',
     'InvalidParamsError',
     'InvalidRecordError',
+    'LinearQuery',
     'PrivacyBudget',
     'PrivacyCost',
+    'PrivateKeys',
+    'QueryAnswer',
     'Release',
+    'SelectKeys',
+    'SparseContinualCountPerKey',
+    'SparseContinualHistogramPerKey',
     'UnsupportedMechanismError',
     'UserLevel',
+    'WindowedPMWG',
 ]
