@@ -29,6 +29,7 @@ import numpy as np
 
 from beam_dp.noise.rng import RandomSource
 from beam_dp.noise.samplers import SCALE_GRID_BITS
+from beam_dp.noise.samplers import _discrete_laplace_scalar as _discrete_laplace_big
 from beam_dp.noise.samplers import discrete_laplace
 
 __all__ = [
@@ -64,38 +65,6 @@ def _round_up(x: Real, name: str) -> fractions.Fraction:
     if frac.denominator > grid:
         frac = fractions.Fraction(-((-frac.numerator * grid) // frac.denominator), grid)
     return frac
-
-
-def _uniform_below_int(rng: RandomSource, m: int) -> int:
-    k = (m - 1).bit_length()
-    while True:
-        r = rng.randbits(k)
-        if r < m:
-            return r
-
-
-def _bernoulli_exp_le1(rng: RandomSource, num: int, den: int) -> bool:
-    # Canonne, Kamath, Steinke 2020, Algorithm 1 (case γ ∈ [0, 1]).
-    k = 1
-    while _uniform_below_int(rng, den * k) < num:
-        k += 1
-    return k % 2 == 1
-
-
-def _discrete_laplace_big(rng: RandomSource, n: int, d: int) -> int:
-    # CKS 2020, Algorithm 2, scale n/d, with Python integers of any size.
-    while True:
-        u = _uniform_below_int(rng, n)
-        if not _bernoulli_exp_le1(rng, u, n):
-            continue
-        v = 0
-        while _bernoulli_exp_le1(rng, 1, 1):
-            v += 1
-        y = (u + n * v) // d
-        negative = rng.randbits(1) == 1
-        if negative and y == 0:
-            continue
-        return -y if negative else y
 
 
 def discrete_laplace_any(rng: RandomSource, scale: Real, size=None):
