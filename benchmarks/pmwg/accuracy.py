@@ -183,8 +183,12 @@ def main():
     jobs = [(p, n, a, r, args.growth, args.queries) for p in args.privacy for n in args.ns
             for a in args.alphas for r in range(args.reps)]
     started = time.monotonic()
+    runs = []
     with multiprocessing.Pool(args.workers) as pool:
-        runs = pool.map(_one, jobs, chunksize=1)
+        for k, r in enumerate(pool.imap_unordered(_one, jobs), 1):
+            runs.append(r)
+            print(f"[{k}/{len(jobs)}] {r['privacy']} n={r['n']} alpha={r['alpha']} "
+                  f"rep={r['rep']} {r['seconds']:.1f}s", flush=True)
     wall = time.monotonic() - started
     table = aggregate(runs, args.ns, args.alphas)
     results = w.ensure_results()

@@ -231,8 +231,12 @@ def main():
     jobs = [(s, r, args.queries, args.growth, args.burst) for s in settings
             for r in range(args.reps)]
     started = time.monotonic()
+    runs = []
     with multiprocessing.Pool(args.workers) as pool:
-        runs = pool.map(_one, jobs, chunksize=1)
+        for k, r in enumerate(pool.imap_unordered(_one, jobs), 1):
+            runs.append(r)
+            print(f"[{k}/{len(jobs)}] {r['setting']} rep={r['rep']} "
+                  f"{r['pmwg_seconds']:.1f}s", flush=True)
     wall = time.monotonic() - started
     summaries = [summarize(runs, tuple(s), args.queries) for s in settings]
     results = w.ensure_results()
