@@ -19,24 +19,31 @@ PIPELINES = REPO / "pipelines"
 DOCKERFILE = PIPELINES / "Dockerfile"
 REQUIREMENTS = PIPELINES / "requirements.txt"
 
-# The pipeline arguments each launcher accepts that are Flex Template parameters (local-only
-# arguments such as input_avro are not template parameters).
+# The pipeline arguments each launcher accepts that a Dataflow user may set (local-only arguments
+# such as --plot and the hidden --testing_seed are not template parameters).
 EXPECTED_PARAMETERS = {
     "continual_counts": {
         "input_subscription", "output_topic", "dead_letter_topic", "epsilon", "delta",
         "step_seconds", "allowed_lateness_seconds", "public_keys", "max_contributions_per_step",
         "max_keys_per_unit", "max_steps_per_unit", "horizon_steps", "estimator",
-        "timestamp_attribute",
+        "timestamp_attribute", "input_avro", "output_avro", "dead_letter_avro", "public_keys_file",
+        "start", "end", "num_shards", "progress_every",
     },
     "pmwg_queries": {
         "data_subscription", "query_subscription", "output_topic", "dead_letter_topic", "epsilon",
-        "delta", "alpha", "beta", "domain_size", "window_seconds",
+        "delta", "alpha", "beta", "domain_size", "window_seconds", "data_avro", "query_avro",
+        "output_avro", "dead_letter_avro",
     },
 }
 OPTIONAL_PARAMETERS = {
     "continual_counts": {"allowed_lateness_seconds", "horizon_steps", "estimator",
-                         "timestamp_attribute"},
-    "pmwg_queries": {"window_seconds"},
+                         "timestamp_attribute", "input_subscription", "output_topic",
+                         "dead_letter_topic", "public_keys", "input_avro", "output_avro",
+                         "dead_letter_avro", "public_keys_file", "start", "end", "num_shards",
+                         "progress_every"},
+    "pmwg_queries": {"window_seconds", "data_subscription", "query_subscription", "output_topic",
+                     "dead_letter_topic", "data_avro", "query_avro", "output_avro",
+                     "dead_letter_avro"},
 }
 
 
@@ -176,6 +183,11 @@ POSITIVE_INT_GOOD = ["1", "60", "3600", "86400"]
 POSITIVE_INT_BAD = ["", "0", "-1", "1.5", "01", "1e3", "abc", " 1"]
 NONNEG_INT_GOOD = ["0", "1", "600"]
 NONNEG_INT_BAD = ["", "-1", "1.0", "00", "01", "abc"]
+GCS_GOOD = ["gs://my-bucket/rides/*.avro", "gs://b12/out", "gs://my.bucket_1/a/b/", "gs://abc"]
+GCS_BAD = ["", "/tmp/out", "s3://bucket/x", "gs://", "gs://ab/x", "gs://My-Bucket/x",
+           "gs://bucket/a b", " gs://bucket/x"]
+TIME_GOOD = ["2024-06-02T00:00:00Z", "2024-06-02T00:00:00.5+02:00", "1717286400", "1717286400.25"]
+TIME_BAD = ["", "2024-06-02", "2024-06-02T00:00:00", "-1", "1e9", "tomorrow", "2024-06-02 00:00:00Z"]
 
 CASES = {
     "continual_counts": {
@@ -197,6 +209,14 @@ CASES = {
                        "textbookvariance_reduced"]),
         "timestamp_attribute": (["event_time", "ts", "eventTime.ms"],
                                 ["", "1ts", "event time", "a/b"]),
+        "input_avro": (GCS_GOOD, GCS_BAD),
+        "output_avro": (GCS_GOOD, GCS_BAD),
+        "dead_letter_avro": (GCS_GOOD, GCS_BAD),
+        "public_keys_file": (GCS_GOOD, GCS_BAD),
+        "start": (TIME_GOOD, TIME_BAD),
+        "end": (TIME_GOOD, TIME_BAD),
+        "num_shards": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
+        "progress_every": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
     },
     "pmwg_queries": {
         "data_subscription": (SUBSCRIPTION_GOOD, SUBSCRIPTION_BAD),
@@ -209,6 +229,10 @@ CASES = {
         "beta": (OPEN_UNIT_GOOD, OPEN_UNIT_BAD),
         "domain_size": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "window_seconds": (NONNEG_INT_GOOD, NONNEG_INT_BAD),
+        "data_avro": (GCS_GOOD, GCS_BAD),
+        "query_avro": (GCS_GOOD, GCS_BAD),
+        "output_avro": (GCS_GOOD, GCS_BAD),
+        "dead_letter_avro": (GCS_GOOD, GCS_BAD),
     },
 }
 

@@ -120,6 +120,14 @@ module "continual_counts_job" {
     horizon_steps              = var.continual_counts.horizon_steps == null ? null : tostring(var.continual_counts.horizon_steps)
     estimator                  = var.continual_counts.estimator
     timestamp_attribute        = var.continual_counts.timestamp_attribute
+    input_avro                 = var.continual_counts.input_avro
+    output_avro                = var.continual_counts.output_avro
+    dead_letter_avro           = var.continual_counts.dead_letter_avro
+    public_keys_file           = var.continual_counts.public_keys_file
+    start                      = var.continual_counts.start
+    end                        = var.continual_counts.end
+    num_shards                 = var.continual_counts.num_shards == null ? null : tostring(var.continual_counts.num_shards)
+    progress_every             = var.continual_counts.progress_every == null ? null : tostring(var.continual_counts.progress_every)
   }
 
   # The workers' permissions must exist before the launcher VM starts.
@@ -190,6 +198,10 @@ module "pmwg_queries_job" {
     beta               = tostring(var.pmwg_queries.beta)
     domain_size        = tostring(var.pmwg_queries.domain_size)
     window_seconds     = tostring(var.pmwg_queries.window_seconds)
+    data_avro          = var.pmwg_queries.data_avro
+    query_avro         = var.pmwg_queries.query_avro
+    output_avro        = var.pmwg_queries.output_avro
+    dead_letter_avro   = var.pmwg_queries.dead_letter_avro
   }
 
   depends_on = [module.pmwg_queries_worker]

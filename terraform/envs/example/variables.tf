@@ -120,8 +120,16 @@ variable "continual_counts" {
     horizon_steps              = optional(number)
     estimator                  = optional(string, "variance_reduced")
     timestamp_attribute        = optional(string)
+    input_avro                 = optional(string)
+    output_avro                = optional(string)
+    dead_letter_avro           = optional(string)
+    public_keys_file           = optional(string)
+    start                      = optional(string)
+    end                        = optional(string)
+    num_shards                 = optional(number)
+    progress_every             = optional(number)
   })
-  description = "Template parameters of the continual_counts job (see pipelines/continual_counts/metadata.json). horizon_steps null means an unbounded horizon; timestamp_attribute null means Pub/Sub publish time."
+  description = "Template parameters of the continual_counts job (see pipelines/continual_counts/metadata.json). horizon_steps null means an unbounded horizon; timestamp_attribute null means Pub/Sub publish time. input_avro must stay null here (this example reads the Pub/Sub subscription it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks; start/end are RFC 3339 or epoch seconds (start defaults to the sample start: set it for real streams); num_shards and progress_every null mean the job's defaults."
 
   validation {
     condition     = var.continual_counts.epsilon > 0
@@ -163,18 +171,44 @@ variable "continual_counts" {
     condition     = var.continual_counts.timestamp_attribute == null || can(regex("^[a-zA-Z][-_.~+%a-zA-Z0-9]{0,255}$", var.continual_counts.timestamp_attribute))
     error_message = "continual_counts.timestamp_attribute must be null or a Pub/Sub attribute name."
   }
+  validation {
+    condition     = var.continual_counts.input_avro == null
+    error_message = "continual_counts.input_avro must be null: this example reads the Pub/Sub subscription it creates (the job takes at most one input)."
+  }
+  validation {
+    condition = alltrue([for v in [
+      var.continual_counts.output_avro,
+      var.continual_counts.dead_letter_avro,
+      var.continual_counts.public_keys_file,
+    ] : v == null || can(regex("^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\\s]*)?$", v))])
+    error_message = "continual_counts.output_avro, dead_letter_avro and public_keys_file must be null or gs:// paths."
+  }
+  validation {
+    condition = alltrue([for v in [var.continual_counts.start, var.continual_counts.end] :
+    v == null || can(regex("^([0-9]{1,12}(\\.[0-9]+)?|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|z|[+-][0-9]{2}:[0-9]{2}))$", v))])
+    error_message = "continual_counts.start and end must be null, RFC 3339 with a time zone, or epoch seconds."
+  }
+  validation {
+    condition = alltrue([for n in [var.continual_counts.num_shards, var.continual_counts.progress_every] :
+    n == null || try(n >= 1 && floor(n) == n, false)])
+    error_message = "continual_counts.num_shards and progress_every must be null or positive integers."
+  }
 }
 
 variable "pmwg_queries" {
   type = object({
-    epsilon        = number
-    delta          = number
-    alpha          = number
-    beta           = number
-    domain_size    = number
-    window_seconds = optional(number, 0)
+    epsilon          = number
+    delta            = number
+    alpha            = number
+    beta             = number
+    domain_size      = number
+    window_seconds   = optional(number, 0)
+    output_avro      = optional(string)
+    dead_letter_avro = optional(string)
+    data_avro        = optional(string)
+    query_avro       = optional(string)
   })
-  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window."
+  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window. data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks."
   default = {
     epsilon        = 1
     delta          = 0.000001
@@ -207,5 +241,14 @@ variable "pmwg_queries" {
   validation {
     condition     = var.pmwg_queries.window_seconds >= 0 && floor(var.pmwg_queries.window_seconds) == var.pmwg_queries.window_seconds
     error_message = "pmwg_queries.window_seconds must be a non-negative integer (0 = global window)."
+  }
+  validation {
+    condition     = var.pmwg_queries.data_avro == null && var.pmwg_queries.query_avro == null
+    error_message = "pmwg_queries.data_avro and query_avro must be null: this example reads the Pub/Sub subscriptions it creates."
+  }
+  validation {
+    condition = alltrue([for v in [var.pmwg_queries.output_avro, var.pmwg_queries.dead_letter_avro] :
+    v == null || can(regex("^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\\s]*)?$", v))])
+    error_message = "pmwg_queries.output_avro and dead_letter_avro must be null or gs:// paths."
   }
 }
