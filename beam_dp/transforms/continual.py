@@ -516,61 +516,19 @@ class _ContinualPerKey(beam.PTransform):
                 self._accountant.spend(label, spec.privacy_cost())
         if spec.private_keys is not None:
             return self._expand_private(records)
-        extracted = (
-            records
-            | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
-            | 'ExtractAndValidate' >> beam.ParDo(
-                _ExtractFn(spec, label, self._key_fn, self._value_fn, self._unit_fn)).with_outputs(
-                    DEAD_LETTER, main='valid'))
-        dead = [extracted[DEAD_LETTER]]
-        valid = extracted.valid
-        if isinstance(spec.privacy_unit, UserLevel):
-            bounded = (
-                valid
-                | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
-                | 'BoundContributions' >> BoundContributions(spec.privacy_unit, label))
-            dead.append(bounded[DEAD_LETTER])
-            valid = bounded.kept
-        else:
+        valid, dead = self._extract_and_bound(records)
+        if not isinstance(spec.privacy_unit, UserLevel):
             valid = valid | 'DropUnit' >> beam.Map(_SECOND)
         partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(spec))
-        seeds = (
-            records.pipeline
-            | 'ShardSeeds' >> beam.Create(list(range(spec.layout.num_shards)))
-            | 'SeedAtStart' >> beam.Map(
-                lambda shard: beam.window.TimestampedValue((shard, None),
-                                                           Timestamp(micros=spec.start_micros))))
-        released = (
-            (partials, seeds)
-            | 'MergeSeeds' >> beam.Flatten()
-            | 'ReleaseNoisyValues' >> beam.ParDo(
-                _ReleaseFn(spec, label, self._rng)).with_outputs(DEAD_LETTER, main='releases'))
-        dead.append(released[DEAD_LETTER])
-        dead_letters = tuple(dead) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(
-            DeadLetter)
-        releases = released.releases
-        releases.element_type = Release
-        return ContinualOutputs(releases, dead_letters)
+        return self._release(records, partials, spec.layout.num_shards,
+                             _ReleaseFn(spec, label, self._rng), dead)
 
     def _expand_private(self, records):
         spec = self._spec
-        label = self.label
-        extracted = (
-            records
-            | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
-            | 'ExtractAndValidate' >> beam.ParDo(
-                _ExtractFn(spec, label, self._key_fn, self._value_fn, self._unit_fn)).with_outputs(
-                    DEAD_LETTER, main='valid'))
-        dead = [extracted[DEAD_LETTER]]
-        valid = extracted.valid
+        valid, dead = self._extract_and_bound(records)
         if isinstance(spec.privacy_unit, UserLevel):
-            bounded = (
-                valid
-                | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
-                | 'BoundContributions' >> BoundContributions(spec.privacy_unit, label))
-            dead.append(bounded[DEAD_LETTER])
             valid = (
-                bounded.kept
+                valid
                 | 'KeyByUnitAndKey' >> beam.Map(lambda e: ((e[2][4], e[0]), e))
                 | 'MarkNewUnits' >> beam.ParDo(_MarkNewUnitsFn()))
         else:
@@ -578,21 +536,46 @@ class _ContinualPerKey(beam.PTransform):
             valid = valid | 'DropUnit' >> beam.Map(
                 lambda e: (e[1][0], e[1][1], e[1][2][:4] + (1,)))
         partials = valid | 'PreAggregate' >> beam.ParDo(_PrivatePreAggregateFn(spec))
+        return self._release(records, partials, spec.private_keys.num_shards,
+                             _PrivateReleaseFn(spec, self.label, self._rng), dead)
+
+    def _extract_and_bound(self, records):
+        """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
+        level). Returns the valid elements and the list of dead-letter PCollections so far."""
+        spec = self._spec
+        extracted = (
+            records
+            | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
+            | 'ExtractAndValidate' >> beam.ParDo(
+                _ExtractFn(spec, self.label, self._key_fn, self._value_fn,
+                           self._unit_fn)).with_outputs(DEAD_LETTER, main='valid'))
+        dead = [extracted[DEAD_LETTER]]
+        valid = extracted.valid
+        if isinstance(spec.privacy_unit, UserLevel):
+            bounded = (
+                valid
+                | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
+                | 'BoundContributions' >> BoundContributions(spec.privacy_unit, self.label))
+            dead.append(bounded[DEAD_LETTER])
+            valid = bounded.kept
+        return valid, dead
+
+    def _release(self, records, partials, num_shards, release_fn, dead):
+        """'ShardSeeds' + 'MergeSeeds' + 'ReleaseNoisyValues' + 'MergeDeadLetters'."""
+        start_micros = self._spec.start_micros
         seeds = (
             records.pipeline
-            | 'ShardSeeds' >> beam.Create(list(range(spec.private_keys.num_shards)))
+            | 'ShardSeeds' >> beam.Create(list(range(num_shards)))
             | 'SeedAtStart' >> beam.Map(
                 lambda shard: beam.window.TimestampedValue((shard, None),
-                                                           Timestamp(micros=spec.start_micros))))
+                                                           Timestamp(micros=start_micros))))
         released = (
             (partials, seeds)
             | 'MergeSeeds' >> beam.Flatten()
-            | 'ReleaseNoisyValues' >> beam.ParDo(
-                _PrivateReleaseFn(spec, label, self._rng)).with_outputs(DEAD_LETTER,
-                                                                        main='releases'))
-        dead.append(released[DEAD_LETTER])
-        dead_letters = tuple(dead) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(
-            DeadLetter)
+            | 'ReleaseNoisyValues' >> beam.ParDo(release_fn).with_outputs(DEAD_LETTER,
+                                                                         main='releases'))
+        dead_letters = tuple(dead + [released[DEAD_LETTER]]) | 'MergeDeadLetters' >> \
+            beam.Flatten().with_output_types(DeadLetter)
         releases = released.releases
         releases.element_type = Release
         return ContinualOutputs(releases, dead_letters)
