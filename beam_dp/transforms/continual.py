@@ -556,7 +556,7 @@ class _ContinualPerKey(beam.PTransform):
                 valid
                 | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
                 | 'BoundContributions' >> BoundContributions(spec.privacy_unit, self.label))
-            dead.append(bounded[DEAD_LETTER])
+            dead.append(bounded.dead_letter)
             valid = bounded.kept
         return valid, dead
 

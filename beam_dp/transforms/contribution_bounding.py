@@ -10,12 +10,16 @@ with the bound named (they are not errors, but nothing is dropped silently).
 Event-level privacy needs no bounding: each record is its own unit.
 """
 
+import collections
 import typing
-from typing import Any, Tuple
+from typing import Any, NamedTuple, Tuple
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.coders import FastPrimitivesCoder
+from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms._common import DEAD_LETTER
@@ -23,46 +27,107 @@ from beam_dp.transforms._common import dead_letter
 
 __all__ = [
     'BoundContributions',
+    'BoundedOutputs',
 ]
 
 K = typing.TypeVar('K')
 
 
-class _BoundContributionsFn(beam.DoFn):
-    """Keyed by unit id; state: {key: {step: records kept}} (at most K·S entries per unit)."""
+class BoundedOutputs(NamedTuple):
+    """The outputs of ``BoundContributions``: ``kept`` (``(key, step, payload)``, within the
+    bounds) and ``dead_letter`` (``DeadLetter`` records for everything over a bound)."""
+    kept: beam.PCollection
+    dead_letter: beam.PCollection
 
-    BOUNDS_STATE = ReadModifyWriteStateSpec('bounds', PickleCoder())
+
+class _GroupByUnitInBundleFn(beam.DoFn):
+    """Bundle-local: ``(unit, record)`` → ``(unit, ((record, micros), ...))`` per unit, in arrival
+    order, emitted at the end of the bundle (one stateful call per unit and bundle downstream
+    instead of one per record).
+
+    Units are grouped by their ``FastPrimitivesCoder`` encoding (the bytes Beam keys state by),
+    not by Python equality: ``1``, ``1.0`` and ``True`` are equal in Python but are three
+    different state keys, and grouping them would let one unit's records be counted against
+    another unit's state in some bundles and not in others. A unit that cannot be encoded goes
+    to the dead letter. Each group is timestamped at its earliest record, never earlier than
+    the bundle's inputs, so nothing becomes late by being grouped.
+    """
+
+    def __init__(self, transform_label: str):
+        self._label = transform_label
+
+    def setup(self):
+        self._coder = FastPrimitivesCoder()
+
+    def start_bundle(self):
+        self._groups = {}
+
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        unit, record = element
+        micros = timestamp.micros
+        try:
+            encoded = self._coder.encode(unit)
+        except Exception as e:  # pylint: disable=broad-except
+            yield dead_letter(self._label, 'BoundContributions',
+                              f'privacy unit id cannot be encoded as a key: {e!r}', element,
+                              micros)
+            return
+        group = self._groups.get(encoded)
+        if group is None:
+            self._groups[encoded] = group = (unit, [])
+        group[1].append((record, micros))
+
+    def finish_bundle(self):
+        for unit, records in self._groups.values():
+            earliest = min(micros for _, micros in records)
+            yield WindowedValue((unit, tuple(records)), Timestamp(micros=earliest),
+                                [GlobalWindow()])
+        self._groups = {}
+
+
+class _BoundContributionsFn(beam.DoFn):
+    """Keyed by unit id. State: a bag of ``(key, step, n)`` entries — ``n`` records of
+    ``(key, step)`` kept in one bundle — so a bundle adds one append and no clear; its size is
+    at most K·S·m entries per unit whatever the input."""
+
+    KEPT = BagStateSpec('kept', FastPrimitivesCoder())
 
     def __init__(self, unit: UserLevel, transform_label: str):
         self._unit = unit
         self._label = transform_label
 
-    def process(self, element, bounds_state=beam.DoFn.StateParam(BOUNDS_STATE),
-                timestamp=beam.DoFn.TimestampParam):
-        unit_id, (key, step, payload) = element
-        kept = bounds_state.read() or {}
-        steps = kept.get(key)
-        reason = None
-        if steps is None and len(kept) >= self._unit.max_keys_per_unit:
-            reason = f'contribution bound: unit already contributed to max_keys_per_unit=' \
-                     f'{self._unit.max_keys_per_unit} keys'
-        elif steps is not None and step not in steps and \
-                len(steps) >= self._unit.max_steps_per_unit:
-            reason = f'contribution bound: unit already contributed to max_steps_per_unit=' \
-                     f'{self._unit.max_steps_per_unit} steps of this key'
-        elif steps is not None and steps.get(step, 0) >= self._unit.max_contributions_per_step:
-            reason = f'contribution bound: max_contributions_per_step=' \
-                     f'{self._unit.max_contributions_per_step} reached for this key and step'
-        if reason is not None:
-            yield dead_letter(self._label, 'BoundContributions', reason, element,
-                              timestamp.micros)
-            return
-        steps = dict(steps or {})
-        steps[step] = steps.get(step, 0) + 1
-        kept = dict(kept)
-        kept[key] = steps
-        bounds_state.write(kept)
-        yield key, step, payload
+    def process(self, element, kept_state=beam.DoFn.StateParam(KEPT)):
+        unit_id, records = element
+        bound = self._unit
+        counts = collections.Counter()
+        steps_of = collections.defaultdict(set)
+        for key, step, n in kept_state.read():
+            counts[(key, step)] += n
+            steps_of[key].add(step)
+        added = collections.Counter()
+        for (key, step, payload), micros in records:
+            steps = steps_of.get(key)
+            reason = None
+            if steps is None and len(steps_of) >= bound.max_keys_per_unit:
+                reason = f'contribution bound: unit already contributed to max_keys_per_unit=' \
+                         f'{bound.max_keys_per_unit} keys'
+            elif steps is not None and step not in steps and \
+                    len(steps) >= bound.max_steps_per_unit:
+                reason = f'contribution bound: unit already contributed to max_steps_per_unit=' \
+                         f'{bound.max_steps_per_unit} steps of this key'
+            elif counts[(key, step)] >= bound.max_contributions_per_step:
+                reason = f'contribution bound: max_contributions_per_step=' \
+                         f'{bound.max_contributions_per_step} reached for this key and step'
+            if reason is not None:
+                yield dead_letter(self._label, 'BoundContributions', reason,
+                                  (unit_id, (key, step, payload)), micros)
+                continue
+            steps_of[key].add(step)
+            counts[(key, step)] += 1
+            added[(key, step)] += 1
+            yield key, step, payload
+        for (key, step), n in added.items():
+            kept_state.add((key, step, n))
 
 
 @beam.typehints.with_input_types(Tuple[Any, Tuple[Any, int, Any]])
@@ -73,9 +138,13 @@ class BoundContributions(beam.PTransform):
     records). After this transform one unit contributes to ≤ K keys, ≤ S steps per key and
     ≤ m records per (key, step).
 
-    Input: ``(unit_id, (key, step, payload))``. Output: a ``DoOutputsTuple`` with the kept
-    ``(key, step, payload)`` as the main output and ``DeadLetter`` records for everything over a
-    bound under the tag ``dead_letter``.
+    Input: ``(unit_id, (key, step, payload))``. Output: ``BoundedOutputs(kept, dead_letter)``:
+    the kept ``(key, step, payload)`` and ``DeadLetter`` records for everything over a bound (and
+    for unit ids that cannot be encoded as a state key).
+
+    Cost: records are grouped per unit within a bundle first, so the stateful stage is called
+    once per (unit, bundle), reads the unit's bag of kept counts once and appends at most one
+    entry per (key, step) it kept (no read-modify-write of the whole state).
 
     Not guaranteed: which of a unit's records are kept when it exceeds a bound (the first ones
     to arrive, which on a streaming runner is not event-time order).
@@ -90,6 +159,12 @@ class BoundContributions(beam.PTransform):
         self._transform_label = transform_label
 
     def expand(self, pcoll):
-        return pcoll | 'BoundPerUnit' >> beam.ParDo(
+        grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
+            _GroupByUnitInBundleFn(self._transform_label)).with_outputs(DEAD_LETTER,
+                                                                        main='grouped')
+        bounded = grouped.grouped | 'BoundPerUnit' >> beam.ParDo(
             _BoundContributionsFn(self._unit, self._transform_label)).with_outputs(
                 DEAD_LETTER, main='kept')
+        dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
+                | 'MergeBoundingDeadLetters' >> beam.Flatten())
+        return BoundedOutputs(bounded.kept, dead)

@@ -26,6 +26,7 @@ from apache_beam.transforms.window import TimestampedValue
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from beam_dp import ContinualCountPerKey  # pylint: disable=wrong-import-position
+from beam_dp import EventLevel  # pylint: disable=wrong-import-position
 from beam_dp import PrivacyBudget  # pylint: disable=wrong-import-position
 from beam_dp import UserLevel  # pylint: disable=wrong-import-position
 from tests import runners  # pylint: disable=wrong-import-position
@@ -44,7 +45,14 @@ def rest(master, path):
         return json.load(response)
 
 
-def run_once(master, parallelism, impulses, per_impulse, pool):
+def privacy_unit(name):
+    if name == 'event':
+        return EventLevel()
+    return UserLevel(unit_fn=lambda r: r[1], max_keys_per_unit=1, max_contributions_per_step=1,
+                     max_steps_per_unit=1)
+
+
+def run_once(master, parallelism, impulses, per_impulse, pool, privacy):
     start = int(time.time()) - impulses - 120
     options = runners.flink_options(streaming=True, parallelism=parallelism, master=master)
     options = [o for o in options if not o.startswith('--environment_type')]
@@ -61,14 +69,13 @@ def run_once(master, parallelism, impulses, per_impulse, pool):
              | ContinualCountPerKey(
                  public_keys=KEYS, start=start, step=10, end=start + impulses, num_shards=8,
                  budget=PrivacyBudget(epsilon=1.0),
-                 privacy_unit=UserLevel(unit_fn=lambda r: r[1], max_keys_per_unit=1,
-                                        max_contributions_per_step=1, max_steps_per_unit=1)))
+                 privacy_unit=privacy_unit(privacy)))
     wall = time.monotonic() - began
     jobs = [j for j in rest(master, '/jobs/overview')['jobs'] if j['jid'] not in before]
     job = max(jobs, key=lambda j: j['start-time'])
     seconds = job['duration'] / 1000.0
     events = impulses * per_impulse
-    return {'parallelism': parallelism, 'events': events, 'flink_job_seconds': seconds,
+    return {'parallelism': parallelism, 'privacy': privacy, 'events': events, 'flink_job_seconds': seconds,
             'events_per_second': events / seconds, 'wall_seconds_incl_submission': wall,
             'state': job['state']}
 
@@ -80,11 +87,13 @@ def main():
     parser.add_argument('--parallelism', type=int, nargs='+', default=[1, 2])
     parser.add_argument('--impulses', type=int, default=200)
     parser.add_argument('--events_per_impulse', type=int, default=500)
+    parser.add_argument('--privacy', choices=['user', 'event'], default='user')
     parser.add_argument('--out', default=None)
     args = parser.parse_args()
     results = []
     for p in args.parallelism:
-        r = run_once(args.master, p, args.impulses, args.events_per_impulse, args.pool)
+        r = run_once(args.master, p, args.impulses, args.events_per_impulse, args.pool,
+                     args.privacy)
         print(json.dumps(r), flush=True)
         results.append(r)
     by_p = {r['parallelism']: r['events_per_second'] for r in results}

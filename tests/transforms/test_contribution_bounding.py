@@ -1,0 +1,163 @@
+"""BoundContributions: bundle-grouped, bag-backed bounding equals the record-at-a-time rule.
+
+The DoFns are driven directly (a list stands in for the bag state) on random streams split
+into random bundles, against a reference that applies the K / S / m rule record by record; then
+the transform runs on the DirectRunner with units that are equal in Python but are different
+state keys (1, 1.0, True), and with a unit id that cannot be encoded."""
+
+import collections
+import random
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_dp import UserLevel
+from beam_dp.io.records import DeadLetter
+from beam_dp.transforms.contribution_bounding import BoundContributions
+from beam_dp.transforms.contribution_bounding import _BoundContributionsFn
+from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
+
+
+def _first(record):
+    return record[0]
+
+
+class _Bag:
+    def __init__(self):
+        self.items = []
+
+    def read(self):
+        return list(self.items)
+
+    def add(self, value):
+        self.items.append(value)
+
+
+class _Ts:
+    def __init__(self, micros):
+        self.micros = micros
+
+
+def reference(records, bound):
+    """Record at a time: keep iff the unit's key, step and per-step count are all within bound."""
+    kept, dead = [], []
+    state = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
+    for unit, (key, step, payload) in records:
+        keys = state[unit]
+        if key not in keys and len(keys) >= bound.max_keys_per_unit:
+            dead.append((unit, key, step, payload, 'keys'))
+        elif key in keys and step not in keys[key] and len(keys[key]) >= bound.max_steps_per_unit:
+            dead.append((unit, key, step, payload, 'steps'))
+        elif keys[key][step] >= bound.max_contributions_per_step:
+            dead.append((unit, key, step, payload, 'per_step'))
+        else:
+            keys[key][step] += 1
+            kept.append((unit, key, step, payload))
+    return kept, dead
+
+
+def run_dofns(records, bound, bundle_sizes):
+    """Group per bundle, then bound per (unit, bundle) with one bag per unit."""
+    group_fn = _GroupByUnitInBundleFn('T')
+    group_fn.setup()
+    bound_fn = _BoundContributionsFn(bound, 'T')
+    bags = collections.defaultdict(_Bag)
+    kept, dead = [], []
+    i = 0
+    for size in bundle_sizes:
+        group_fn.start_bundle()
+        for j, element in enumerate(records[i:i + size]):
+            assert list(group_fn.process(element, _Ts(1000 * (i + j)))) == []
+        i += size
+        for wv in group_fn.finish_bundle():
+            assert isinstance(wv, WindowedValue)
+            unit, group = wv.value
+            assert wv.timestamp.micros == min(m for _, m in group)
+            for out in bound_fn.process((unit, group), bags[unit]):
+                if isinstance(out, beam.pvalue.TaggedOutput):
+                    d = out.value
+                    u, (key, step, payload) = eval(d.record)  # pylint: disable=eval-used
+                    reason = ('keys' if 'max_keys_per_unit' in d.reason else
+                              'steps' if 'max_steps_per_unit' in d.reason else 'per_step')
+                    dead.append((u, key, step, payload, reason))
+                else:
+                    kept.append((unit,) + out)
+    assert i == len(records)
+    return kept, dead, bags
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_grouped_bag_bounding_equals_record_at_a_time_rule(seed):
+    rng = random.Random(seed)
+    bound = UserLevel(unit_fn=_first, max_keys_per_unit=rng.randint(1, 3),
+                      max_contributions_per_step=rng.randint(1, 3),
+                      max_steps_per_unit=rng.randint(1, 3))
+    records = [(f'u{rng.randint(0, 6)}', (rng.randint(0, 4), rng.randint(0, 5), n))
+               for n in range(rng.randint(50, 400))]
+    sizes = []
+    while sum(sizes) < len(records):
+        sizes.append(min(rng.choice([1, 2, 7, 50, 1000]), len(records) - sum(sizes)))
+    kept, dead, bags = run_dofns(records, bound, sizes)
+    want_kept, want_dead = reference(records, bound)
+    # Within a bundle records of one unit keep their order; across units the order may change.
+    assert sorted(kept) == sorted(want_kept)
+    assert sorted(dead) == sorted(want_dead)
+    # The bag never exceeds K·S·m entries per unit, and it sums to the kept records.
+    cap = bound.max_keys_per_unit * bound.max_steps_per_unit * bound.max_contributions_per_step
+    for unit, bag in bags.items():
+        assert len(bag.items) <= cap
+        assert sum(n for _, _, n in bag.items) == sum(1 for k in kept if k[0] == unit)
+
+
+def test_bag_holds_one_entry_per_key_and_step_per_bundle():
+    bound = UserLevel(unit_fn=_first, max_keys_per_unit=2, max_contributions_per_step=5,
+                      max_steps_per_unit=2)
+    records = [('u', ('a', 0, i)) for i in range(4)] + [('u', ('b', 1, 9))]
+    _, _, bags = run_dofns(records, bound, [len(records)])
+    assert sorted(bags['u'].items) == [('a', 0, 4), ('b', 1, 1)]
+
+
+def streaming():
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    return options
+
+
+class _Unencodable:
+    def __reduce__(self):
+        raise TypeError('no pickling here')
+
+    def __repr__(self):
+        return 'Unencodable()'
+
+
+@pytest.mark.pipeline
+def test_units_equal_in_python_are_bounded_separately_and_bad_units_dead_lettered():
+    bound = UserLevel(unit_fn=_first, max_keys_per_unit=1, max_contributions_per_step=1,
+                      max_steps_per_unit=1)
+    # 1 == 1.0 == True in Python, but they are three units (three state keys): each keeps one.
+    elements = [(1, ('a', 0, 'x')), (1.0, ('a', 0, 'y')), (True, ('a', 0, 'z')),
+                (1, ('a', 0, 'over')), (_Unencodable(), ('a', 0, 'bad'))]
+    stream = (TestStream()
+              .advance_watermark_to(0)
+              .add_elements([TimestampedValue(e, 1) for e in elements])
+              .advance_watermark_to(100))
+    with beam.Pipeline(runner='DirectRunner', options=streaming()) as p:
+        out = p | stream | BoundContributions(bound)
+        assert_that(out.kept | beam.Map(lambda e: e[2]), equal_to(['x', 'y', 'z']),
+                    label='kept')
+        assert_that(out.dead_letter | beam.Map(lambda d: (type(d), d.stage, d.reason)),
+                    equal_to([(DeadLetter, 'BoundContributions',
+                               'contribution bound: max_contributions_per_step=1 reached for '
+                               'this key and step'),
+                              (DeadLetter, 'BoundContributions',
+                               "privacy unit id cannot be encoded as a key: "
+                               "TypeError('no pickling here')")]),
+                    label='dead')
