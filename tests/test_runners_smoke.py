@@ -9,6 +9,8 @@ Pitfalls these tests encode:
 * The TestStream advances the watermark to a *finite* time past the timers
   before the final jump to +inf: on BundleBasedDirectRunner the jump to +inf
   alone does not deliver timer output to assert_that.
+* The TestStream has an explicit standard coder (KV_CODER): Flink cannot decode
+  the default one.
 * An identity Map sits between TestStream and the stateful DoFn: Prism
   (2.77.0) panics with "zero length key: stage-NNN ..." when a TestStream feeds
   a stateful stage directly (its TestStream handler does not decode keys).
@@ -18,6 +20,8 @@ import time
 
 import apache_beam as beam
 import pytest
+from apache_beam.coders import StrUtf8Coder
+from apache_beam.coders import TupleCoder
 from apache_beam.coders import VarIntCoder
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_stream import TestStream
@@ -33,6 +37,10 @@ from apache_beam.transforms.userstate import on_timer
 from tests import runners
 
 FLUSH_AT = 10  # event-time second at which the per-key timer fires
+# A standard coder for the TestStream: with its default FastPrimitivesCoder, Flink's job server
+# (2.62) fails with "CoderException: `UnknownCoderWrapper` was used to perform an actual decoding
+# in the Java SDK" when it translates the TestStream.
+KV_CODER = TupleCoder([StrUtf8Coder(), VarIntCoder()])
 
 
 class SumOnWatermarkTimer(beam.DoFn):
@@ -75,14 +83,6 @@ RUNNERS = [
         marks=[
             pytest.mark.flink,
             runners.requires_flink,
-            # Seen with the fallback job server (beam-runners-flink-1.19 2.62.0,
-            # the only one obtainable here) + Python SDK 2.77.0: the job fails with
-            # "CoderException: `UnknownCoderWrapper` was used to perform an actual
-            # decoding in the Java SDK" when translating the TestStream.
-            pytest.mark.xfail(
-                reason='Flink portable TestStream: UnknownCoderWrapper decoding '
-                'error (job server 2.62 / SDK 2.77)',
-                strict=False),
         ]),
     pytest.param(
         'prism', id='prism', marks=[pytest.mark.prism, runners.requires_prism]),
@@ -92,7 +92,7 @@ RUNNERS = [
 @pytest.mark.parametrize('runner_name', RUNNERS)
 def test_teststream_state_and_event_time_timer(runner_name):
   stream = (
-      TestStream().advance_watermark_to(0).add_elements([
+      TestStream(coder=KV_CODER).advance_watermark_to(0).add_elements([
           window.TimestampedValue(('a', 1), 1),
           window.TimestampedValue(('b', 2), 2),
       ]).add_elements([

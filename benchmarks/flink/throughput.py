@@ -15,6 +15,8 @@ import argparse
 import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import time
 import urllib.request
@@ -24,7 +26,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 from apache_beam.transforms.window import TimestampedValue
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
 from beam_dp import ContinualCountPerKey  # pylint: disable=wrong-import-position
 from beam_dp import EventLevel  # pylint: disable=wrong-import-position
 from beam_dp import PrivacyBudget  # pylint: disable=wrong-import-position
@@ -52,13 +55,55 @@ def privacy_unit(name):
                      max_steps_per_unit=1)
 
 
-def run_once(master, parallelism, impulses, per_impulse, pool, privacy):
+def cpu_seconds(pids):
+    """CPU seconds used so far by each process (utime + stime, plus reaped children's for the
+    worker pool, whose SDK worker processes exit with the job)."""
+    out = {}
+    for name, pid in pids.items():
+        try:
+            with open(f'/proc/{pid}/stat', encoding='ascii') as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except (OSError, ValueError):
+            continue
+        ticks = int(fields[11]) + int(fields[12])
+        if name == 'workerpool':
+            ticks += int(fields[13]) + int(fields[14])
+        out[name] = ticks / os.sysconf('SC_CLK_TCK')
+    return out
+
+
+def restart_cluster():
+    """A fresh JobManager, TaskManager and worker pool for each run: after several jobs a
+    session TaskManager's Beam classes (loaded per job) start failing with IllegalAccessError
+    on netty classes of an already released class loader, and runs get slower or fail."""
+    script = os.path.join(ROOT, '.ci', 'flink_cluster.sh')
+    env = dict(os.environ, BEAM_DP_WORKER_POOL='1')
+    subprocess.run(['bash', script, 'stop'], check=False, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(['bash', script, 'start'], check=True, env=env, stdout=subprocess.DEVNULL)
+    time.sleep(5)
+
+
+def cluster_pids(run_dir):
+    pids = {}
+    for name in ('jobmanager', 'taskmanager', 'workerpool'):
+        try:
+            with open(os.path.join(run_dir, f'{name}.pid'), encoding='ascii') as f:
+                pids[name] = int(f.read().strip())
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def run_once(master, parallelism, impulses, per_impulse, pool, privacy, pids, load_balance):
     start = int(time.time()) - impulses - 120
     options = runners.flink_options(streaming=True, parallelism=parallelism, master=master)
     options = [o for o in options if not o.startswith('--environment_type')]
     options += ['--environment_type=EXTERNAL', f'--environment_config={pool}',
                 f'--sdk_worker_parallelism={parallelism}']
+    if load_balance:
+        options.append('--load_balance_bundles')
     before = {j['jid'] for j in rest(master, '/jobs/overview')['jobs']}
+    cpu_before = cpu_seconds(pids)
     began = time.monotonic()
     with beam.Pipeline(options=PipelineOptions(options)) as p:
         _ = (p
@@ -71,13 +116,19 @@ def run_once(master, parallelism, impulses, per_impulse, pool, privacy):
                  budget=PrivacyBudget(epsilon=1.0),
                  privacy_unit=privacy_unit(privacy)))
     wall = time.monotonic() - began
+    time.sleep(2)  # let the worker pool reap the job's SDK workers (their CPU joins cutime)
+    cpu_after = cpu_seconds(pids)
     jobs = [j for j in rest(master, '/jobs/overview')['jobs'] if j['jid'] not in before]
     job = max(jobs, key=lambda j: j['start-time'])
     seconds = job['duration'] / 1000.0
     events = impulses * per_impulse
-    return {'parallelism': parallelism, 'privacy': privacy, 'events': events, 'flink_job_seconds': seconds,
-            'events_per_second': events / seconds, 'wall_seconds_incl_submission': wall,
-            'state': job['state']}
+    cpu = {name: round(cpu_after[name] - cpu_before[name], 1)
+           for name in cpu_after if name in cpu_before}
+    return {'parallelism': parallelism, 'privacy': privacy, 'load_balance_bundles': load_balance,
+            'events': events,
+            'flink_job_seconds': seconds, 'events_per_second': events / seconds,
+            'wall_seconds_incl_submission': wall, 'cpu_seconds': cpu,
+            'cores_busy_during_job': round(sum(cpu.values()) / wall, 2), 'state': job['state']}
 
 
 def main():
@@ -88,22 +139,66 @@ def main():
     parser.add_argument('--impulses', type=int, default=200)
     parser.add_argument('--events_per_impulse', type=int, default=500)
     parser.add_argument('--privacy', choices=['user', 'event'], default='user')
+    parser.add_argument('--scales', type=int, nargs='+', default=[1],
+                        help='run each parallelism with impulses × each scale; with two scales '
+                             'the marginal rate (extra events / extra job seconds) cancels the '
+                             'fixed start-up and shut-down time of a job')
+    parser.add_argument('--cluster_run_dir',
+                        default=os.path.expanduser('~/.cache/beam_dp/flink-cluster'),
+                        help='where .ci/flink_cluster.sh keeps its pid files (CPU accounting)')
+    parser.add_argument('--no_load_balance', action='store_true',
+                        help='omit --load_balance_bundles (then Flink pins each stage instance '
+                             'to one SDK worker, round-robin in the order they open)')
+    parser.add_argument('--repeats', type=int, default=1)
+    parser.add_argument('--warmup_impulses', type=int, default=0,
+                        help='run a small job first on each cluster (JIT warm-up, not recorded)')
+    parser.add_argument('--fresh_cluster', action='store_true',
+                        help='stop and start the cluster (.ci/flink_cluster.sh) first')
     parser.add_argument('--out', default=None)
     args = parser.parse_args()
+    if args.fresh_cluster:
+        restart_cluster()
+    pids = cluster_pids(args.cluster_run_dir)
+    if args.warmup_impulses:
+        for p in args.parallelism:
+            warm = run_once(args.master, p, args.warmup_impulses, args.events_per_impulse,
+                            args.pool, args.privacy, pids, not args.no_load_balance)
+            print(json.dumps(dict(warm, warmup=True)), flush=True)
     results = []
-    for p in args.parallelism:
-        r = run_once(args.master, p, args.impulses, args.events_per_impulse, args.pool,
-                     args.privacy)
-        print(json.dumps(r), flush=True)
-        results.append(r)
-    by_p = {r['parallelism']: r['events_per_second'] for r in results}
+    for repeat in range(args.repeats):  # interleaved, so drift hits every parallelism alike
+        for scale in args.scales:
+            for p in args.parallelism:
+                r = run_once(args.master, p, args.impulses * scale, args.events_per_impulse,
+                             args.pool, args.privacy, pids, not args.no_load_balance)
+                r['repeat'] = repeat
+                print(json.dumps(r), flush=True)
+                results.append(r)
     summary = {'machine': f'{os.cpu_count()} cores, {platform.platform()}',
                'runner': 'FlinkRunner 2.62.0 job server (thin) -> Flink 1.19.0 session cluster '
                          '(1 JobManager + 1 TaskManager JVM, 2 slots), Python SDK 2.77.0 '
                          'EXTERNAL worker pool',
-               'results': results}
-    if 1 in by_p and 2 in by_p:
-        summary['speedup_p2_over_p1'] = by_p[2] / by_p[1]
+               'args': vars(args), 'results': results}
+    biggest = max(r['events'] for r in results)
+    median_seconds = {p: statistics.median(r['flink_job_seconds'] for r in results
+                                           if r['parallelism'] == p and r['events'] == biggest)
+                      for p in args.parallelism}
+    summary['median_job_seconds_at_largest_size'] = median_seconds
+    summary['median_events_per_second'] = {p: biggest / t for p, t in median_seconds.items()}
+    if 1 in median_seconds and 2 in median_seconds:
+        summary['speedup_p2_over_p1'] = median_seconds[1] / median_seconds[2]
+    if len(args.scales) >= 2:
+        marginal = {}
+        for p in args.parallelism:
+            by_size = {}
+            for r in results:
+                if r['parallelism'] == p:
+                    by_size.setdefault(r['events'], []).append(r['flink_job_seconds'])
+            small, big = min(by_size), max(by_size)
+            marginal[p] = (big - small) / (statistics.median(by_size[big])
+                                           - statistics.median(by_size[small]))
+        summary['marginal_events_per_second'] = marginal
+        if 1 in marginal and 2 in marginal:
+            summary['marginal_speedup_p2_over_p1'] = marginal[2] / marginal[1]
     print(json.dumps(summary, indent=2))
     if args.out:
         with open(args.out, 'w', encoding='utf-8') as f:

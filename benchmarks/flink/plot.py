@@ -1,0 +1,50 @@
+"""Plot the Flink parallelism-1 vs 2 runs recorded by throughput.py.
+
+    python benchmarks/flink/plot.py benchmarks/flink/results_event.json \
+        benchmarks/flink/results_user.json --out benchmarks/flink/speedup.png
+"""
+
+import argparse
+import json
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('results', nargs='+')
+    parser.add_argument('--out', required=True)
+    args = parser.parse_args()
+    fig, axes = plt.subplots(1, len(args.results), figsize=(5.5 * len(args.results), 4),
+                             squeeze=False)
+    for ax, path in zip(axes[0], args.results):
+        with open(path, encoding='utf-8') as f:
+            summary = json.load(f)
+        runs = [r for r in summary['results'] if not r.get('warmup')]
+        for p, colour in ((1, 'tab:blue'), (2, 'tab:orange')):
+            mine = [r for r in runs if r['parallelism'] == p]
+            ax.scatter([r.get('repeat', 0) for r in mine],
+                       [r['events_per_second'] for r in mine], color=colour,
+                       label=f'parallelism {p}')
+            median = summary['median_events_per_second'][str(p)]
+            ax.axhline(median, color=colour, linestyle='--', linewidth=1)
+        events = max(r['events'] for r in runs)
+        ax.set_title(f"{runs[0]['privacy']}-level, {events:,} events: "
+                     f"p2/p1 = {summary['speedup_p2_over_p1']:.2f}x (medians)")
+        ax.axhline(1.6 * summary['median_events_per_second']['1'], color='grey',
+                   linestyle=':', linewidth=1, label='1.6 x p1 (target)')
+        ax.set_xlabel('repeat (interleaved p1, p2)')
+        ax.set_ylabel('events / s (Flink job time)')
+        ax.set_ylim(bottom=0)
+        ax.legend(loc='lower right', fontsize=8)
+    fig.suptitle('ContinualCountPerKey on a local Flink 1.19 session cluster, 2 cores')
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(f'wrote {args.out}')
+
+
+if __name__ == '__main__':
+    main()
