@@ -36,6 +36,7 @@ def main():
                      f"p2/p1 = {summary['speedup_p2_over_p1']:.2f}x (medians)")
         ax.axhline(1.6 * summary['median_events_per_second']['1'], color='grey',
                    linestyle=':', linewidth=1, label='1.6 x p1 (target)')
+        ax.set_xticks(sorted({r.get('repeat', 0) for r in runs}))
         ax.set_xlabel('repeat (interleaved p1, p2)')
         ax.set_ylabel('events / s (Flink job time)')
         ax.set_ylim(bottom=0)
