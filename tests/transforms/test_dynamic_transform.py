@@ -14,7 +14,7 @@ from apache_beam.transforms.window import TimestampedValue
 from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp.transforms.dynamic import DynamicCountPerKey
-from beam_dp.transforms.sparse_continual import reference_releases
+from beam_dp.drivers.segmented import reference_releases
 
 pytestmark = pytest.mark.pipeline
 
@@ -42,7 +42,7 @@ def run(stream, transform, expected=None, dead=None):
                         label='CheckDead')
 
 
-# Tick t covers [t-1, t). Deletion-heavy: 4 inserts at tick 3, 3 deletes at tick 7 (one of an
+# Step s covers [s, s+1). Deletion-heavy: 4 inserts at step 2, 3 deletes at step 6 (one of an
 # id never inserted), a duplicate insert, a missing id, a re-insert after delete.
 UPDATES = [('a', 'r1', 1, 2.5), ('a', 'r2', 1, 2.5), ('a', 'r3', 1, 2.6), ('a', 'r4', 1, 2.7),
            ('a', 'r1', -1, 6.5), ('a', 'r2', -1, 6.5), ('a', 'zz', -1, 6.6),
@@ -64,16 +64,16 @@ def _check_dead(reasons):
     assert sum(r.startswith('deletion of a record that is not live') for r in reasons) == 1
     assert sum(r.startswith('duplicate insertion of a live record id') for r in reasons) == 1
     assert sum(r.startswith('update without a record id') for r in reasons) == 1
-    assert sum(r.startswith('late: tick 3 was already processed') for r in reasons) == 1
+    assert sum(r.startswith('late: step 2 was already processed') for r in reasons) == 1
 
 
 @pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
 def test_deletion_heavy_stream_noise_free(construction):
     t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, end=50, budget=NOISE_FREE,
                            construction=construction)
-    # Noise-free: every data tick closes a segment; forced closes at 2, 4, 16 when empty.
-    # tick 3: 4 live; tick 7: 2 live (r1, r2 deleted; zz invalid; r3 duplicate; None id);
-    # tick 11: r1 re-inserted → 3. C6 also closes its deletion stream's forced segments.
+    # Noise-free: every data step closes a segment; forced closes at steps 1, 3, 15 when empty.
+    # step 2: 4 live; step 6: 2 live (r1, r2 deleted; zz invalid; r3 duplicate; None id);
+    # step 10: r1 re-inserted → 3. C6 also closes its deletion stream's forced segments.
     expected = {'two_stream': [(1, 0.0), (2, 4.0), (3, 4.0), (6, 2.0), (10, 3.0),
                                (48, 3.0)],
                 'fenwick': [(1, 0.0), (2, 4.0), (6, 2.0), (10, 3.0)]}[construction]
@@ -85,10 +85,10 @@ def test_invalid_updates_are_counted_by_the_partitioner(construction):
     """§17.5: a stream of ONLY invalid updates moves the SVT like valid ones would."""
     t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, budget=NOISE_FREE,
                            construction=construction)
-    invalid = [(5, (('x', -1),)), (8, ((None, 1),))]
-    out, _ = reference_releases(t.driver, 'a', 'L', 0, invalid, 12)
-    assert 5 in [tick for tick, *_ in out.closes] and 8 in [tick for tick, *_ in out.closes]
-    assert all(answer == (0.0,) for *_, answer, _ in out.closes)
+    invalid = [(4, (('x', -1),)), (7, ((None, 1),))]
+    out, _ = reference_releases(t.driver, 'a', 'L', 0, invalid, 11)
+    assert 4 in [close.step for close in out.closes] and 7 in [close.step for close in out.closes]
+    assert all(close.answer == (0.0,) for close in out.closes)
     assert len(out.rejected) == 2
 
 
@@ -97,19 +97,19 @@ def test_parity_with_the_pure_driver_under_a_seed(construction):
     t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, end=300,
                            budget=PrivacyBudget(epsilon=2.0), c_theta=1.0,
                            construction=construction, testing_seed=3, label='Dyn')
-    # Sliding window: one insert per 3 ticks, each deleted 30 ticks later.
+    # Sliding window: one insert per 3 steps, each deleted 30 steps later.
     updates = []
     for i in range(60):
         updates.append(('a', f'r{i}', 1, 3 * i + 0.5))
         updates.append(('a', f'r{i}', -1, 3 * i + 30.5))
     updates = [u for u in updates if u[3] < 290]
-    batches = [(int(tt) + 1, ((rid, op),)) for _, rid, op, tt in updates]
-    ref, _ = reference_releases(t.driver, 'a', 'Dyn', 3, batches, 300)
-    expected = [(tick - 1, round(answer[0], 6)) for tick, _, answer, _ in ref.closes]
+    batches = [(int(tt), ((rid, op),)) for _, rid, op, tt in updates]
+    ref, _ = reference_releases(t.driver, 'a', 'Dyn', 3, batches, 299)
+    expected = [(close.step, round(close.answer[0], 6)) for close in ref.closes]
     assert len(expected) >= 3
     stream = TestStream().advance_watermark_to(0)
     half = len(updates) // 2
-    for chunk in (updates[half:], updates[:half]):          # out of order across ticks
+    for chunk in (updates[half:], updates[:half]):          # out of order across steps
         stream = stream.add_elements([tv((k, rid, op), tt) for k, rid, op, tt in chunk])
     stream = stream.advance_watermark_to(310).advance_watermark_to_infinity()
     run(stream, t, expected=expected)

@@ -20,11 +20,11 @@ from beam_dp import noise
 from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
-from beam_dp.transforms.sparse_continual import reference_releases
+from beam_dp.drivers.segmented import reference_releases
 
 pytestmark = pytest.mark.pipeline
 
-NOISE_FREE = PrivacyBudget(epsilon=1e6)   # θ < 1 and zero noise: a data tick closes, empty ones do not
+NOISE_FREE = PrivacyBudget(epsilon=1e6)   # θ < 1 and zero noise: a data step closes, empty ones do not
 
 
 def streaming_options():
@@ -56,12 +56,12 @@ def sparse(**kw):
 
 
 def test_empty_stream_closes_at_2_4_16_and_sparse_data_closes_its_segment():
-    # Tick t covers [t-1, t). No data for 'b': forced closes 2, 4, 16 only (answers 0). 'a'
-    # has 3 records at tick 6 (noise-free: the SVT halts there) and one late record.
+    # Step s covers [s, s+1). No data for 'b': forced closes at steps 1, 3, 15 only (answers 0).
+    # 'a' has 3 records at step 5 (noise-free: the SVT halts there) and one late record.
     stream = (TestStream().advance_watermark_to(0)
               .add_elements([tv(('a', i), 5.5) for i in range(3)])
               .advance_watermark_to(20)
-              .add_elements([tv(('a', 0), 3)])                 # tick 4 already processed: late
+              .add_elements([tv(('a', 0), 3)])                 # step 3 already processed: late
               .advance_watermark_to(40)
               .advance_watermark_to_infinity())
     expected = [('a', 1, 0.0), ('a', 3, 0.0), ('a', 5, 3.0), ('a', 35, 3.0),
@@ -71,7 +71,7 @@ def test_empty_stream_closes_at_2_4_16_and_sparse_data_closes_its_segment():
 
 
 def _one_late(reasons):
-    assert len(reasons) == 1 and reasons[0].startswith('late: tick 4 was already processed'), \
+    assert len(reasons) == 1 and reasons[0].startswith('late: step 3 was already processed'), \
         reasons
 
 
@@ -102,21 +102,22 @@ def _parity_stream(events, order):
 
 @pytest.mark.parametrize('c_theta', [7.0, 1.0])
 def test_parity_with_the_pure_driver_under_a_seed(c_theta):
-    """Real noise: out-of-order arrival within and across ticks gives exactly the releases of
+    """Real noise: out-of-order arrival within and across steps gives exactly the releases of
     driving the pure mechanism once over the sorted data (same boundaries, same values)."""
     transform = sparse(public_keys=['a'], end=390, budget=PrivacyBudget(epsilon=1.0),
                        c_theta=c_theta, testing_seed=5, label='Sparse')
-    batches = [(t, (1,)) for t in EVENTS]
-    ref, _ = reference_releases(transform.driver, 'a', 'Sparse', 5, batches, 390)
-    expected = [(t - 1, answer[0]) for t, _, answer, _ in ref.closes]
+    batches = [(t - 1, (1,)) for t in EVENTS]      # event at t - 0.5 s: step t - 1
+    ref, _ = reference_releases(transform.driver, 'a', 'Sparse', 5, batches, 389)
+    expected = [(close.step, close.answer[0]) for close in ref.closes]
     assert expected, 'the reference closes at least the forced segments'
-    # The boundaries agree with the partitioner driven directly (an independent code path).
+    # The boundaries agree with the partitioner driven directly (an independent code path; the
+    # mechanism's ticks count from 1: tick = step + 1).
     part = transform.mechanism.partitioner
     arrivals = {}
     for t in EVENTS:
         arrivals[t] = arrivals.get(t, 0) + 1
     closes, _ = part.run(arrivals, 390, noise.seeded(5).derive('Sparse', 'a', 'partition'))
-    assert [c.close_tick for c in closes] == [t for t, *_ in ref.closes]
+    assert [c.close_tick for c in closes] == [close.step + 1 for close in ref.closes]
     run(_parity_stream(EVENTS, lambda e: (e[10:], e[:10])), transform,
         extract=lambda r: (r.step, r.value), expected=expected)
 
@@ -126,26 +127,26 @@ def test_release_time_purity_boundaries_after_j_do_not_depend_on_data_before():
     the data inside segments 1..j leaves every later boundary unchanged."""
     transform = sparse(public_keys=['a'], budget=PrivacyBudget(epsilon=1.0), c_theta=1.0,
                        testing_seed=1, label='P')
-    base = [(t, (1,)) for t in EVENTS]
-    ref, _ = reference_releases(transform.driver, 'a', 'P', 1, base, 2000)
-    ticks = [t for t, *_ in ref.closes]
-    assert len(ticks) >= 4
+    base = [(t - 1, (1,)) for t in EVENTS]
+    ref, _ = reference_releases(transform.driver, 'a', 'P', 1, base, 1999)
+    steps = [close.step for close in ref.closes]
+    assert len(steps) >= 4
     j = 2
-    cut = ticks[j - 1]
+    cut = steps[j - 1]
     # Move data around inside segments 1..j without changing any segment's total.
-    perturbed = [(t, v) for t, v in base if t > cut]
-    seg_bounds = [0] + ticks[:j]
+    perturbed = [(s, v) for s, v in base if s > cut]
+    seg_bounds = [-1] + steps[:j]
     for lo, hi in zip(seg_bounds, seg_bounds[1:]):
-        n = sum(1 for t, _ in base if lo < t <= hi)
+        n = sum(1 for s, _ in base if lo < s <= hi)
         if n:
-            perturbed.append((hi, (n,)))      # all of the segment's records at its close tick
-    out, _ = reference_releases(transform.driver, 'a', 'P', 1, perturbed, 2000)
-    assert [t for t, *_ in out.closes][:j] == ticks[:j]
-    assert [t for t, *_ in out.closes][j:] == ticks[j:]
+            perturbed.append((hi, (n,)))      # all of the segment's records at its close step
+    out, _ = reference_releases(transform.driver, 'a', 'P', 1, perturbed, 1999)
+    assert [close.step for close in out.closes][:j] == steps[:j]
+    assert [close.step for close in out.closes][j:] == steps[j:]
 
 
 def test_private_keys_on_the_sparse_transform():
-    # Selection (ε_s = 2, δ = 1e-3): 'big' (150 records at tick 2) is selected, its first
+    # Selection (ε_s = 2, δ = 1e-3): 'big' (150 records at step 1) is selected, its first
     # release counts everything since its first record; 'solo' (one record) never appears.
     stream = (TestStream().advance_watermark_to(0)
               .add_elements([tv(('big', None), 1.5)] * 150 + [tv(('solo', None), 1.5)])
@@ -153,10 +154,10 @@ def test_private_keys_on_the_sparse_transform():
     keys = PrivateKeys(budget=PrivacyBudget(epsilon=2.0, delta=1e-3))
     t = SparseContinualCountPerKey(keys=keys, start=0, tick=1, end=20, budget=NOISE_FREE,
                                    testing_seed=2, label='PK')
-    ref, _ = reference_releases(t.driver, 'big', 'PK', 2, [(2, (150,))], 20, private=True)
-    expected = [('big', tick - 1, answer[0]) for tick, _, answer, _ in ref.closes]
+    ref, _ = reference_releases(t.driver, 'big', 'PK', 2, [(1, (150,))], 19, private=True)
+    expected = [('big', close.step, close.answer[0]) for close in ref.closes]
     assert expected and expected[0][2] == 150.0
-    solo, _ = reference_releases(t.driver, 'solo', 'PK', 2, [(2, (1,))], 20, private=True)
+    solo, _ = reference_releases(t.driver, 'solo', 'PK', 2, [(1, (1,))], 19, private=True)
     assert solo.closes == ()
     run(stream, t, expected=expected)
 

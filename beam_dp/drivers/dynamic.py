@@ -1,0 +1,124 @@
+"""The fully-dynamic segmented driver (pure, no Beam): insert/delete updates with record ids.
+
+``DynamicDriver`` is the ``KeyDriver`` of ``DynamicCountPerKey``. Its ``registry`` is the key's
+set of live record ids (the "stamping" stage of spec 001 §15 folded into the key's own state: no
+extra shuffle, no release, no privacy cost). Each step's updates are classified in a fixed order
+(insertions first, then deletions, each sorted by record id) by the validity rule of spec 001
+§17.5 (``classify``):
+
+  * an update without a record id              → rejected, COUNTED by the partitioner;
+  * an insertion of a record id that is live   → rejected (duplicate), COUNTED;
+  * a deletion of a record id that is not live → rejected (never inserted / already deleted),
+    COUNTED;
+  * otherwise the update is applied (a deletion takes its record's bin from the registry).
+
+Counted means: the update still moves the partitioner's SVT count by one, but not the dataset
+(dropping it before counting would let one extra insertion turn a later deletion valid and move
+the count by two: the rule decides the sensitivity). 'two_stream' (C6) routes a rejected update
+to a hidden extra bin of its stream — counted by that stream's partitioner, noised by its C2 like
+any bin, never released; 'fenwick' (C9) receives it without an id, which C9 counts and ignores.
+"""
+
+from typing import Dict, Hashable, Optional, Tuple
+
+from beam_dp.drivers.segmented import KeyDriver
+from beam_dp.mechanisms.dynamic import Update
+
+__all__ = [
+    'CONSTRUCTIONS',
+    'DynamicDriver',
+    'classify',
+    'parse_op',
+]
+
+CONSTRUCTIONS = ('two_stream', 'fenwick')
+_OPS = {1: 1, -1: -1, 'insert': 1, 'delete': -1, '+': 1, '-': -1}
+
+
+def parse_op(op) -> int:
+    """+1 / 'insert' / '+' → 1, -1 / 'delete' / '-' → -1.
+
+    Raises:
+      ValueError: for anything else (the transform dead-letters the record).
+    """
+    if op not in _OPS:
+        raise ValueError(f"op must be +1/'insert' or -1/'delete', got {op!r}")
+    return _OPS[op]
+
+
+def _sort_key(update):
+    return (update[1] != 1, repr(update[0]))
+
+
+def classify(live: Dict[Hashable, int], record_id, op: int) -> Optional[str]:
+    """Spec 001 §17.5: None if the update is valid against the live ids, else why not."""
+    if record_id is None:
+        return 'update without a record id (counted by the partitioner, ignored)'
+    if op == 1 and record_id in live:
+        return 'duplicate insertion of a live record id (counted by the partitioner, ignored)'
+    if op == -1 and record_id not in live:
+        return ('deletion of a record that is not live: never inserted or already deleted '
+                '(counted by the partitioner, ignored)')
+    return None
+
+
+class DynamicDriver(KeyDriver):
+    """Payloads are tuples of raw (record_id, op) updates; ``registry`` is {live id: bin}."""
+
+    def __init__(self, mechanism, selection, construction: str):
+        super().__init__(mechanism, selection)
+        self.construction = construction
+
+    def empty(self):
+        return ()
+
+    def merge(self, a, b):
+        return tuple(a) + tuple(b)
+
+    def units(self, payload) -> int:
+        return len(payload)
+
+    def _ignored(self, op: int) -> Update:
+        if self.construction == 'two_stream':
+            return Update(None, op, 1)          # the hidden bin (dimension 1 + 1)
+        return Update(None, op, 0)
+
+    def prepare(self, state, step, payload) -> Tuple[tuple, tuple, dict]:
+        live = dict(state.registry or {})
+        fed, rejected = [], []
+        for rid, op in sorted(payload, key=_sort_key):
+            reason = classify(live, rid, op)
+            if reason is not None:
+                rejected.append((reason, {'record_id': rid, 'op': op, 'step': step}))
+                fed.append(self._ignored(op))
+                continue
+            if op == 1:
+                live[rid] = 0
+            else:
+                live.pop(rid)
+            fed.append(Update(rid, op, 0))
+        return tuple(fed), tuple(rejected), live
+
+    def first_input(self, state, candidate_input):
+        if self.construction == 'two_stream':
+            return candidate_input
+        # C9 orders a batch's insertions before its deletions, so a pre-selection history
+        # (insert, delete, re-insert) cannot be replayed as one batch: hand over the live set,
+        # plus id-less placeholders so the partitioner counts every pre-selection update.
+        live = state.registry or {}
+        inserts = tuple(Update(rid, 1, item) for rid, item in sorted(live.items(),
+                                                                     key=lambda x: repr(x[0])))
+        ops = sorted((u.op for u in candidate_input), reverse=True)
+        rest = tuple(Update(None, op, 0) for op in ops[len(inserts):])
+        return inserts + rest
+
+    def answer(self, release):
+        return tuple(release.answer[:1])
+
+    def noise_sd(self, mechanism_state) -> float:
+        if self.construction != 'two_stream':
+            return float('nan')      # C9's node noise has no closed form (restarts, γ).
+        counter = self.mechanism.stream.counter
+        var = (counter.release_variance(mechanism_state.insertions.counter.s)
+               + counter.release_variance(mechanism_state.deletions.counter.s))
+        return var ** 0.5

@@ -1,0 +1,225 @@
+"""The segmented-release driver (pure, no Beam): what the sparse and dynamic per-key DoFns call.
+
+One key's continual mechanism (C5 ``SparseCounter``, C6 ``TwoStreamCounter``, C9
+``FullyDynamicCounter``) is driven over (step, payload) batches on the exact skip-ahead schedule
+of its private time partitioner: ``KeyDriver.process`` advances the mechanism to each data tick
+and to each halting/forced tick the partitioner samples, and returns the segment closes (the only
+releases) with the next wake-up step. Private keys (``PrivateKeys``) run their
+``ContinualKeySelection`` on every tick until selected; the mechanism then starts on a local
+clock whose first tick carries everything since the key's first record.
+
+``reference_releases`` drives one key in one go with the transform's noise addresses, so a
+notebook, a benchmark and the Beam job (which calls the same driver from its timer) release the
+same values under a seed (the seeded parity tests).
+"""
+
+import dataclasses
+import math
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
+
+from beam_dp import noise
+from beam_dp.mechanisms.key_selection import ContinualKeySelection
+from beam_dp.mechanisms.key_selection import KeySelectionState
+
+__all__ = [
+    'CounterDriver',
+    'KeyDriver',
+    'KeyState',
+    'Rejected',
+    'SegmentClose',
+    'StepOutput',
+    'mechanism_tick',
+    'reference_releases',
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyState:
+    """One key's state between timer firings.
+
+    ``last_step``: the last global step processed (-1: none). ``selection``: a private key's
+    selection state while it is a candidate. ``origin_step``: the global step that is the
+    mechanism's tick 1 (None while a candidate). ``candidate_input``: a candidate's exact input
+    since its first record (private). ``mechanism_state``: the mechanism's state (primed).
+    ``registry``: driver-specific data (dynamic: the live record ids → bin)."""
+    last_step: int
+    selection: Optional[KeySelectionState] = None
+    origin_step: Optional[int] = None
+    candidate_input: Any = None
+    mechanism_state: Any = None
+    registry: Any = None
+
+
+class SegmentClose(NamedTuple):
+    """A release: the segment(s) closed at global ``step``, the answer and its noise sd."""
+    step: int
+    segments: Tuple[int, ...]
+    answer: Tuple[float, ...]
+    noise_stddev: float
+
+
+class Rejected(NamedTuple):
+    """An update the driver did not apply (counted by the partitioner): step, reason, update."""
+    step: int
+    reason: str
+    update: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class StepOutput:
+    """What processing one key up to a step produced: the closes and the rejected updates."""
+    closes: Tuple[SegmentClose, ...]
+    rejected: Tuple[Rejected, ...]
+
+
+def mechanism_tick(step: int, origin_step: int = 0) -> int:
+    """The mechanism's tick (from 1, the papers' clock) of a global step (from 0)."""
+    return step - origin_step + 1
+
+
+class KeyDriver:
+    """Drives one key's continual mechanism over (step, payload) batches on the exact skip-ahead
+    schedule. Subclasses say how payloads merge and what the mechanism consumes.
+
+    Steps are the transform's 0-based clock; the mechanisms count ticks from 1 (the papers'
+    clock), so step s is tick s + 1 — for the selection (global) and, shifted by the origin, for
+    the mechanism. Every noise address is the mechanism's own, at that tick."""
+
+    def __init__(self, mechanism, selection: Optional[ContinualKeySelection]):
+        self.mechanism = mechanism
+        self.selection = selection
+
+    # Payload plumbing (overridden).
+    def empty(self):
+        raise NotImplementedError
+
+    def merge(self, a, b):
+        raise NotImplementedError
+
+    def units(self, payload) -> int:
+        raise NotImplementedError
+
+    def prepare(self, state: KeyState, step: int, payload):
+        """(mechanism input, rejected [(reason, update)], new registry) for one step's payload."""
+        return payload, (), state.registry
+
+    def first_input(self, state: KeyState, candidate_input):
+        """The mechanism input of the selection step (everything since the first record)."""
+        return candidate_input
+
+    def noise_sd(self, mechanism_state) -> float:
+        return float('nan')
+
+    def answer(self, release) -> Tuple[float, ...]:
+        return tuple(release.answer)
+
+    # The schedule.
+    def init_state(self, first_step: Optional[int], rng: noise.RandomSource,
+                   private: bool) -> KeyState:
+        """A public key (mechanism from step 0) or a private candidate first seen at
+        ``first_step``."""
+        if not private:
+            mech = self.mechanism
+            return KeyState(-1, origin_step=0, mechanism_state=mech.prime(mech.init_state(), rng))
+        return KeyState(first_step - 1,
+                        selection=self.selection.init_state(mechanism_tick(first_step)),
+                        candidate_input=self.empty())
+
+    def next_wake(self, state: KeyState, buffered: Sequence[int]) -> int:
+        """The next step whose end must fire the key's timer."""
+        later = [s for s in buffered if s > state.last_step]
+        if state.origin_step is None:
+            return state.last_step + 1        # a candidate is evaluated on every step
+        return min([self._next_event(state)] + later)
+
+    def _next_event(self, state: KeyState) -> int:
+        return self.mechanism.next_event_tick(state.mechanism_state) + state.origin_step - 1
+
+    def process(self, state: KeyState, batches: Sequence[Tuple[int, Any]], until: int,
+                rng: noise.RandomSource, selection_rng: noise.RandomSource
+                ) -> Tuple[StepOutput, KeyState]:
+        """Processes steps (state.last_step, until]; ``batches`` are the (step, payload) with
+        step in that range (any order, duplicates merged)."""
+        merged = {}
+        for step, payload in batches:
+            merged[step] = payload if step not in merged else self.merge(merged[step], payload)
+        data = sorted(merged.items())
+        closes, rejected = [], []
+        i = 0
+        mech = self.mechanism
+        while state.origin_step is None and state.last_step < until:   # candidate: every step
+            s = state.last_step + 1
+            payload = self.empty()
+            if i < len(data) and data[i][0] == s:
+                payload = data[i][1]
+                i += 1
+            fed, bad, registry = self.prepare(state, s, payload)
+            rejected.extend(Rejected(s, reason, u) for reason, u in bad)
+            candidate_input = self.merge(state.candidate_input, fed)
+            chosen, sel = self.selection.advance(state.selection, mechanism_tick(s),
+                                                 self.units(payload), selection_rng)
+            if not chosen:
+                state = dataclasses.replace(state, last_step=s, selection=sel,
+                                            candidate_input=candidate_input, registry=registry)
+                continue
+            ms = mech.init_state()
+            release, ms = mech.advance(ms, 1, self.first_input(
+                dataclasses.replace(state, registry=registry), candidate_input), rng, prime=True)
+            state = KeyState(s, None, s, None, ms, registry)
+            if release.closes:
+                closes.append(self._close(s, release, ms))
+        while state.origin_step is not None:
+            event = self._next_event(state)
+            nxt = min(event, data[i][0] if i < len(data) else math.inf)
+            if nxt > until:
+                break
+            payload = self.empty()
+            if i < len(data) and data[i][0] == nxt:
+                payload = data[i][1]
+                i += 1
+            fed, bad, registry = self.prepare(state, nxt, payload)
+            rejected.extend(Rejected(nxt, reason, u) for reason, u in bad)
+            release, ms = mech.advance(state.mechanism_state,
+                                       mechanism_tick(nxt, state.origin_step), fed, rng,
+                                       prime=True)
+            state = dataclasses.replace(state, last_step=nxt, mechanism_state=ms,
+                                        registry=registry)
+            if release.closes:
+                closes.append(self._close(nxt, release, ms))
+        if state.last_step < until:
+            state = dataclasses.replace(state, last_step=until)
+        return StepOutput(tuple(closes), tuple(rejected)), state
+
+    def _close(self, step, release, mechanism_state) -> SegmentClose:
+        return SegmentClose(step, tuple(c.segment for c in release.closes), self.answer(release),
+                            self.noise_sd(mechanism_state))
+
+
+class CounterDriver(KeyDriver):
+    """C5 (``SparseCounter``): payloads are per-bin count tuples."""
+
+    def empty(self):
+        return (0,) * self.mechanism.dimension
+
+    def merge(self, a, b):
+        return tuple(x + y for x, y in zip(a, b))
+
+    def units(self, payload) -> int:
+        return sum(payload)
+
+    def noise_sd(self, mechanism_state) -> float:
+        return math.sqrt(self.mechanism.counter.release_variance(mechanism_state.counter.s))
+
+
+def reference_releases(driver: KeyDriver, key: str, label: str, seed: int,
+                       events: Sequence[Tuple[int, Any]], until: int, private: bool = False):
+    """Pure reference of one key: the ``StepOutput`` of driving ``driver`` over ``events``
+    (step, payload) up to step ``until`` in one go, with the transform's noise addresses
+    (``rng.derive(label, key)`` and ``rng.derive(label, 'select', key)``)."""
+    base = noise.seeded(seed)
+    rng, sel_rng = base.derive(label, key), base.derive(label, 'select', key)
+    first = min((s for s, _ in events), default=None)
+    if private and first is None:
+        return StepOutput((), ()), None
+    state = driver.init_state(first, rng, private)
+    return driver.process(state, events, until, rng, sel_rng)
