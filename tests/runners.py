@@ -1,6 +1,8 @@
-"""Pipeline options and pytest skip markers for running tests on real Beam runners.
+"""Pipeline options and pytest skip markers for running tests on Beam runners.
 
-Helper module only (no tests here). Usage::
+Helper module only (no tests here): ``streaming_options()`` for TestStream pipelines, the
+options of each runner (``direct_options``, ``prism_options``, ``flink_options``) and the
+skip markers of the runners that need an artefact. Usage::
 
     from tests.runners import prism_options, requires_prism
 
@@ -37,6 +39,8 @@ import os
 import shutil
 
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
 
 #: The DirectRunner variant that executes TestStream pipelines in streaming
 #: mode (the switching DirectRunner routes TestStream pipelines to it anyway).
@@ -80,6 +84,17 @@ def _flink_version_of(jar: str) -> str:
 
 def java_available() -> bool:
   return shutil.which('java') is not None
+
+
+def streaming_options(**extra) -> PipelineOptions:
+  """``PipelineOptions(**extra)`` in streaming mode, for TestStream pipelines.
+
+  The runner is not part of it: name it where the pipeline is built, e.g.
+  ``beam.Pipeline(runner='DirectRunner', options=streaming_options())``.
+  """
+  options = PipelineOptions(**extra)
+  options.view_as(StandardOptions).streaming = True
+  return options
 
 
 def direct_options(streaming: bool) -> list[str]:

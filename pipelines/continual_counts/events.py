@@ -4,9 +4,11 @@ One event is one ride: ``rider_id`` (the privacy unit: all rides of one rider ar
 together), ``station`` (the start station: the released key), ``event_time_micros`` (when the
 ride started, timestamp-micros) and ``duration_seconds``.
 
-``validate_event`` turns a decoded record (a dict from an Avro file or a Pub/Sub message) into a
-``RideEvent`` or raises ``InvalidRecordError`` naming the problem; the pipeline routes such
-records to its dead-letter output. Validation is about the record's shape only: whether the
+``encode_event`` / ``decode_event_record`` are the Pub/Sub payload codec (one schemaless Avro
+record per message, see ``pipelines.common.pubsub_codec``). ``validate_event`` turns a decoded
+record (a dict from an Avro file or a Pub/Sub message) into a ``RideEvent`` or raises
+``InvalidRecordError`` naming the problem; the pipeline routes such records to its dead-letter
+output. Validation is about the record's shape only: whether the
 station is public, or the time inside the released range, is decided by the DP transform.
 """
 
@@ -19,10 +21,13 @@ import apache_beam as beam
 import fastavro
 
 from beam_dp.errors import InvalidRecordError
+from pipelines.common import pubsub_codec
 
 __all__ = [
     'EVENT_SCHEMA',
     'RideEvent',
+    'decode_event_record',
+    'encode_event',
     'event_to_avro',
     'validate_event',
 ]
@@ -117,3 +122,17 @@ def validate_event(record: Any) -> RideEvent:
 def event_to_avro(event: RideEvent) -> dict:
     """A plain dict for fastavro (the timestamp stays an integer)."""
     return event._asdict()
+
+
+def encode_event(event: RideEvent) -> bytes:
+    """One Pub/Sub payload: the schemaless Avro encoding of ``event``."""
+    return pubsub_codec.encode(EVENT_SCHEMA, event_to_avro(event))
+
+
+def decode_event_record(data: bytes) -> dict:
+    """The decoded (not yet validated, see ``validate_event``) event record of one payload.
+
+    Raises:
+      InvalidRecordError: ``data`` is not exactly one Avro ``RideEvent``.
+    """
+    return pubsub_codec.decode(EVENT_SCHEMA, data)

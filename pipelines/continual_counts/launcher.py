@@ -1,153 +1,28 @@
-"""Command line of the continual-counts job: its own arguments, then Beam's.
-
-``parse_args`` reads the job's arguments with ``parse_known_args``; everything it does not know
-(``--runner``, ``--project``, ``--streaming``, ...) goes to ``PipelineOptions``. ``run`` builds
-and runs the job; on a local batch run it then prints a summary (error vs the true counts) and
-saves a plot.
-
-With no arguments the job runs on the embedded sample data (``data/rides.avro``) on the
-DirectRunner, user-level on rider_id with ε = 1, and writes to ``./out/continual_counts/``.
+"""Runs the continual-counts job: parses the command line (``options``), builds the graph
+(``pipeline``), runs it; after a local batch run prints a summary (error vs the true counts) and
+saves a plot (``summary``).
 """
 
-import argparse
-import datetime
 import logging
-import os
-import time
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
+from pipelines.common.launch import remove_empty_temp_dirs
+from pipelines.common.launch import run_pipeline
+from pipelines.common.launch import runner_name
 from pipelines.continual_counts import pipeline as job
 from pipelines.continual_counts import sample_data
+from pipelines.continual_counts import summary
+from pipelines.continual_counts.options import parse_args
 
 __all__ = [
-    'DEFAULT_OUTPUT',
-    'parse_args',
+    'local_batch_args',
     'run',
 ]
 
 _LOG = logging.getLogger(__name__)
-DEFAULT_OUTPUT = os.path.join('.', 'out', 'continual_counts')
-
-
-def _time_arg(text: str) -> float:
-    """RFC 3339 (2024-06-02T00:00:00Z) or seconds since the epoch → seconds since the epoch."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        value = datetime.datetime.fromisoformat(text.replace('Z', '+00:00').replace('z', '+00:00'))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(
-            f'expected RFC 3339 (e.g. 2024-06-02T00:00:00Z) or epoch seconds, got {text!r}') from e
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f'a time zone is required (e.g. a trailing Z): {text!r}')
-    return value.timestamp()
-
-
-def _optional_int(text: str) -> Optional[int]:
-    return None if text.strip() == '' else int(text)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='python -m pipelines.continual_counts',
-        description='Differentially private continual counts of bike rides per start station '
-                    '(beam_dp ContinualCountPerKey, user-level on rider_id). Without arguments: '
-                    'the embedded sample data on the DirectRunner. Unknown arguments go to Beam '
-                    '(--runner, --project, ...).')
-    io = parser.add_argument_group('input and output')
-    io.add_argument('--input_subscription', default=None,
-                    help='Pub/Sub subscription (projects/P/subscriptions/S) of Avro-encoded ride '
-                         'events; switches to streaming.')
-    io.add_argument('--input_avro', default=None,
-                    help='Glob of Avro files of ride events (batch). Default: the sample data.')
-    io.add_argument('--output_topic', default=None,
-                    help='Pub/Sub topic (projects/P/topics/T) for Avro-encoded releases.')
-    io.add_argument('--output_avro', default=None,
-                    help=f'Directory (local or gs://) for releases-*.avro. Default when no '
-                         f'--output_topic is given: {DEFAULT_OUTPUT}.')
-    io.add_argument('--dead_letter_topic', default=None,
-                    help='Pub/Sub topic for Avro-encoded dead letters.')
-    io.add_argument('--dead_letter_avro', default=None,
-                    help='Directory for dead_letters-*.avro. Default: --output_avro (when no '
-                         '--dead_letter_topic is given).')
-    io.add_argument('--timestamp_attribute', default='event_time',
-                    help='Pub/Sub attribute holding the event time (RFC 3339 or epoch millis); '
-                         'empty: the publish time.')
-    dp = parser.add_argument_group('privacy and schedule')
-    dp.add_argument('--epsilon', type=float, default=1.0,
-                    help='Total ε of the job for one rider (default 1.0).')
-    dp.add_argument('--delta', type=float, default=0.0,
-                    help='Total δ (default 0: pure DP; unused by the ε counters).')
-    dp.add_argument('--step_seconds', type=int, default=sample_data.SAMPLE_STEP_SECONDS,
-                    help='Release step in event-time seconds (default 3600).')
-    dp.add_argument('--allowed_lateness_seconds', type=int, default=0,
-                    help='A step is released this long after its end; later records are '
-                         'dead-lettered (default 0).')
-    dp.add_argument('--public_keys', default=None,
-                    help='Comma-separated public station names (default: the sample stations).')
-    dp.add_argument('--public_keys_file', default=None,
-                    help='File (local or gs://) of public keys, one per line.')
-    dp.add_argument('--max_contributions_per_step', type=int, default=1,
-                    help='Rides per rider, station and step that count (default 1).')
-    dp.add_argument('--max_keys_per_unit', type=int, default=2,
-                    help='Stations per rider that count (default 2: home and work).')
-    dp.add_argument('--max_steps_per_unit', type=int, default=3,
-                    help='Steps per rider and station that count, over the whole horizon '
-                         '(default 3).')
-    dp.add_argument('--horizon_steps', type=_optional_int, default=None,
-                    help='A known number of steps (binary tree); default: unbounded.')
-    dp.add_argument('--estimator', choices=('textbook', 'variance_reduced'),
-                    default='variance_reduced')
-    dp.add_argument('--start', type=_time_arg, default=sample_data.SAMPLE_START.timestamp(),
-                    help='Start of step 0: RFC 3339 or epoch seconds (default: the sample start, '
-                         f'{sample_data.SAMPLE_START.isoformat()}).')
-    dp.add_argument('--end', type=_time_arg, default=None,
-                    help='Public end: no step starting at or after it is released (default: the '
-                         'sample end when reading the sample data, else none).')
-    dp.add_argument('--num_shards', type=_optional_int, default=None,
-                    help='Stateful shards holding the keys (default: 512 keys per shard).')
-    dp.add_argument('--testing_seed', type=_optional_int, default=None, help=argparse.SUPPRESS)
-    run = parser.add_argument_group('local run')
-    run.add_argument('--plot', default=None,
-                     help="PNG of released vs true series after a local batch run, or 'none' "
-                          '(default: <output_avro>/releases.png).')
-    run.add_argument('--progress_every', type=int, default=10_000,
-                     help='Log a progress line every N events / releases (default 10000).')
-    return parser
-
-
-def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, List[str]]:
-    """(job arguments with defaults resolved, remaining arguments for PipelineOptions)."""
-    parser = build_parser()
-    args, beam_args = parser.parse_known_args(argv)
-    if args.input_subscription and args.input_avro:
-        parser.error('give at most one of --input_subscription and --input_avro')
-    args.uses_sample_data = not args.input_subscription and not args.input_avro
-    if args.end is None and args.uses_sample_data:
-        args.end = sample_data.SAMPLE_END.timestamp()
-    if args.output_avro is None and not args.output_topic:
-        args.output_avro = DEFAULT_OUTPUT
-    if args.dead_letter_avro is None and not args.dead_letter_topic and args.output_avro:
-        args.dead_letter_avro = args.output_avro
-    if args.plot is None and args.output_avro:
-        args.plot = os.path.join(args.output_avro, 'releases.png')
-    if args.plot is not None and args.plot.lower() == 'none':
-        args.plot = None
-    return args, beam_args
-
-
-def _runner_name(options: PipelineOptions) -> str:
-    runner = options.view_as(StandardOptions).runner
-    if runner is None:
-        return 'DirectRunner'
-    return runner if isinstance(runner, str) else type(runner).__name__
-
 
 # Local batch runs: Beam 2.77's in-process FnApiRunner weighs every state-cache write with
 # objsize (a walk over all loaded modules, milliseconds per call), which makes the stateful
@@ -160,7 +35,7 @@ _FAST_LOCAL_BATCH_ARGS = ['--direct_running_mode=multi_processing', '--direct_nu
 def local_batch_args(args, beam_args: List[str]) -> List[str]:
     """``beam_args`` plus the fast local-batch settings when they apply."""
     options = PipelineOptions(beam_args)
-    runner = _runner_name(options)
+    runner = runner_name(options)
     chosen = any(a.startswith(('--direct_running_mode', '--direct_num_workers',
                                '--max_cache_memory_usage_mb')) for a in beam_args)
     streaming = bool(args.input_subscription) or options.view_as(StandardOptions).streaming
@@ -169,44 +44,21 @@ def local_batch_args(args, beam_args: List[str]) -> List[str]:
     return list(beam_args)
 
 
-def _remove_empty_temp_dirs(*directories: Optional[str]) -> None:
-    """fileio leaves its (empty) .temp* directories behind; tidy local ones."""
-    for directory in directories:
-        if not directory or '://' in directory or not os.path.isdir(directory):
-            continue
-        for name in os.listdir(directory):
-            path = os.path.join(directory, name)
-            if name.startswith('.temp') and os.path.isdir(path) and not os.listdir(path):
-                os.rmdir(path)
-
-
 def run(argv: Optional[List[str]] = None) -> None:
     """Builds and runs the job; waits and summarises for local batch runs."""
     args, beam_args = parse_args(argv)
     options = PipelineOptions(local_batch_args(args, beam_args))
     streaming = bool(args.input_subscription) or options.view_as(StandardOptions).streaming
-    runner = _runner_name(options)
-    local = runner in ('DirectRunner', 'BundleBasedDirectRunner', 'SwitchingDirectRunner',
-                       'PrismRunner')
+    runner = runner_name(options)
     if not args.input_subscription and args.end is None:
         _LOG.warning('Batch input without --end: steps are released until the input ends; pass '
                      '--end to fix the released range in advance.')
     _LOG.info('continual_counts: input=%s runner=%s streaming=%s epsilon=%g output=%s',
               args.input_subscription or args.input_avro or sample_data.RIDES_PATH, runner,
               streaming, args.epsilon, args.output_avro or args.output_topic)
-    started = time.monotonic()
-    pipeline = job.build_pipeline(args, options)
-    result = pipeline.run()
-    if not local:
-        # Dataflow and other remote runners: the launcher's job is done once the job is
-        # submitted (a Flex Template launcher must not wait for a streaming job).
-        _LOG.info('Submitted to %s.', runner)
+    if not run_pipeline(job.build_pipeline(args, options), runner):
         return
-    result.wait_until_finish()
-    _LOG.info('Pipeline finished in %.1f s.', time.monotonic() - started)
-    _remove_empty_temp_dirs(args.output_avro, args.dead_letter_avro)
+    remove_empty_temp_dirs(args.output_avro, args.dead_letter_avro)
     if streaming or not args.output_avro:
         return
-    from pipelines.continual_counts import summary  # pylint: disable=import-outside-toplevel
-    report = summary.summarize_run(args)
-    print(report.text())
+    print(summary.summarize_run(args).text())

@@ -14,6 +14,7 @@ if __package__ in (None, ''):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
         __file__)))))
 
+from pipelines.common.launch import configure_logging  # pylint: disable=wrong-import-position
 from pipelines.continual_counts import launcher  # pylint: disable=wrong-import-position
 
 
@@ -39,9 +40,7 @@ class _WorkerLogFilter(logging.Filter):
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')
-    # Beam's own INFO logs are verbose; keep ours and Beam's warnings.
-    logging.getLogger('apache_beam').setLevel(logging.WARNING)
+    configure_logging()
     # ... but show the SDK worker's log lines (the progress lines) of local subprocess workers.
     worker_log = logging.getLogger('apache_beam.runners.portability.local_job_service')
     worker_log.setLevel(logging.INFO)

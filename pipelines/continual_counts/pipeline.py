@@ -15,18 +15,13 @@ Event time: in batch, from the record's ``event_time_micros``; from Pub/Sub, the
 ``--timestamp_attribute`` (Beam's watermark tracks it), or the publish time without one.
 """
 
-import datetime
 import logging
 import operator
-import uuid
 from typing import Any, Callable, List, NamedTuple, Optional
 
 import apache_beam as beam
-import fastavro.write
-from apache_beam.io import fileio
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
-from apache_beam.transforms import trigger
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import Timestamp
 
@@ -42,13 +37,14 @@ from beam_dp.io.records import DEAD_LETTER_SCHEMA
 from beam_dp.io.records import RELEASE_SCHEMA
 from beam_dp.io.records import dead_letter_to_avro
 from beam_dp.io.records import release_to_avro
-from pipelines.continual_counts import pubsub_codec
+from pipelines.common import pubsub_codec
+from pipelines.common import sinks
 from pipelines.continual_counts import sample_data
+from pipelines.continual_counts.events import decode_event_record
 from pipelines.continual_counts.events import RideEvent
 from pipelines.continual_counts.events import validate_event
 
 __all__ = [
-    'AvroRecordSink',
     'JobOutputs',
     'ParseEvents',
     'build_pipeline',
@@ -106,7 +102,7 @@ class _ParseFn(beam.DoFn):
                 event = validate_event(element)
             else:
                 data = getattr(element, 'data', element)
-                event = validate_event(pubsub_codec.decode_event_record(data))
+                event = validate_event(decode_event_record(data))
         except InvalidRecordError as e:
             self._dead.inc()
             yield beam.pvalue.TaggedOutput(
@@ -229,97 +225,23 @@ def count_per_station(events: beam.PCollection, args,
 # each window (batch: the whole output) is one file instead of one file per bundle.
 
 
-class AvroRecordSink(fileio.FileSink):
-    """A ``fileio`` sink writing one Avro container file (deflate) of ``to_avro(record)``."""
-
-    def __init__(self, schema: dict, to_avro: Callable[[Any], dict]):
-        self._schema = schema
-        self._to_avro = to_avro
-        self._writer = None
-
-    def open(self, fh):
-        self._writer = fastavro.write.Writer(fh, self._schema, codec='deflate')
-
-    def write(self, record):
-        self._writer.write(self._to_avro(record))
-
-    def flush(self):
-        self._writer.flush()
-
-
-def _release_sink(_destination):
-    return AvroRecordSink(RELEASE_SCHEMA, release_to_avro)
-
-
-def _dead_letter_sink(_destination):
-    return AvroRecordSink(DEAD_LETTER_SCHEMA, dead_letter_to_avro)
-
-
-def _file_naming(prefix: str, suffix: str, unique: bool):
-    """File names: prefix[-window][-pane N | -written-at+uuid]-SSSSS-of-NNNNN + suffix.
-
-    ``unique`` adds the processing time and a random token, for outputs whose window fires
-    repeatedly (fileio's default naming would overwrite the earlier firings' files).
-    """
-
-    def _inner(win, pane, shard_index, total_shards, compression, destination):
-        del compression, destination
-        parts = [prefix]
-        if win is not None and win != window.GlobalWindow():
-            parts.append(f'{_iso(win.start)}--{_iso(win.end)}')
-        if unique:
-            stamp = datetime.datetime.now(datetime.timezone.utc).strftime('%Y%m%dT%H%M%S')
-            parts.append(f'{stamp}-{uuid.uuid4().hex[:8]}')
-        elif pane is not None and not (pane.is_first and pane.is_last):
-            parts.append(f'pane{pane.index}')
-        if shard_index is not None and total_shards is not None:
-            parts.append(f'{int(shard_index):05d}-of-{int(total_shards):05d}')
-        return '-'.join(parts) + suffix
-
-    return _inner
-
-
-def _iso(ts: Timestamp) -> str:
-    return ts.to_utc_datetime().strftime('%Y%m%dT%H%M%SZ')
-
-
-def _is_streaming(pipeline: beam.Pipeline) -> bool:
-    return bool(pipeline.options.view_as(StandardOptions).streaming)
-
-
 def _flush_periodically() -> beam.PTransform:
-    """Streaming file output: the global window, fired every ``FLUSH_SECONDS`` of processing
-    time and at the end of input (drain).
-
-    Not event-time windows: timer output (the releases) and late records (dead letters) can be
-    behind the downstream watermark, and an event-time window would drop exactly those (observed
-    on the DirectRunner for releases of several steps fired by one watermark jump).
-    """
-    return beam.WindowInto(
-        window.GlobalWindows(),
-        trigger=trigger.AfterWatermark(early=trigger.AfterProcessingTime(FLUSH_SECONDS)),
-        accumulation_mode=trigger.AccumulationMode.DISCARDING)
+    return sinks.flush_periodically(FLUSH_SECONDS)
 
 
 def write_releases(releases: beam.PCollection, args) -> None:
     """Releases → Avro files under --output_avro and/or Avro messages on --output_topic.
 
-    Batch: one file. Streaming: one file per flush (see ``_flush_periodically``), named by the
+    Batch: one file. Streaming: one file per flush (``sinks.flush_periodically``), named by the
     time it was written.
     """
-    streaming = _is_streaming(releases.pipeline)
     if args.output_avro:
-        to_write = releases
-        if streaming:
-            to_write = releases | 'WindowReleases' >> _flush_periodically()
-        _ = to_write | 'WriteReleasesAvro' >> fileio.WriteToFiles(
-            path=args.output_avro, file_naming=_file_naming(RELEASES_PREFIX, '.avro', streaming),
-            sink=_release_sink, shards=1, max_writers_per_bundle=0)
+        sinks.write_avro_files(releases, args.output_avro, name='Releases', prefix=RELEASES_PREFIX,
+                               schema=RELEASE_SCHEMA, to_avro=release_to_avro,
+                               streaming_window=_flush_periodically, max_writers_per_bundle=0)
     if args.output_topic:
-        _ = (releases
-             | 'EncodeReleases' >> beam.Map(_release_message)
-             | 'PublishReleases' >> beam.io.WriteToPubSub(args.output_topic,
-                                                          with_attributes=True))
+        sinks.publish(releases, args.output_topic, name='Releases', encode_fn=_release_message,
+                      with_attributes=True)
 
 
 def _release_message(release: Release):
@@ -341,20 +263,14 @@ def write_dead_letters(dead_letters: beam.PCollection, args) -> None:
     Batch: one file. Streaming: one file per flush, as for releases (late records are dead
     letters too, and an event-time window would drop exactly those).
     """
-    streaming = _is_streaming(dead_letters.pipeline)
     if args.dead_letter_avro:
-        to_write = dead_letters
-        if streaming:
-            to_write = dead_letters | 'WindowDeadLetters' >> _flush_periodically()
-        _ = to_write | 'WriteDeadLettersAvro' >> fileio.WriteToFiles(
-            path=args.dead_letter_avro,
-            file_naming=_file_naming(DEAD_LETTERS_PREFIX, '.avro', streaming),
-            sink=_dead_letter_sink, shards=1, max_writers_per_bundle=0)
+        sinks.write_avro_files(dead_letters, args.dead_letter_avro, name='DeadLetters',
+                               prefix=DEAD_LETTERS_PREFIX, schema=DEAD_LETTER_SCHEMA,
+                               to_avro=dead_letter_to_avro, streaming_window=_flush_periodically,
+                               max_writers_per_bundle=0)
     if args.dead_letter_topic:
-        _ = (dead_letters
-             | 'EncodeDeadLetters' >> beam.Map(_dead_letter_message)
-             | 'PublishDeadLetters' >> beam.io.WriteToPubSub(args.dead_letter_topic,
-                                                             with_attributes=True))
+        sinks.publish(dead_letters, args.dead_letter_topic, name='DeadLetters',
+                      encode_fn=_dead_letter_message, with_attributes=True)
     if not args.dead_letter_avro and not args.dead_letter_topic:
         _LOG.warning('No dead-letter sink (--dead_letter_avro / --dead_letter_topic): dead letters '
                      'are only counted in the job metrics.')
@@ -387,7 +303,7 @@ def build_pipeline(args, options: PipelineOptions, *,
     """The whole job graph (not run).
 
     Args:
-      args: the job's parsed arguments (``launcher.parse_args``).
+      args: the job's parsed arguments (``options.parse_args``).
       options: Beam pipeline options; streaming is switched on for --input_subscription.
       source: replaces the configured read (see ``read_events``); for tests.
       outputs_fn: called with the ``JobOutputs`` after the sinks are attached (tests use it to

@@ -31,6 +31,7 @@ from beam_dp.io.records import release_from_avro
 from pipelines.continual_counts import pipeline as job
 from pipelines.continual_counts import sample_data
 from pipelines.continual_counts.events import validate_event
+from pipelines.continual_counts.options import parse_args
 
 __all__ = [
     'Summary',
@@ -198,7 +199,7 @@ def _join(directory: str, pattern: str) -> str:
 
 
 def summarize_run(args) -> Summary:
-    """Summary of a finished batch run configured by ``args`` (``launcher.parse_args``)."""
+    """Summary of a finished batch run configured by ``args`` (``options.parse_args``)."""
     keys = sorted(job.public_keys(args))
     start = round(args.start * _MICROS)
     step = args.step_seconds * _MICROS
@@ -228,9 +229,8 @@ def summarize_run(args) -> Summary:
 
 
 def main(argv=None) -> None:
-    from pipelines.continual_counts import launcher  # pylint: disable=import-outside-toplevel
     logging.basicConfig(level=logging.INFO)
-    args, _ = launcher.parse_args(argv)
+    args, _ = parse_args(argv)
     print(summarize_run(args).text())
 
 

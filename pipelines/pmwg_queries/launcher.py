@@ -1,102 +1,28 @@
-"""Command line of the PMWG-queries job: its own arguments (``parse_known_args``), then Beam's.
-
-With no arguments the job replays the embedded sample trips and queries (``data/``) on the
-DirectRunner, writes ``answers-*.avro`` to ``./out/pmwg_queries/`` and prints a summary (answers,
-refusals, error against the true answers).
+"""Runs the PMWG-queries job: parses the command line (``options``), builds the graph
+(``pipeline``), runs it; after a local batch run prints a summary (answers, refusals, error
+against the true answers; ``summary``).
 """
 
-import argparse
-import logging
-import os
-import time
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
+from pipelines.common.launch import run_pipeline
+from pipelines.common.launch import runner_name
 from pipelines.pmwg_queries import pipeline as job
-from pipelines.pmwg_queries import sample_data
+from pipelines.pmwg_queries import summary
+from pipelines.pmwg_queries.options import parse_args
 
-__all__ = ['DEFAULT_OUTPUT', 'build_parser', 'parse_args', 'run']
-
-_LOG = logging.getLogger(__name__)
-DEFAULT_OUTPUT = os.path.join('.', 'out', 'pmwg_queries')
-
-
-def _optional_int(text: str) -> Optional[int]:
-    return None if text.strip() == '' else int(text)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='python -m pipelines.pmwg_queries',
-        description='DP answers to a public stream of linear queries over a growing database of '
-                    'taxi trips (beam_dp WindowedPMWG). Without arguments: the embedded sample '
-                    'data on the DirectRunner. Unknown arguments go to Beam.')
-    io = parser.add_argument_group('input and output')
-    io.add_argument('--data_subscription', default=None,
-                    help='Pub/Sub subscription of Avro trips (streaming; event_time attribute).')
-    io.add_argument('--query_subscription', default=None,
-                    help='Pub/Sub subscription of Avro queries (streaming).')
-    io.add_argument('--data_avro', default=None, help='Avro file(s) of trips (batch).')
-    io.add_argument('--query_avro', default=None, help='Avro file(s) of queries (batch).')
-    io.add_argument('--output_topic', default=None, help='Pub/Sub topic for Avro answers.')
-    io.add_argument('--output_avro', default=None,
-                    help=f'Directory for answers-*.avro (default {DEFAULT_OUTPUT}).')
-    io.add_argument('--dead_letter_topic', default=None, help='Pub/Sub topic for dead letters.')
-    io.add_argument('--dead_letter_avro', default=None,
-                    help='Directory for dead_letters-*.avro (default: --output_avro).')
-    dp = parser.add_argument_group('privacy and accuracy')
-    dp.add_argument('--epsilon', type=float, default=1.0, help='Total ε per trip (default 1).')
-    dp.add_argument('--delta', type=float, default=0.0, help='Total δ (default 0: pure DP).')
-    dp.add_argument('--alpha', type=float, default=0.2,
-                    help='PMWG target accuracy α in (0, 1] (default 0.2).')
-    dp.add_argument('--beta', type=float, default=0.05,
-                    help='Failure probability reported with α (PMWG does not use it; default '
-                         '0.05).')
-    dp.add_argument('--domain_size', type=int, default=sample_data.DOMAIN_SIZE,
-                    help='Cells: 4 payment types × domain_size/4 two-minute duration bins '
-                         f'(default {sample_data.DOMAIN_SIZE}).')
-    dp.add_argument('--window_seconds', type=int, default=0,
-                    help='Fixed event-time windows (independent databases); 0: one growing '
-                         'database (default).')
-    dp.add_argument('--testing_seed', type=_optional_int, default=None, help=argparse.SUPPRESS)
-    return parser
-
-
-def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, List[str]]:
-    parser = build_parser()
-    args, beam_args = parser.parse_known_args(argv)
-    if bool(args.data_subscription) != bool(args.query_subscription):
-        parser.error('give both --data_subscription and --query_subscription, or neither')
-    if args.domain_size % len(sample_data.PAYMENTS) or args.domain_size < 4:
-        parser.error('--domain_size must be a positive multiple of 4 (payment types)')
-    if args.window_seconds < 0:
-        parser.error('--window_seconds must be >= 0')
-    if args.output_avro is None and not args.output_topic:
-        args.output_avro = DEFAULT_OUTPUT
-    if args.dead_letter_avro is None and not args.dead_letter_topic and args.output_avro:
-        args.dead_letter_avro = args.output_avro
-    return args, beam_args
+__all__ = ['run']
 
 
 def run(argv: Optional[List[str]] = None) -> None:
     args, beam_args = parse_args(argv)
     options = PipelineOptions(beam_args)
-    runner = options.view_as(StandardOptions).runner or 'DirectRunner'
-    runner = runner if isinstance(runner, str) else type(runner).__name__
-    local = runner in ('DirectRunner', 'BundleBasedDirectRunner', 'SwitchingDirectRunner',
-                       'PrismRunner')
     streaming = bool(args.data_subscription) or options.view_as(StandardOptions).streaming
-    started = time.monotonic()
-    pipeline = job.build_pipeline(args, options)
-    result = pipeline.run()
-    if not local:
-        _LOG.info('Submitted to %s.', runner)
+    if not run_pipeline(job.build_pipeline(args, options), runner_name(options)):
         return
-    result.wait_until_finish()
-    _LOG.info('Pipeline finished in %.1f s.', time.monotonic() - started)
     if streaming or not args.output_avro:
         return
-    from pipelines.pmwg_queries import summary  # pylint: disable=import-outside-toplevel
     print(summary.summarize(args).text())

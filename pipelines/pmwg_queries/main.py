@@ -3,7 +3,6 @@
 It only configures logging and hands the command line to ``launcher.run``.
 """
 
-import logging
 import os
 import sys
 
@@ -13,13 +12,12 @@ if __package__ in (None, ''):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
         __file__)))))
 
+from pipelines.common.launch import configure_logging  # pylint: disable=wrong-import-position
 from pipelines.pmwg_queries import launcher  # pylint: disable=wrong-import-position
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')
-    # Beam's own INFO logs are verbose; keep ours and Beam's warnings.
-    logging.getLogger('apache_beam').setLevel(logging.WARNING)
+    configure_logging()
     launcher.run(argv)
 
 

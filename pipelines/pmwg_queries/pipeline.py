@@ -14,7 +14,6 @@ import logging
 from typing import Callable, NamedTuple, Optional
 
 import apache_beam as beam
-from apache_beam.io import fileio
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms import window
@@ -29,10 +28,8 @@ from beam_dp.queries import ANSWER_SCHEMA
 from beam_dp.queries import QueryAnswer
 from beam_dp.queries import answer_to_avro
 from beam_dp.transforms.pmwg import WindowedPMWG
-from pipelines.continual_counts.pipeline import AvroRecordSink
-from pipelines.continual_counts.pipeline import _file_naming
-from pipelines.continual_counts.pubsub_codec import decode
-from pipelines.continual_counts.pubsub_codec import encode
+from pipelines.common import sinks
+from pipelines.common.pubsub_codec import decode
 from pipelines.pmwg_queries import sample_data
 
 __all__ = [
@@ -128,24 +125,17 @@ def build_job(pipeline, args) -> JobOutputs:
     return JobOutputs(out.answers, dead)
 
 
-def _sink(schema, to_avro):
-    return lambda _dest: AvroRecordSink(schema, to_avro)
+def _streaming_file_window() -> beam.PTransform:
+    return beam.WindowInto(window.FixedWindows(STREAMING_FILE_WINDOW_SECONDS))
 
 
-def _write(pcoll, args, prefix, path, topic, schema, to_avro, name):
-    streaming = bool(pcoll.pipeline.options.view_as(StandardOptions).streaming)
+def _write(pcoll, prefix, path, topic, schema, to_avro, name):
+    """Avro files (batch: one; streaming: one per fixed event-time window) and/or Pub/Sub."""
     if path:
-        to_write = pcoll
-        if streaming:
-            to_write = pcoll | f'Window{name}' >> beam.WindowInto(
-                window.FixedWindows(STREAMING_FILE_WINDOW_SECONDS))
-        _ = to_write | f'Write{name}Avro' >> fileio.WriteToFiles(
-            path=path, file_naming=_file_naming(prefix, '.avro', streaming),
-            sink=_sink(schema, to_avro), shards=1)
+        sinks.write_avro_files(pcoll, path, name=name, prefix=prefix, schema=schema,
+                               to_avro=to_avro, streaming_window=_streaming_file_window)
     if topic:
-        _ = (pcoll
-             | f'Encode{name}' >> beam.Map(lambda r: encode(schema, to_avro(r)))
-             | f'Publish{name}' >> beam.io.WriteToPubSub(topic))
+        sinks.publish(pcoll, topic, name=name, encode_fn=sinks.avro_encoder(schema, to_avro))
 
 
 def build_pipeline(args, options: PipelineOptions, *,
@@ -157,9 +147,9 @@ def build_pipeline(args, options: PipelineOptions, *,
     outputs = build_job(pipeline, args)
     import fastavro  # pylint: disable=import-outside-toplevel
     answer_schema = fastavro.parse_schema(dict(ANSWER_SCHEMA))
-    _write(outputs.answers, args, ANSWERS_PREFIX, args.output_avro, args.output_topic,
+    _write(outputs.answers, ANSWERS_PREFIX, args.output_avro, args.output_topic,
            answer_schema, answer_to_avro, 'Answers')
-    _write(outputs.dead_letters, args, DEAD_LETTERS_PREFIX, args.dead_letter_avro,
+    _write(outputs.dead_letters, DEAD_LETTERS_PREFIX, args.dead_letter_avro,
            args.dead_letter_topic, DEAD_LETTER_SCHEMA, dead_letter_to_avro, 'DeadLetters')
     if outputs_fn is not None:
         outputs_fn(outputs)

@@ -239,7 +239,7 @@ class _Job:
                         f'{self.log_tail()}')
 
     def collect(self, ps):
-        from pipelines.continual_counts import pubsub_codec  # pylint: disable=import-outside-toplevel
+        from pipelines.common import pubsub_codec  # pylint: disable=import-outside-toplevel
         for data, attributes in ps.drain(self.output_subscription):
             release = pubsub_codec.decode_release(data)
             assert attributes['key'] == release.key and attributes['step'] == str(release.step)
@@ -259,10 +259,10 @@ class _Job:
 
 
 def _ride(rider, station, event_time_s, duration=600.0):
-    from pipelines.continual_counts import pubsub_codec  # pylint: disable=import-outside-toplevel
     from pipelines.continual_counts.events import RideEvent  # pylint: disable=import-outside-toplevel
+    from pipelines.continual_counts.events import encode_event  # pylint: disable=import-outside-toplevel
     micros = int(round(event_time_s * 1e6))
-    return pubsub_codec.encode_event(RideEvent(rider, station, micros, duration)), micros
+    return encode_event(RideEvent(rider, station, micros, duration)), micros
 
 
 def _plan(start):

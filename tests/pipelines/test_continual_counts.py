@@ -29,11 +29,13 @@ from beam_dp import InvalidRecordError
 from beam_dp.io.records import DEAD_LETTER_SCHEMA
 from beam_dp.io.records import RELEASE_SCHEMA
 from beam_dp.io.records import release_from_avro
-from pipelines.continual_counts import launcher
+from pipelines.common import pubsub_codec
+from pipelines.continual_counts import options as job_options
 from pipelines.continual_counts import pipeline as job
-from pipelines.continual_counts import pubsub_codec
 from pipelines.continual_counts import sample_data
 from pipelines.continual_counts.events import RideEvent
+from pipelines.continual_counts.events import decode_event_record
+from pipelines.continual_counts.events import encode_event
 from pipelines.continual_counts.events import validate_event
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,7 +51,7 @@ def _event(rider, station, seconds, duration=600.0):
 
 def _message(event_or_bytes, seconds):
     from apache_beam.io.gcp.pubsub import PubsubMessage
-    data = event_or_bytes if isinstance(event_or_bytes, bytes) else pubsub_codec.encode_event(
+    data = event_or_bytes if isinstance(event_or_bytes, bytes) else encode_event(
         event_or_bytes)
     return PubsubMessage(data, {'event_time': str((START_S + seconds) * 1000)})
 
@@ -67,7 +69,7 @@ def _read_avro(pattern, schema):
 
 def test_event_codec_roundtrip_and_validation():
     event = _event('r1', 'A', 5, 123.5)
-    assert validate_event(pubsub_codec.decode_event_record(pubsub_codec.encode_event(event))) == \
+    assert validate_event(decode_event_record(encode_event(event))) == \
         event
 
 
@@ -78,13 +80,13 @@ def test_event_codec_roundtrip_and_validation():
 ])
 def test_malformed_pubsub_payloads_raise_invalid_record(payload):
     with pytest.raises(InvalidRecordError):
-        validate_event(pubsub_codec.decode_event_record(payload))
+        validate_event(decode_event_record(payload))
 
 
 def test_trailing_bytes_are_malformed():
-    data = pubsub_codec.encode_event(_event('r1', 'A', 5)) + b'\x00'
+    data = encode_event(_event('r1', 'A', 5)) + b'\x00'
     with pytest.raises(InvalidRecordError, match='trailing'):
-        pubsub_codec.decode_event_record(data)
+        decode_event_record(data)
 
 
 @pytest.mark.parametrize('record, reason', [
@@ -132,18 +134,18 @@ def test_parse_dead_letters_malformed_avro_and_pubsub():
                     equal_to(['parse_pubsub'] * 2), label='PubsubDead')
 
 
-# -- launcher --------------------------------------------------------------------------------------
+# -- options ---------------------------------------------------------------------------------------
 
 def test_parse_args_defaults_and_passthrough():
-    args, beam_args = launcher.parse_args(['--epsilon=0.5', '--runner=DataflowRunner',
+    args, beam_args = job_options.parse_args(['--epsilon=0.5', '--runner=DataflowRunner',
                                            '--start=2024-06-02T01:00:00Z'])
     assert args.epsilon == 0.5 and beam_args == ['--runner=DataflowRunner']
     assert args.start == START_S + 3600
     assert args.uses_sample_data and args.end == sample_data.SAMPLE_END.timestamp()
-    assert args.output_avro == launcher.DEFAULT_OUTPUT == args.dead_letter_avro
+    assert args.output_avro == job_options.DEFAULT_OUTPUT == args.dead_letter_avro
     assert args.plot.endswith('releases.png') and args.testing_seed is None
     assert len(job.public_keys(args)) == 50
-    args, _ = launcher.parse_args(['--input_subscription=projects/p/subscriptions/s',
+    args, _ = job_options.parse_args(['--input_subscription=projects/p/subscriptions/s',
                                    '--output_topic=projects/p/topics/t', '--plot=none',
                                    '--public_keys=x, y', '--start=1717286400'])
     assert args.end is None and args.output_avro is None and args.plot is None
@@ -153,7 +155,7 @@ def test_parse_args_defaults_and_passthrough():
 # -- streaming graph on a TestStream ---------------------------------------------------------------
 
 def _streaming_args(tmp_path, extra=()):
-    args, _ = launcher.parse_args([
+    args, _ = job_options.parse_args([
         '--input_subscription=projects/p/subscriptions/s', f'--public_keys={",".join(KEYS)}',
         f'--start={START_S}', f'--step_seconds={STEP_S}', f'--end={START_S + 3 * STEP_S}',
         '--max_keys_per_unit=1', '--max_steps_per_unit=3', '--max_contributions_per_step=1',
@@ -214,7 +216,7 @@ def test_build_pipeline_streaming_teststream(tmp_path):
 def test_translates_for_dataflow_pubsub(tmp_path):
     pytest.importorskip('google.cloud.pubsub')
     from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
-    args, beam_args = launcher.parse_args([
+    args, beam_args = job_options.parse_args([
         '--input_subscription=projects/test-project/subscriptions/rides',
         '--output_topic=projects/test-project/topics/releases',
         '--dead_letter_topic=projects/test-project/topics/dead-letters',

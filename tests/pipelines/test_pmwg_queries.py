@@ -9,7 +9,7 @@ import fastavro
 import pytest
 
 from beam_dp.queries import answer_from_avro
-from pipelines.pmwg_queries import launcher
+from pipelines.pmwg_queries import options as job_options
 from pipelines.pmwg_queries import pipeline as job
 
 pytestmark = pytest.mark.pipeline
@@ -35,7 +35,7 @@ def test_default_run_answers_every_valid_query_and_reports_refusals(tmp_path):
 
 
 def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
-    args, beam_args = launcher.parse_args([
+    args, beam_args = job_options.parse_args([
         '--data_subscription=projects/test-project/subscriptions/trips',
         '--query_subscription=projects/test-project/subscriptions/queries',
         '--output_topic=projects/test-project/topics/answers',
@@ -64,4 +64,4 @@ def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
 
 def test_launcher_rejects_half_a_pubsub_configuration():
     with pytest.raises(SystemExit):
-        launcher.parse_args(['--data_subscription=projects/test-project/subscriptions/trips'])
+        job_options.parse_args(['--data_subscription=projects/test-project/subscriptions/trips'])

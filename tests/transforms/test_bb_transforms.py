@@ -21,9 +21,9 @@ from beam_dp.transforms._growing import instance_rng
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
 from beam_dp.transforms.bb_scheduler import EpochReleaseRecord
+from tests.runners import streaming_options
 from tests.transforms.test_pmwg_transform import make_stream
 from tests.transforms.test_pmwg_transform import split
-from tests.transforms.test_pmwg_transform import streaming_options
 
 pytestmark = pytest.mark.pipeline
 

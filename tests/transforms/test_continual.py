@@ -5,8 +5,6 @@ import contextlib
 
 import apache_beam as beam
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TypeOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
@@ -25,17 +23,12 @@ from beam_dp import PrivacyBudget
 from beam_dp import Release
 from beam_dp import UserLevel
 from beam_dp.testing import reference_releases
+from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
 
 NOISE_FREE = PrivacyBudget(epsilon=1e7)   # exact releases: tests the wiring, not the noise
 STEP = 60
-
-
-def streaming_options(**extra):
-    options = PipelineOptions(**extra)
-    options.view_as(StandardOptions).streaming = True
-    return options
 
 
 def tv(record, seconds):

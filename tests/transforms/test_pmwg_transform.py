@@ -6,7 +6,6 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms import window
@@ -22,18 +21,13 @@ from beam_dp.queries import LinearQuery
 from beam_dp.queries import query_to_avro
 from beam_dp.transforms._growing import instance_rng
 from beam_dp.transforms.pmwg import WindowedPMWG
+from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
 
 SEED = 7
 N = 8
 LABEL = 'PMWG'
-
-
-def streaming_options():
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    return options
 
 
 def make_stream(batches):

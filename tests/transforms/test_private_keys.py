@@ -5,8 +5,6 @@ parity with the pure shard state machine, user-level distinct-unit counting, bud
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
@@ -21,18 +19,13 @@ from beam_dp import PrivacyBudget
 from beam_dp import UserLevel
 from beam_dp import noise
 from beam_dp.transforms.continual import PrivateKeys
+from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
 
 NOISE_FREE = PrivacyBudget(epsilon=1e7)
 STEP = 60
 SELECT = PrivateKeys(budget=PrivacyBudget(epsilon=1.0, delta=1e-6), num_shards=2)
-
-
-def streaming_options():
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    return options
 
 
 def tv(record, seconds):

@@ -1,10 +1,9 @@
 """Avro encoding of one record per Pub/Sub message (schemaless, single-record fastavro).
 
 A message's data is the Avro binary encoding of exactly one record, without a container header
-(the schema is agreed out of band: ``events.EVENT_SCHEMA`` for input events,
-``beam_dp.io.records.RELEASE_SCHEMA`` / ``DEAD_LETTER_SCHEMA`` for the outputs). Decoding is
-strict: a payload that fails to decode, or has bytes left over after one record, raises
-``InvalidRecordError`` so the pipeline can dead-letter it.
+(the schema is agreed out of band: each job's input schema, ``beam_dp.io.records.RELEASE_SCHEMA``
+/ ``DEAD_LETTER_SCHEMA`` for the outputs). Decoding is strict: a payload that fails to decode, or
+has bytes left over after one record, raises ``InvalidRecordError`` so the job can dead-letter it.
 """
 
 import io
@@ -21,23 +20,19 @@ from beam_dp.io.records import dead_letter_from_avro
 from beam_dp.io.records import dead_letter_to_avro
 from beam_dp.io.records import release_from_avro
 from beam_dp.io.records import release_to_avro
-from pipelines.continual_counts.events import EVENT_SCHEMA
-from pipelines.continual_counts.events import RideEvent
-from pipelines.continual_counts.events import event_to_avro
 
 __all__ = [
     'decode',
     'decode_dead_letter',
-    'decode_event_record',
     'decode_release',
     'encode',
     'encode_dead_letter',
-    'encode_event',
     'encode_release',
 ]
 
 
 def encode(schema: Dict[str, Any], record: Dict[str, Any]) -> bytes:
+    """The schemaless Avro encoding of one record."""
     buffer = io.BytesIO()
     fastavro.schemaless_writer(buffer, schema, record)
     return buffer.getvalue()
@@ -60,15 +55,6 @@ def decode(schema: Dict[str, Any], data: bytes) -> Dict[str, Any]:
         raise InvalidRecordError(f'payload has {len(data) - buffer.tell()} trailing byte(s) '
                                  f'after one Avro {schema["name"]}')
     return record
-
-
-def encode_event(event: RideEvent) -> bytes:
-    return encode(EVENT_SCHEMA, event_to_avro(event))
-
-
-def decode_event_record(data: bytes) -> Dict[str, Any]:
-    """The decoded (not yet validated) event record; see ``events.validate_event``."""
-    return decode(EVENT_SCHEMA, data)
 
 
 def encode_release(release: Release) -> bytes:

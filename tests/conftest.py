@@ -1,0 +1,65 @@
+"""Shared fixtures and the markers that say what each test is.
+
+Markers (registered in pytest.ini, which runs with ``--strict-markers``):
+
+* ``pipeline``: builds or runs a Beam pipeline. Applied here to every test under
+  ``tests/transforms/``, ``tests/pipelines/`` and ``tests/integration/`` and in
+  ``tests/test_runners_smoke.py``; a test elsewhere that runs a pipeline marks itself.
+* ``integration``: runs against a real component (Flink, Prism, the Pub/Sub emulator); applied
+  to ``tests/integration/``.
+* ``statistical``: a statistical test (power against a mis-scaled sampler); applied to
+  ``tests/statistical/``, and marked by hand where such a test sits next to the unit tests.
+* ``fuzz``: a property-based (hypothesis) test; applied to every ``@given`` test.
+
+So ``pytest -m "not pipeline and not statistical"`` is the fast pure-Python tier and
+``pytest -m pipeline`` the Beam tier. Runners are named explicitly (see ``tests/runners.py``).
+"""
+
+import pathlib
+
+import pytest
+
+from tests import runners
+
+_TESTS = pathlib.Path(__file__).resolve().parent
+
+#: Marks applied to every test below a directory (or in a file) of tests/.
+_MARKS_BY_PATH = {
+    'transforms': ('pipeline',),
+    'pipelines': ('pipeline',),
+    'integration': ('pipeline', 'integration'),
+    'statistical': ('statistical',),
+    'test_runners_smoke.py': ('pipeline',),
+}
+
+
+def _marks_for(path: pathlib.Path):
+    try:
+        first = path.resolve().relative_to(_TESTS).parts[0]
+    except (ValueError, IndexError):
+        return ()
+    return _MARKS_BY_PATH.get(first, ())
+
+
+def pytest_collection_modifyitems(config, items):
+    del config
+    for item in items:
+        present = {m.name for m in item.iter_markers()}
+        wanted = list(_marks_for(pathlib.Path(str(item.fspath))))
+        if getattr(getattr(item, 'obj', None), 'is_hypothesis_test', False):
+            wanted.append('fuzz')
+        for name in wanted:
+            if name not in present:
+                item.add_marker(getattr(pytest.mark, name))
+
+
+@pytest.fixture
+def streaming_pipeline_options():
+    """Fresh streaming ``PipelineOptions`` (``runners.streaming_options()``)."""
+    return runners.streaming_options()
+
+
+@pytest.fixture
+def direct_runner():
+    """The DirectRunner variant that runs TestStream pipelines in streaming mode."""
+    return runners.DIRECT_RUNNER
