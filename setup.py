@@ -24,7 +24,8 @@ setuptools.setup(
         'mpmath>=1.3',
     ],
     extras_require={
-        'test': ['pytest>=8', 'scipy>=1.11', 'python-hcl2>=4.3', 'matplotlib>=3.7',
+        'test': ['pytest>=8', 'hypothesis>=6.100', 'scipy>=1.11', 'python-hcl2>=4.3',
+                 'matplotlib>=3.7',
                  # Pub/Sub emulator end to end (tests/integration/test_pubsub_e2e.py) and the
                  # Dataflow translation tests (gs:// paths need Beam's GCS filesystem).
                  f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18,<3'],

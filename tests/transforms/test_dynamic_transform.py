@@ -4,8 +4,6 @@ with the pure driver, validation."""
 
 import apache_beam as beam
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
@@ -15,16 +13,11 @@ from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.drivers.segmented import reference_releases
+from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
 
 NOISE_FREE = PrivacyBudget(epsilon=1e6)
-
-
-def streaming_options():
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    return options
 
 
 def tv(record, seconds):

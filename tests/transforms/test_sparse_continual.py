@@ -5,8 +5,6 @@ import contextlib
 
 import apache_beam as beam
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
@@ -21,16 +19,11 @@ from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
 from beam_dp.drivers.segmented import reference_releases
+from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
 
 NOISE_FREE = PrivacyBudget(epsilon=1e6)   # θ < 1 and zero noise: a data step closes, empty ones do not
-
-
-def streaming_options():
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    return options
 
 
 def tv(record, seconds):
