@@ -26,11 +26,13 @@ setuptools.setup(
     extras_require={
         'test': ['pytest>=8', 'hypothesis>=6.100', 'scipy>=1.11', 'python-hcl2>=4.3',
                  'matplotlib>=3.7',
+                 'scikit-learn>=1.3',   # load_digits for the ERM utility tests
                  # Pub/Sub emulator end to end (tests/integration/test_pubsub_e2e.py) and the
                  # Dataflow translation tests (gs:// paths need Beam's GCS filesystem).
                  f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18,<3'],
         'gcp': [f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18'],
-        'bench': ['matplotlib>=3.7', 'scipy>=1.11', 'pipeline-dp>=0.2.1'],
+        'bench': ['matplotlib>=3.7', 'scipy>=1.11', 'pipeline-dp>=0.2.1',
+                  'scikit-learn>=1.3'],   # load_digits (bundled data) for the ERM benchmark
         'plot': ['matplotlib>=3.7'],
     },
     classifiers=[
