@@ -1,0 +1,385 @@
+"""Driver of the keyed continual transforms (``ContinualCount/Sum/HistogramPerKey``): what their
+DoFns call, pure and tested without Beam.
+
+It holds the key layout (public keys in shards, or ``PrivateKeys``), the quantisation of values
+to integer grid units, the counters and their costs, and the two shard state machines: a public
+shard (``release_public_step``) and a private-keys shard (``beam_dp.drivers.private_keys``).
+Driving it by hand (``beam_dp.testing.reference_releases`` does) gives exactly the releases of
+the Beam job under the same seed.
+
+Design (why shards): a stateful DoFn call costs tens of microseconds, so one call per key per
+step does not scale to 10^4 keys. Public keys are laid out in ``num_shards`` shards; each shard
+runs ONE vector counter (a ``BinaryTreeCounter`` / ``InfiniteTreeCounter`` of dimension
+keys_in_shard × bins) whose state is a few numpy arrays, so one timer firing per shard and step
+releases every key of the shard with vectorised noise. Keys are parallel (disjoint data) and the
+counter's sensitivity already covers a unit's contributions across all its keys, so sharding
+changes neither the guarantee nor the noise of any key.
+"""
+
+import dataclasses
+import math
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from beam_dp import _validation as v
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import PrivacyCost
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.private_keys import PrivateKeys
+from beam_dp.drivers.private_keys import PrivateKeysShard
+from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import InvalidRecordError
+from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
+from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
+from beam_dp.noise import RandomSource
+from beam_dp.privacy_unit import PrivacyUnit
+
+__all__ = [
+    'KeyLayout',
+    'KeyedReleaseDriver',
+    'PublicShardState',
+]
+
+METRICS = ('count', 'sum', 'histogram')
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyLayout:
+    """Public keys laid out in shards: key i of the sorted key list goes to shard i % num_shards,
+    position i // num_shards."""
+    keys: Tuple[str, ...]
+    num_shards: int
+
+    def __post_init__(self):
+        owner = 'KeyLayout'
+        if not self.keys:
+            raise InvalidParamsError(f'{owner}: public_keys must not be empty.')
+        bad = [k for k in self.keys if not isinstance(k, str)]
+        if bad:
+            raise InvalidParamsError(f'{owner}: public keys must be strings, got {bad[0]!r}.')
+        if len(set(self.keys)) != len(self.keys):
+            raise InvalidParamsError(f'{owner}: public keys must be distinct.')
+        v.check_positive_int(owner, 'num_shards', self.num_shards)
+        if self.num_shards > len(self.keys):
+            raise InvalidParamsError(f'{owner}: num_shards must not exceed the number of keys '
+                                     f'({len(self.keys)}), got {self.num_shards}.')
+        object.__setattr__(self, '_index', {k: i for i, k in enumerate(self.keys)})
+
+    @classmethod
+    def of(cls, keys: Sequence[str], num_shards: Optional[int] = None,
+           keys_per_shard: int = 512) -> 'KeyLayout':
+        keys = tuple(sorted(keys)) if all(isinstance(k, str) for k in keys) else tuple(keys)
+        if num_shards is None:
+            num_shards = max(1, min(len(keys), math.ceil(len(keys) / keys_per_shard)))
+        return cls(keys, num_shards)
+
+    def locate(self, key) -> Optional[Tuple[int, int]]:
+        """(shard, position in the shard) of a public key, or None for any other key."""
+        i = self._index.get(key)
+        if i is None:
+            return None
+        return i % self.num_shards, i // self.num_shards
+
+    def shard_keys(self, shard: int) -> Tuple[str, ...]:
+        return self.keys[shard::self.num_shards]
+
+
+@dataclasses.dataclass(frozen=True)
+class PublicShardState:
+    """One public shard: the next step to release, its vector counter's state, the (already
+    pre-aggregated) contributions waiting for their step, and whether the input has ended.
+
+    One value holds everything so that a DoFn touches a single state cell per call: every state
+    cell written costs the SDK a deep-size measurement of the value for its state cache.
+    """
+    next_step: int
+    counter_state: object
+    pending_contributions: tuple = ()
+    input_ended: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyedReleaseDriver:
+    """A keyed continual release, validated once at pipeline construction.
+
+    Args:
+      metric: 'count', 'sum' or 'histogram'.
+      budget: the counters' ``PrivacyBudget`` (ε → discrete Laplace; ρ → discrete Gaussian;
+        ε with δ > 0 is spent as pure ε, δ unused).
+      privacy_unit: ``EventLevel()`` or ``UserLevel(...)``.
+      clock: the public step clock; a finite ``horizon_steps`` caps its last step.
+      layout: the public keys in shards (None with ``private_keys``).
+      private_keys: ``PrivateKeys`` when the keys are selected privately (then layout is None).
+      horizon_steps: T for the finite binary tree; None for the infinite counter.
+      estimator: 'variance_reduced' (default) or 'textbook'.
+      lower, upper: clamp bounds of a sum's per-record value.
+      grid_bits: sums are snapped to multiples of 2**-grid_bits before noise.
+      bins: histogram bin labels (public).
+
+    Raises:
+      InvalidParamsError: on a bad parameter, naming it.
+    """
+    metric: str
+    budget: PrivacyBudget
+    privacy_unit: PrivacyUnit
+    clock: StepClock
+    layout: Optional[KeyLayout] = None
+    private_keys: Optional[PrivateKeys] = None
+    horizon_steps: Optional[int] = None
+    estimator: str = 'variance_reduced'
+    lower: float = 0.0
+    upper: float = 1.0
+    grid_bits: int = 10
+    bins: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        owner = 'KeyedReleaseDriver'
+        if (self.layout is None) == (self.private_keys is None):
+            raise InvalidParamsError(f'{owner}: give exactly one of public keys (layout) or '
+                                     f'private_keys.')
+        if self.private_keys is not None and not isinstance(self.private_keys, PrivateKeys):
+            raise InvalidParamsError(f'{owner}: private_keys must be PrivateKeys(...), got '
+                                     f'{self.private_keys!r}.')
+        v.check_choice(owner, 'metric', self.metric, METRICS)
+        if not isinstance(self.budget, PrivacyBudget):
+            raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got {self.budget!r}.')
+        if not isinstance(self.privacy_unit, PrivacyUnit):
+            raise InvalidParamsError(f'{owner}: privacy_unit must be EventLevel() or UserLevel(...), '
+                                     f'got {self.privacy_unit!r}.')
+        if not isinstance(self.clock, StepClock):
+            raise InvalidParamsError(f'{owner}: clock must be a StepClock, got {self.clock!r}.')
+        v.check_optional_positive_int(owner, 'horizon_steps', self.horizon_steps)
+        v.check_choice(owner, 'estimator', self.estimator, ('variance_reduced', 'textbook'))
+        v.check_non_negative_int(owner, 'grid_bits', self.grid_bits)
+        if self.grid_bits > 30:
+            raise InvalidParamsError(f'{owner}: grid_bits must be at most 30, got {self.grid_bits}.')
+        if self.metric == 'sum':
+            v.check_bounds(owner, 'lower', self.lower, 'upper', self.upper)
+            if self.upper == self.lower == 0:
+                raise InvalidParamsError(f'{owner}: lower and upper must not both be 0.')
+        if self.metric == 'histogram':
+            if not self.bins or len(set(self.bins)) != len(self.bins):
+                raise InvalidParamsError(f'{owner}: bins must be a non-empty list of distinct labels, '
+                                         f'got {self.bins!r}.')
+        object.__setattr__(self, 'clock', self.clock.limited_to(self.horizon_steps))
+        object.__setattr__(self, '_bin_index', {b: i for i, b in enumerate(self.bins)})
+        # Build once: this validates the counter parameters at construction too.
+        self.counter(1)
+
+    # -- records ----------------------------------------------------------------------------------
+
+    def extract(self, key, micros: int, record, value_fn) -> Tuple[object, int, int, object, int]:
+        """One record → ``(key id, step, shard, slot, units)``.
+
+        The key id is what ``BoundContributions`` bounds per unit (the flat key index of a public
+        key, the key itself for private keys); slot is the flat position key × bins + bin in the
+        shard (public keys) or the bin index (private keys); units is the record's value in grid
+        units (1 for counts and histograms). ``value_fn(record)`` is called only for sums and
+        histograms, after the key and the step are checked.
+
+        Raises:
+          InvalidRecordError: with the dead-letter reason.
+        """
+        if self.private_keys is not None:
+            if not isinstance(key, str):
+                raise InvalidRecordError(f'key must be a string, got {key!r}')
+            shard, position = self.private_keys.shard_of(key), None
+        else:
+            location = self.layout.locate(key)
+            if location is None:
+                raise InvalidRecordError(f'key {key!r} is not in the public key set')
+            shard, position = location
+        step = self.clock.checked_step(micros)
+        bin_index, units = 0, 1
+        if self.metric == 'sum':
+            try:
+                units = self.to_units(value_fn(record))
+            except Exception as e:  # pylint: disable=broad-except
+                raise InvalidRecordError(f'value is not a number: {e!r}') from e
+        elif self.metric == 'histogram':
+            try:
+                bin_index = self._bin_index[value_fn(record)]
+            except Exception as e:  # pylint: disable=broad-except
+                raise InvalidRecordError(f'bin is not one of the public bins: {e!r}') from e
+        if position is None:
+            return key, step, shard, bin_index, units
+        key_index = position * self.layout.num_shards + shard
+        return key_index, step, shard, position * self.bins_per_key + bin_index, units
+
+    @property
+    def bins_per_key(self) -> int:
+        return len(self.bins) if self.metric == 'histogram' else 1
+
+    @property
+    def value_bound_units(self) -> int:
+        """The largest |value| of one record, in grid units (1 for counts and histograms)."""
+        if self.metric != 'sum':
+            return 1
+        return math.ceil(max(abs(self.lower), abs(self.upper)) * (1 << self.grid_bits))
+
+    def to_units(self, value) -> int:
+        """Clamps a sum's value to [lower, upper] and snaps it to the 2**-grid_bits grid.
+
+        Raises:
+          ValueError: for a non-numeric or NaN value (the transform dead-letters the record).
+        """
+        x = float(value)
+        if math.isnan(x):
+            raise ValueError('value is NaN')
+        x = min(max(x, self.lower), self.upper)
+        units = round(x * (1 << self.grid_bits))
+        bound = self.value_bound_units
+        return int(min(max(units, -bound), bound))
+
+    def from_units(self, estimate: np.ndarray) -> np.ndarray:
+        if self.metric != 'sum':
+            return np.asarray(estimate, dtype=np.float64)
+        return np.asarray(estimate, dtype=np.float64) / (1 << self.grid_bits)
+
+    # -- mechanism and costs ----------------------------------------------------------------------
+
+    def sensitivity(self) -> Tuple[float, float]:
+        return self.privacy_unit.sensitivity(self.value_bound_units)
+
+    def counter(self, keys_in_shard: int):
+        """The vector counter of a shard with this many keys (dimension keys × bins)."""
+        l1, l2 = self.sensitivity()
+        noise = {'rho': self.budget.rho} if self.budget.is_zcdp else {'epsilon': self.budget.epsilon}
+        common = dict(l1_sensitivity=l1, l2_sensitivity=l2,
+                      dimension=keys_in_shard * self.bins_per_key, estimator=self.estimator,
+                      **noise)
+        if self.horizon_steps is not None:
+            return BinaryTreeCounter(horizon=self.horizon_steps, **common)
+        return InfiniteTreeCounter(**common)
+
+    def release_cost(self) -> PrivacyCost:
+        """The cost of the released values (the counters)."""
+        return self.counter(1).privacy_cost()
+
+    def privacy_costs(self, label: str) -> List[Tuple[str, PrivacyCost]]:
+        """Every cost of the transform called ``label``, as (ledger label, cost): the private key
+        selection first (sequential composition), then the release."""
+        release = [(label, self.release_cost())]
+        if self.private_keys is None:
+            return release
+        return [(f'{label}/SelectKeys', self.private_keys.privacy_cost())] + release
+
+    def privacy_cost(self) -> PrivacyCost:
+        """Total: selection (if private keys) + release, by sequential composition."""
+        total = PrivacyCost()
+        for _, cost in self.privacy_costs(''):
+            total = total + cost
+        return total
+
+    @property
+    def mechanism_name(self) -> str:
+        base = 'binary_tree' if self.horizon_steps is not None else 'infinite_tree'
+        noise = 'discrete_gaussian' if self.budget.is_zcdp else 'discrete_laplace'
+        return f'{base}/{self.estimator}/{noise}'
+
+    def counter_noise_stddev(self, counter_steps: int) -> float:
+        """Public: the noise sd (per bin, in value units) of a counter's release after it took
+        this many steps."""
+        sd = math.sqrt(self.counter(1).release_variance(counter_steps))
+        return sd / (1 << self.grid_bits) if self.metric == 'sum' else sd
+
+    def noise_stddev(self, step: int) -> float:
+        """Public: the noise sd of a public key's release of ``step`` (per bin, value units)."""
+        return self.counter_noise_stddev(step + 1)
+
+    def release_metadata(self) -> Dict[str, object]:
+        """The privacy fields of every ``Release`` of this transform (public)."""
+        if self.private_keys is None:
+            return dict(metric=self.metric, mechanism=self.mechanism_name,
+                        epsilon=float(self.budget.epsilon or 0.0),
+                        delta=float(self.budget.delta), rho=float(self.budget.rho or 0.0),
+                        privacy_unit=self.privacy_unit.describe())
+        selection = self.private_keys.budget
+        epsilon = selection.epsilon if self.budget.is_zcdp else self.privacy_cost().epsilon
+        return dict(metric=self.metric, mechanism=f'{self.mechanism_name}+continual_key_selection',
+                    epsilon=float(epsilon), delta=float(selection.delta),
+                    rho=float(self.budget.rho or 0.0), privacy_unit=self.privacy_unit.describe())
+
+    def describe(self) -> Dict[str, object]:
+        """Data-independent facts for display data."""
+        return {
+            'metric': self.metric,
+            'mechanism': self.mechanism_name,
+            'budget': str(self.budget),
+            'privacy_unit': self.privacy_unit.describe(),
+            'num_keys': len(self.layout.keys) if self.layout is not None else 'private',
+            'num_shards': self.num_shards,
+            **self.clock.describe(),
+            'horizon_steps': self.horizon_steps if self.horizon_steps is not None else 'unbounded',
+        }
+
+    @property
+    def num_shards(self) -> int:
+        if self.layout is not None:
+            return self.layout.num_shards
+        return self.private_keys.num_shards
+
+    # -- public shards ----------------------------------------------------------------------------
+
+    def init_shard(self, shard: int) -> PublicShardState:
+        keys = len(self.layout.shard_keys(shard))
+        return PublicShardState(0, self.counter(keys).init_state())
+
+    def late_contributions(self, shard: int, positions, values) -> Iterator[Tuple[str, int]]:
+        """(key, units) of a pre-aggregated contribution that came after its step's release
+        (for the dead letter: the records themselves are gone)."""
+        keys = self.layout.shard_keys(shard)
+        bins = self.bins_per_key
+        for flat, value in zip(np.asarray(positions).tolist(), np.asarray(values).tolist()):
+            yield keys[flat // bins], value
+
+    def release_public_step(self, shard: int, state: PublicShardState, rng: RandomSource
+                            ) -> Tuple[List[Tuple[str, list, float]], PublicShardState]:
+        """Releases step ``state.next_step`` of a public shard from its pending contributions
+        of that step (pre-aggregated ``(step, positions, values)``; the others stay pending).
+
+        Returns:
+          ([(key, per-bin estimates in value units, noise sd)] for every key of the shard, the
+          new state).
+        """
+        step = state.next_step
+        due, rest = [], []
+        for item in state.pending_contributions:
+            (due if item[0] == step else rest).append(item)
+        released, new_state = self.release_step(shard, state, [(p[1], p[2]) for p in due], rng)
+        stddev = self.noise_stddev(step)
+        rows = [(key, row, stddev)
+                for key, row in zip(self.layout.shard_keys(shard), released.tolist())]
+        return rows, dataclasses.replace(new_state, pending_contributions=tuple(rest))
+
+    def release_step(self, shard: int, state: PublicShardState,
+                     contributions: Sequence[Tuple[np.ndarray, np.ndarray]],
+                     rng: RandomSource) -> Tuple[np.ndarray, PublicShardState]:
+        """Advances a public shard's counter by one step.
+
+        Args:
+          contributions: (flat positions, integer values) pairs for this step, already bounded;
+            flat position = key position × bins + bin.
+        Returns:
+          (estimates of shape (keys_in_shard, bins) in value units, new state without pending
+          contributions).
+        """
+        keys = len(self.layout.shard_keys(shard))
+        vector = np.zeros(keys * self.bins_per_key, dtype=np.int64)
+        for positions, values in contributions:
+            np.add.at(vector, np.asarray(positions, dtype=np.int64),
+                      np.asarray(values, dtype=np.int64))
+        estimate, counter_state = self.counter(keys).step(state.counter_state, vector, rng)
+        released = self.from_units(estimate).reshape(keys, self.bins_per_key)
+        return released, PublicShardState(state.next_step + 1, counter_state)
+
+    # -- private-keys shards ----------------------------------------------------------------------
+
+    @property
+    def private_shard(self) -> PrivateKeysShard:
+        """The private-keys shard state machine of this release."""
+        return PrivateKeysShard(self.private_keys.selection(self.privacy_unit.max_keys),
+                                self.counter(1), self.bins_per_key, self.from_units,
+                                self.counter_noise_stddev)
+

@@ -1,0 +1,191 @@
+"""Private keys (DESIGN rule 2) for the keyed continual transforms: the ``PrivateKeys`` option and
+the state machine of one private-keys shard.
+
+When the key universe is not public, keys are hashed into shards (SHA-256, stable across
+workers) and each shard keeps two dicts: *candidate* keys (their ``ContinualKeySelection`` state
+and exact running totals, both private) and *selected* keys (one counter per key, started at the
+selection step). A candidate's selection is advanced on EVERY step from its first contribution
+(a data-independent schedule), also on steps without data for it. At the selection step s* the
+key's counter takes one step whose value is the key's exact total so far (one unit still moves
+the counter's input stream by at most its bounded contribution, so the counter's sensitivity is
+unchanged), and releases continue every step after. Nothing before s* is ever released (no
+back-fill). Cost: the selection's (ε_s, δ) plus the counter's budget (sequential composition).
+"""
+
+import dataclasses
+import functools
+import hashlib
+from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+from beam_dp import _validation as v
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import PrivacyCost
+from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.key_selection import ContinualKeySelection
+from beam_dp.mechanisms.key_selection import KeySelectionState
+from beam_dp.noise import RandomSource
+
+__all__ = [
+    'PrivateKeys',
+    'PrivateKeysShard',
+    'PrivateKeysShardState',
+    'stable_shard',
+]
+
+# key → (per-bin integer totals of one step, new distinct units in that step)
+StepContributions = Mapping[str, Tuple[Sequence[int], int]]
+
+
+def stable_shard(key: str, num_shards: int) -> int:
+    """The shard of a private key: SHA-256 of its UTF-8 bytes mod num_shards (Python's ``hash``
+    is salted per process, so it would send one key to different shards on different workers)."""
+    digest = hashlib.sha256(key.encode('utf-8')).digest()
+    return int.from_bytes(digest[:8], 'little') % num_shards
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivateKeys:
+    """Private continual key selection: the ``keys=`` option of the continual transforms.
+
+    A key is released only once ``ContinualKeySelection`` (an SVT per key on its distinct-unit
+    count, thresholds on the global step clock with a Basel series of failure probabilities)
+    selects it. A key contributed to by a single privacy unit is ever selected with probability
+    ≤ δ over the unbounded horizon; a selected key stays selected; steps before its selection
+    are never released. Guarantee of the selection: (ε, δ)-DP for a unit contributing to at
+    most ``max_keys_per_unit`` keys (1 at event level), composed sequentially with the release
+    budget of the transform.
+
+    Args:
+      budget: the selection budget, ``PrivacyBudget(epsilon=ε, delta=δ)`` with ε > 0, 0 < δ < 1.
+      num_shards: how many stateful shards the (unknown) keys are hashed into (step transforms).
+
+    Raises:
+      InvalidParamsError: on a bad parameter.
+    """
+    budget: PrivacyBudget
+    num_shards: int = 8
+
+    def __post_init__(self):
+        owner = 'PrivateKeys'
+        if not isinstance(self.budget, PrivacyBudget):
+            raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got '
+                                     f'{self.budget!r}.')
+        if self.budget.is_zcdp or not self.budget.delta > 0:
+            raise InvalidParamsError(f'{owner}: budget must have epsilon > 0 and delta > 0 '
+                                     f'(selection is (epsilon, delta)-DP), got {self.budget}.')
+        v.check_positive_int(owner, 'num_shards', self.num_shards)
+
+    def selection(self, max_keys_per_unit: int = 1) -> ContinualKeySelection:
+        return _selection(self.budget.epsilon, self.budget.delta, max_keys_per_unit)
+
+    def privacy_cost(self) -> PrivacyCost:
+        return self.budget.as_cost()
+
+    def shard_of(self, key: str) -> int:
+        return stable_shard(key, self.num_shards)
+
+
+@functools.lru_cache(maxsize=64)
+def _selection(epsilon: float, delta: float, k: int) -> '_MemoisedThresholds':
+    return _MemoisedThresholds(epsilon, delta, k)
+
+
+@dataclasses.dataclass(frozen=True)
+class _MemoisedThresholds(ContinualKeySelection):
+    """``ContinualKeySelection`` with its public thresholds memoised (same decisions)."""
+
+    @functools.lru_cache(maxsize=1 << 16)
+    def threshold(self, step: int) -> int:
+        return super().threshold(step)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivateKeysShardState:
+    """One private-keys shard. ``candidates``: key → (selection state, exact running totals per
+    bin, private); ``selected``: key → (selection step, counter state). Both only grow."""
+    next_step: int
+    candidates: Dict[str, Tuple[KeySelectionState, Tuple[int, ...]]]
+    selected: Dict[str, Tuple[int, object]]
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivateKeysShard:
+    """The state machine of one private-keys shard.
+
+    Args:
+      selection: the per-key continual selection (its 1-based step clock is ``step + 1``).
+      counter: the per-key counter (dimension = bins).
+      bins: bins per key (1 for counts and sums).
+      from_units: grid units → value units.
+      noise_stddev: public noise sd of a key's release after its counter took n steps.
+    """
+    selection: ContinualKeySelection
+    counter: object
+    bins: int
+    from_units: Callable[[np.ndarray], np.ndarray]
+    noise_stddev: Callable[[int], float]
+
+    @staticmethod
+    def init_state() -> PrivateKeysShardState:
+        return PrivateKeysShardState(0, {}, {})
+
+    @staticmethod
+    def merge(payloads: Iterable[StepContributions]) -> Dict[str, Tuple[Tuple[int, ...], int]]:
+        """Sums several pre-aggregated contributions of one step, per key."""
+        merged = {}
+        for per_key in payloads:
+            for key, (values, new_units) in per_key.items():
+                old = merged.get(key)
+                merged[key] = (values, new_units) if old is None else (
+                    tuple(a + b for a, b in zip(old[0], values)), old[1] + new_units)
+        return merged
+
+    def release_step(self, state: PrivateKeysShardState, contributions: StepContributions,
+                     rng: RandomSource) -> Tuple[List[Tuple[str, List[float], float]],
+                                                 PrivateKeysShardState]:
+        """Releases step ``state.next_step`` of a private-keys shard.
+
+        Args:
+          contributions: key → (per-bin integer totals of this step, new distinct units this
+            step), already bounded.
+          rng: the transform's source; selection draws from ``rng.derive('select', key)`` and a
+            key's counter from ``rng.derive('release', key, step)``, so the noise does not
+            depend on sharding, bundling or the order of keys.
+        Returns:
+          ([(key, per-bin estimates in value units, noise sd)] for every selected key in sorted
+          order, new state).
+        """
+        step = state.next_step
+        global_step = step + 1                          # the selection's 1-based step clock
+        bins = self.bins
+        candidates = dict(state.candidates)
+        selected = dict(state.selected)
+        for key in contributions:
+            if key not in candidates and key not in selected:
+                candidates[key] = (self.selection.init_state(global_step), (0,) * bins)
+        out = []
+        for key in sorted(set(candidates) | set(selected)):
+            values, new_units = contributions.get(key, ((0,) * bins, 0))
+            values = tuple(int(x) for x in values)
+            if key in candidates:
+                sel_state, totals = candidates[key]
+                chosen, sel_state = self.selection.advance(sel_state, global_step, int(new_units),
+                                                           rng.derive('select', key))
+                totals = tuple(a + b for a, b in zip(totals, values))
+                if not chosen:
+                    candidates[key] = (sel_state, totals)
+                    continue
+                del candidates[key]
+                # First counter step: everything so far, released for the first time now.
+                start, counter_state, values = step, self.counter.init_state(), totals
+            else:
+                start, counter_state = selected[key]
+            estimate, counter_state = self.counter.step(counter_state,
+                                                        np.asarray(values, np.int64),
+                                                        rng.derive('release', key, step))
+            selected[key] = (start, counter_state)
+            row = self.from_units(estimate).reshape(bins).tolist()
+            out.append((key, row, self.noise_stddev(step - start + 1)))
+        return out, PrivateKeysShardState(step + 1, candidates, selected)
