@@ -8,9 +8,11 @@ use ``seeded(seed)``. Library code never touches ``random`` or ``np.random`` dir
 ``derive(*labels)`` returns an independent sub-stream. For a seeded source the sub-stream is a
 pure function of (seed, labels), so the same key and step draw the same noise on every runner and
 in every bundle order (this is what makes DirectRunner, Flink and Prism release-for-release
-identical under a seed, and what makes a retried bundle reproduce its noise). For the secure
-source every derived stream is fresh OS randomness: retries draw new noise, which is safe because
-values that later releases depend on are drawn once and held in Beam state.
+identical under a seed). For the secure source every derived stream is fresh OS randomness:
+retries draw new noise, which is safe for values that later releases depend on (drawn once and
+held in Beam state). The production source with replay-identical noise is ``keyed.KeyedRandom``
+(a PRF of a secret key and the address). Transforms pick their source with
+``sources.noise_source``, which refuses a seed unless a test opted in (``noise.testing``).
 """
 
 import abc
@@ -34,8 +36,8 @@ _MASK64 = (1 << 64) - 1
 class RandomSource(abc.ABC):
     """Uniform 64-bit words; the only primitive the samplers need."""
 
-    #: True only for the CSPRNG-backed source. Pipelines refuse seeded sources unless a test
-    #: explicitly opts in, so a seed can never reach production by accident.
+    #: True for the unpredictable sources (OS CSPRNG, secret-keyed PRF). Pipelines refuse seeded
+    #: sources unless a test explicitly opts in (``noise.testing``, ``noise.sources``).
     is_secure: bool = False
 
     @abc.abstractmethod

@@ -1,0 +1,82 @@
+"""Which source a transform gets: seeds only inside the testing opt-in, keys by reference."""
+
+import pytest
+
+from beam_dp import noise
+from beam_dp.errors import InvalidParamsError
+from beam_dp.noise import testing
+from beam_dp.noise.keyed import KeyedRandom
+from beam_dp.noise.rng import SecureRandom
+from beam_dp.noise.rng import SeededRandom
+
+
+@pytest.fixture
+def no_opt_in(monkeypatch):
+    """As in production: whatever the test session opted into, nothing is allowed here."""
+    monkeypatch.setattr(testing, '_depth', 0)
+
+
+def test_seed_refused_without_opt_in_with_instructions(no_opt_in):
+    with pytest.raises(InvalidParamsError) as info:
+        noise.noise_source('ContinualCountPerKey', testing_seed=7)
+    message = str(info.value)
+    for part in ('ContinualCountPerKey', 'allow_seeded_noise()', 'noise_key=', 'env:VAR'):
+        assert part in message
+
+
+def test_opt_in_is_scoped(no_opt_in):
+    with testing.allow_seeded_noise():
+        with testing.allow_seeded_noise():
+            assert isinstance(noise.noise_source('T', testing_seed=3), SeededRandom)
+        assert noise.noise_source('T', testing_seed=3).uint64(2).tolist() == (
+            noise.seeded(3).uint64(2).tolist())
+    assert not testing.seeded_noise_allowed()
+    with pytest.raises(InvalidParamsError, match='refusing testing_seed'):
+        noise.noise_source('T', testing_seed=3)
+    testing.enable_seeded_noise_for_tests()
+    try:
+        assert isinstance(noise.noise_source('T', testing_seed=3), SeededRandom)
+    finally:
+        testing.disable_seeded_noise_for_tests()
+    assert not testing.seeded_noise_allowed()
+
+
+def test_key_secure_and_bad_arguments(no_opt_in):
+    assert isinstance(noise.noise_source('T'), SecureRandom)
+    keyed = noise.noise_source('T', noise_key='env:SOME_VAR')
+    assert isinstance(keyed, KeyedRandom) and keyed.is_secure
+    with pytest.raises(InvalidParamsError, match='T: noise_key'):
+        noise.noise_source('T', noise_key='0123456789abcdef0123456789abcdef')
+    with pytest.raises(InvalidParamsError, match='at most one'):
+        noise.noise_source('T', noise_key='env:X', testing_seed=1)
+    for bad in (True, 1.5, '3'):
+        with pytest.raises(InvalidParamsError, match='testing_seed must be an int'):
+            noise.noise_source('T', testing_seed=bad)
+
+
+@pytest.mark.parametrize('runner,options', [
+    (None, None), ('DirectRunner', None), ('BundleBasedDirectRunner', {}),
+    ('PrismRunner', {}), (None, {'runner': 'FnApiRunner'}),
+    ('FlinkRunner', {'flink_master': '[local]'}), ('FlinkRunner', {'flink_master': 'localhost:8081'}),
+])
+def test_seed_allowed_on_local_runners(runner, options):
+    noise.check_runner('T', noise.seeded(1), runner, options)
+
+
+@pytest.mark.parametrize('runner,options', [
+    ('DataflowRunner', {}), (None, {'runner': 'TestDataflowRunner'}),
+    ('FlinkRunner', {'flink_master': 'flink-jm.prod:8081'}), ('SomeNewRunner', {}),
+])
+def test_seed_refused_on_production_runners(runner, options):
+    with pytest.raises(InvalidParamsError, match='cannot run on'):
+        noise.check_runner('T', noise.seeded(1), runner, options)
+    noise.check_runner('T', noise.secure_rng(), runner, options)
+    noise.check_runner('T', KeyedRandom('env:X'), runner, options)
+
+
+def test_runner_objects_are_recognised():
+    class DataflowRunner:  # the shell passes pipeline.runner
+        pass
+
+    with pytest.raises(InvalidParamsError, match='DataflowRunner'):
+        noise.check_runner('T', noise.seeded(1), DataflowRunner())
