@@ -1,5 +1,6 @@
 """The only source of randomness in beam_dp: random sources and exact discrete samplers."""
 
+from beam_dp.noise.keyed import KeyedRandom
 from beam_dp.noise.pmf import discrete_gaussian_pmf
 from beam_dp.noise.pmf import discrete_gaussian_variance
 from beam_dp.noise.pmf import discrete_laplace_pmf
@@ -14,19 +15,26 @@ from beam_dp.noise.samplers import bernoulli_exp
 from beam_dp.noise.samplers import discrete_gaussian
 from beam_dp.noise.samplers import discrete_laplace
 from beam_dp.noise.samplers import uniform_below
+from beam_dp.noise.secret_key import NoiseKeyRef
+from beam_dp.noise.sources import check_runner
+from beam_dp.noise.sources import noise_source
 
 __all__ = [
+    'KeyedRandom',
+    'NoiseKeyRef',
     'RandomSource',
     'SecureRandom',
     'SeededRandom',
     'as_rational_up',
     'bernoulli_exp',
+    'check_runner',
     'discrete_gaussian',
     'discrete_gaussian_pmf',
     'discrete_gaussian_variance',
     'discrete_laplace',
     'discrete_laplace_pmf',
     'discrete_laplace_variance',
+    'noise_source',
     'secure_rng',
     'seeded',
     'uniform_below',
