@@ -7,6 +7,7 @@ The public surface, one import per line. Layers (DESIGN.md): ``noise`` (the only
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
+from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import BudgetExceededError
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
@@ -15,7 +16,6 @@ from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
-from beam_dp.mechanisms.keyed_release import PrivateKeys
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery

@@ -8,6 +8,7 @@ import pytest
 MODULES = [
     'beam_dp',
     'beam_dp.accounting',
+    'beam_dp.drivers',
     'beam_dp.errors',
     'beam_dp.io',
     'beam_dp.mechanisms',
@@ -35,11 +36,11 @@ def test_params_are_frozen_dataclasses():
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
 
 
-def test_mechanism_modules_do_not_import_beam():
-    """The DP math never imports Beam (DESIGN.md)."""
+def test_mechanism_and_driver_modules_do_not_import_beam():
+    """The DP math and the drivers never import Beam (DESIGN.md)."""
     import pathlib
     root = pathlib.Path(__file__).resolve().parents[1] / 'beam_dp'
-    for folder in ('noise', 'accounting', 'mechanisms', 'queries'):
+    for folder in ('noise', 'accounting', 'drivers', 'mechanisms', 'queries'):
         for path in (root / folder).glob('*.py'):
             text = path.read_text()
             assert 'import apache_beam' not in text and 'from apache_beam' not in text, path

@@ -170,6 +170,20 @@ class BudgetAccountant:
                 f'{self._budget} is already spent by {[e.label for e in self._ledger]}.')
         self._ledger.append(LedgerEntry(label, cost))
 
+    def check(self, costs: Sequence[Tuple[str, PrivacyCost]]) -> None:
+        """Raises ``BudgetExceededError`` unless all ``(label, cost)`` pairs fit together on top
+        of the ledger; records nothing (a transform calls it at construction)."""
+        scratch = BudgetAccountant(self._budget)
+        scratch._ledger = list(self._ledger)  # pylint: disable=protected-access
+        for label, cost in costs:
+            scratch.spend(label, cost)
+
+    def spend_all(self, costs: Sequence[Tuple[str, PrivacyCost]]) -> None:
+        """Records all ``(label, cost)`` pairs, or none of them if they do not fit together."""
+        self.check(costs)
+        for label, cost in costs:
+            self.spend(label, cost)
+
     def spend_parallel(self, label: str, costs: Sequence[PrivacyCost]) -> None:
         """Spends the parallel composition of ``costs`` (parts disjoint and fixed in advance)."""
         self.spend(label, compose_parallel(costs))

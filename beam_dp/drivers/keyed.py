@@ -326,6 +326,15 @@ class KeyedReleaseDriver:
         keys = len(self.layout.shard_keys(shard))
         return PublicShardState(0, self.counter(keys).init_state())
 
+    def add_pending(self, state: PublicShardState, contribution: Tuple[int, np.ndarray, np.ndarray]
+                    ) -> Optional[PublicShardState]:
+        """Keeps a pre-aggregated ``(step, positions, values)`` until its step is released;
+        None if that step was already released (the contribution is late)."""
+        if contribution[0] < state.next_step:
+            return None
+        return dataclasses.replace(
+            state, pending_contributions=state.pending_contributions + (contribution,))
+
     def late_contributions(self, shard: int, positions, values) -> Iterator[Tuple[str, int]]:
         """(key, units) of a pre-aggregated contribution that came after its step's release
         (for the dead letter: the records themselves are gone)."""

@@ -35,8 +35,6 @@ from beam_dp.mechanisms.key_selection import GaussianThresholdSelection
 from beam_dp.mechanisms.key_selection import KeySelectionState
 from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
 from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
-from beam_dp.mechanisms.keyed_release import KeyLayout
-from beam_dp.mechanisms.keyed_release import KeyedReleaseSpec
 from beam_dp.mechanisms.pmw import PMWAnswer
 from beam_dp.mechanisms.pmw import PMWState
 from beam_dp.mechanisms.pmw import PrivateMultiplicativeWeights
@@ -72,9 +70,7 @@ __all__ = [
     'InfiniteTreeCounter',
     'InfiniteTreeState',
     'InteractiveMechanism',
-    'KeyLayout',
     'KeySelectionState',
-    'KeyedReleaseSpec',
     'LaplaceQueryVector',
     'LaplaceThresholdSelection',
     'NodeMechanism',

@@ -1,6 +1,5 @@
 """Beam PTransforms of beam_dp (thin: state, timers and wiring around pure mechanisms)."""
 
-from beam_dp.transforms._common import ContinualOutputs
 from beam_dp.transforms._growing import GrowingDatabaseOutputs
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
@@ -13,6 +12,7 @@ from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.select_keys import KeySelectionOutputs
 from beam_dp.transforms.select_keys import SelectKeys
+from beam_dp.transforms.shell import ContinualOutputs
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
 

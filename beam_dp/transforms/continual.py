@@ -10,59 +10,53 @@ Wiring (every label is part of the Dataflow update contract):
                              so the stateful DoFn sees one small vector per shard, step and bundle
     + 'ShardSeeds'           one element per shard at ``start``: every shard gets a timer even if
                              no record ever reaches it, so idle keys and empty steps are released
-    | 'ReleaseNoisyValues'   stateful DoFn keyed by shard: pending contributions in a Bag, the
-                             counter state in one ReadModifyWrite cell, one watermark timer per
-                             step boundary; releases every key of the shard for every step
+    | 'ReleaseNoisyValues'   stateful DoFn keyed by shard: the shard's ``PublicShardState`` in one
+                             ReadModifyWrite cell, one watermark timer per step boundary;
+                             releases every key of the shard for every step
 
-With ``keys=PrivateKeys(...)`` the key universe is unknown: 'ExtractAndValidate' hashes each key
-to a shard, 'MarkNewUnits' (user-level only, keyed by (unit, key)) flags a unit's first record
-for a key, 'PreAggregate' sums per (shard, step, key), and 'ReleaseNoisyValues' holds the shard's
-candidate keys (selection state) and selected keys (their counters) in one dict-valued cell;
-every candidate's selection is advanced on every step, with or without data for it.
+With ``keys=PrivateKeys(...)`` the key universe is unknown (``continual_private_keys``): keys are
+hashed to shards and each shard holds its candidate and selected keys.
 
 The release of step s happens when the watermark passes end(s) + allowed_lateness: a public,
 data-independent schedule. Contributions for a step that is already released are late: they go
 to the dead-letter output (aggregated per key: the pre-aggregation no longer has the records).
+All privacy arithmetic is in ``beam_dp.drivers.keyed``; the shared work in ``shell``.
 """
 
 import collections
 import dataclasses
 import operator
-import typing
 from typing import Any, Callable, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.coders import BooleanCoder
 from apache_beam.coders import PickleCoder
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.transforms.userstate import TimerSpec
 from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.keyed import KeyLayout
+from beam_dp.drivers.keyed import KeyedReleaseDriver
+from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import InvalidParamsError
-from beam_dp.io.records import DeadLetter
+from beam_dp.errors import InvalidRecordError
 from beam_dp.io.records import Release
-from beam_dp.mechanisms.keyed_release import KeyLayout
-from beam_dp.mechanisms.keyed_release import KeyedReleaseSpec
-from beam_dp.mechanisms.keyed_release import PrivateKeys
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.privacy_unit import UserLevel
-from beam_dp.transforms._common import DEAD_LETTER
-from beam_dp.transforms._common import ContinualOutputs
-from beam_dp.transforms._common import dead_letter
-from beam_dp.transforms._common import to_micros
+from beam_dp.transforms import shell
+from beam_dp.transforms.continual_private_keys import release_private_keys
 from beam_dp.transforms.contribution_bounding import BoundContributions
+from beam_dp.transforms.shell import DEAD_LETTER
+from beam_dp.transforms.shell import ContinualOutputs
 
 __all__ = [
     'ContinualCountPerKey',
@@ -76,86 +70,34 @@ _SECOND = operator.itemgetter(1)
 
 
 class _ExtractFn(beam.DoFn):
-    """record → (unit, (flat key index, step, (shard, flat position, units))) or a dead letter."""
+    """record → (unit, (key id, step, (shard, slot, units))) or a dead letter; with private
+    keys (unit, (key, step, (shard, key, bin, units, unit))) — the unit rides along for
+    'MarkNewUnits'."""
 
-    def __init__(self, spec: KeyedReleaseSpec, label: str, key_fn, value_fn, unit_fn):
-        self._spec = spec
+    def __init__(self, driver: KeyedReleaseDriver, label: str, key_fn, value_fn, unit_fn):
+        self._driver = driver
         self._label = label
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = unit_fn
 
     def setup(self):
-        self._bin_index = {b: i for i, b in enumerate(self._spec.bins)}
-        self._last_step = self._spec.last_step
+        self._private = self._driver.private_keys is not None
 
     def process(self, record, timestamp=beam.DoFn.TimestampParam):
-        spec = self._spec
         micros = timestamp.micros
         try:
-            key = self._key_fn(record)
-        except Exception as e:  # pylint: disable=broad-except
-            yield dead_letter(self._label, 'ExtractAndValidate', f'key_fn raised {e!r}', record,
-                              micros)
+            key = shell.extract_key(self._key_fn, record)
+            key_id, step, shard, slot, units = self._driver.extract(key, micros, record,
+                                                                    self._value_fn)
+            unit = shell.extract_unit(self._unit_fn, record)
+        except InvalidRecordError as e:
+            yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
             return
-        if spec.private_keys is not None:
-            if not isinstance(key, str):
-                yield dead_letter(self._label, 'ExtractAndValidate',
-                                  f'key must be a string, got {key!r}', record, micros)
-                return
-            location = (spec.private_keys.shard_of(key), None)
+        if self._private:
+            yield unit, (key_id, step, (shard, key_id, slot, units, unit))
         else:
-            location = spec.layout.locate(key)
-        if location is None:
-            yield dead_letter(self._label, 'ExtractAndValidate',
-                              f'key {key!r} is not in the public key set', record, micros)
-            return
-        step = spec.step_of(micros)
-        if step < 0:
-            yield dead_letter(self._label, 'ExtractAndValidate',
-                              'event time is before the release start', record, micros)
-            return
-        if self._last_step is not None and step > self._last_step:
-            yield dead_letter(self._label, 'ExtractAndValidate',
-                              f'event time is after the last released step {self._last_step}',
-                              record, micros)
-            return
-        shard, position = location
-        bin_index, units = 0, 1
-        if spec.metric == 'sum':
-            try:
-                units = spec.to_units(self._value_fn(record))
-            except Exception as e:  # pylint: disable=broad-except
-                yield dead_letter(self._label, 'ExtractAndValidate',
-                                  f'value is not a number: {e!r}', record, micros)
-                return
-        elif spec.metric == 'histogram':
-            try:
-                label = self._value_fn(record)
-                bin_index = self._bin_index[label]
-            except Exception as e:  # pylint: disable=broad-except
-                yield dead_letter(self._label, 'ExtractAndValidate',
-                                  f'bin is not one of the public bins: {e!r}', record, micros)
-                return
-        unit = None
-        if self._unit_fn is not None:
-            try:
-                unit = self._unit_fn(record)
-            except Exception as e:  # pylint: disable=broad-except
-                yield dead_letter(self._label, 'ExtractAndValidate', f'unit_fn raised {e!r}',
-                                  record, micros)
-                return
-            if unit is None:
-                yield dead_letter(self._label, 'ExtractAndValidate', 'privacy unit id is None',
-                                  record, micros)
-                return
-        if spec.private_keys is not None:
-            # (shard, key, bin, units, unit): the unit rides along for 'MarkNewUnits'.
-            yield unit, (key, step, (shard, key, bin_index, units, unit))
-            return
-        flat = position * spec.bins_per_key + bin_index
-        key_index = position * spec.layout.num_shards + shard
-        yield unit, (key_index, step, (shard, flat, units))
+            yield unit, (key_id, step, (shard, slot, units))
 
 
 class _PreAggregateFn(beam.DoFn):
@@ -165,8 +107,8 @@ class _PreAggregateFn(beam.DoFn):
     sums, so it cannot be late where its inputs were not.
     """
 
-    def __init__(self, spec: KeyedReleaseSpec):
-        self._spec = spec
+    def __init__(self, driver: KeyedReleaseDriver):
+        self._clock = driver.clock
 
     def start_bundle(self):
         self._sums = collections.defaultdict(lambda: collections.defaultdict(int))
@@ -179,32 +121,29 @@ class _PreAggregateFn(beam.DoFn):
         for (shard, step), sums in self._sums.items():
             positions = np.fromiter(sums.keys(), dtype=np.int64, count=len(sums))
             values = np.fromiter(sums.values(), dtype=np.int64, count=len(sums))
-            end = self._spec.step_bounds(step)[1]
             yield WindowedValue((shard, (step, positions, values)),
-                                Timestamp(micros=end - 1), [GlobalWindow()])
+                                Timestamp(micros=self._clock.step_end(step) - 1),
+                                [GlobalWindow()])
         self._sums.clear()
 
 
 class _ReleaseFn(beam.DoFn):
-    """Keyed by shard: holds the shard's ``ShardState`` (counter state, pending contributions,
-    end-of-input flag) in ONE state cell, and the release timer."""
+    """Keyed by shard: holds the shard's ``PublicShardState`` (counter state, pending
+    contributions, end of input) in ONE state cell, and the release timer."""
 
     SHARD_STATE = ReadModifyWriteStateSpec('shard_state', PickleCoder())
     RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
-    def __init__(self, spec: KeyedReleaseSpec, label: str, rng: noise.RandomSource):
-        self._spec = spec
+    def __init__(self, driver: KeyedReleaseDriver, label: str, rng: noise.RandomSource):
+        self._driver = driver
         self._label = label
         self._rng = rng
 
     def setup(self):
-        spec = self._spec
-        self._metadata = dict(
-            metric=spec.metric, mechanism=spec.mechanism_name,
-            epsilon=float(spec.budget.epsilon or 0.0), delta=float(spec.budget.delta),
-            rho=float(spec.budget.rho or 0.0), privacy_unit=spec.privacy_unit.describe())
-        self._last_step = spec.last_step
+        self._clock = self._driver.clock
+        self._metadata = self._driver.release_metadata()
+        self._histogram = self._driver.metric == 'histogram'
 
     def process(self, element, shard_state=beam.DoFn.StateParam(SHARD_STATE),
                 release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
@@ -212,207 +151,43 @@ class _ReleaseFn(beam.DoFn):
         shard, payload = element
         state = shard_state.read()
         if state is None:
-            state = self._spec.init_shard(shard)
-            release_timer.set(Timestamp(micros=self._spec.release_time_micros(0)))
-            if self._spec.last_step is None:
-                # With no public end, fires only when the input ends (bounded input, drain) and
-                # stops the release loop, which would otherwise run forever at watermark +inf.
-                end_timer.set(GlobalWindow().max_timestamp())
+            state = self._driver.init_shard(shard)
+            shell.start_timers(self._clock, release_timer, end_timer)
             if payload is None:
                 shard_state.write(state)
         if payload is None:
             return
-        step, positions, values = payload
-        if step < state.next_step:
-            for key_index, value in self._describe(shard, positions, values):
-                yield dead_letter(
-                    self._label, 'ReleaseNoisyValues',
-                    f'late: step {step} was already released (allowed lateness '
-                    f'{self._spec.allowed_lateness_micros / 1e6:g}s)',
-                    {'key': key_index, 'step': step, 'value': value},
-                    self._spec.step_bounds(step)[1] - 1)
+        new_state = self._driver.add_pending(state, payload)
+        if new_state is not None:
+            shard_state.write(new_state)
             return
-        shard_state.write(dataclasses.replace(state, pending=state.pending + (payload,)))
-
-    def _describe(self, shard, positions, values):
-        keys = self._spec.layout.shard_keys(shard)
-        bins = self._spec.bins_per_key
-        for flat, value in zip(positions.tolist(), values.tolist()):
-            yield keys[flat // bins], value
+        step, positions, values = payload
+        for key, value in self._driver.late_contributions(shard, positions, values):
+            yield shell.late_dead_letter(self._label, 'ReleaseNoisyValues', self._clock, step,
+                                         {'key': key, 'step': step, 'value': value})
 
     @on_timer(RELEASE_TIMER)
     def release(self, key=beam.DoFn.KeyParam, shard_state=beam.DoFn.StateParam(SHARD_STATE),
                 release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
         state = shard_state.read()
-        if state.finished:
-            return
         step = state.next_step
-        if self._last_step is not None and step > self._last_step:
+        if state.input_ended or not self._clock.is_released(step):
             return
-        due, rest = [], []
-        for item in state.pending:
-            (due if item[0] == step else rest).append(item)
-        rng = self._rng.derive(self._label, key, step)
-        released, new_state = self._spec.release_step(key, state, [(p[1], p[2]) for p in due],
-                                                      rng)
-        shard_state.write(dataclasses.replace(new_state, pending=tuple(rest)))
-        if self._last_step is None or step + 1 <= self._last_step:
-            release_timer.set(Timestamp(micros=self._spec.release_time_micros(step + 1)))
-        yield from self._releases(key, step, released)
-
-    def _releases(self, shard, step, released):
-        spec = self._spec
-        start, end = spec.step_bounds(step)
-        stddev = spec.noise_stddev(step)
-        histogram = spec.metric == 'histogram'
-        for name, row in zip(spec.layout.shard_keys(shard), released.tolist()):
-            yield Release(key=name, step=step, step_start_micros=start, step_end_micros=end,
-                          value=float(sum(row)), values=row if histogram else [],
-                          noise_stddev=stddev, **self._metadata)
+        rows, new_state = self._driver.release_public_step(
+            key, state, self._rng.derive(self._label, key, step))
+        shard_state.write(new_state)
+        shell.next_release_time(self._clock, step, release_timer)
+        yield from shell.releases(self._clock, step, rows, self._metadata, self._histogram)
 
     @on_timer(END_TIMER)
     def end_of_input(self, shard_state=beam.DoFn.StateParam(SHARD_STATE),
                      release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        shard_state.write(dataclasses.replace(shard_state.read(), finished=True))
+        shard_state.write(dataclasses.replace(shard_state.read(), input_ended=True))
         release_timer.clear()
 
 
-class _MarkNewUnitsFn(beam.DoFn):
-    """Keyed by (unit, key): flags the first kept record of a unit for a key, so the key
-    selection counts distinct units (one unit moves a key's selection count by at most 1)."""
-
-    SEEN = ReadModifyWriteStateSpec('seen', BooleanCoder())
-
-    def process(self, element, seen=beam.DoFn.StateParam(SEEN)):
-        _, (key, step, (shard, _, bin_index, units, _)) = element
-        first = not seen.read()
-        if first:
-            seen.write(True)
-        yield key, step, (shard, key, bin_index, units, int(first))
-
-
-class _PrivatePreAggregateFn(beam.DoFn):
-    """Bundle-local sums per (shard, step, key): per-bin units and new distinct units."""
-
-    def __init__(self, spec: KeyedReleaseSpec):
-        self._spec = spec
-
-    def start_bundle(self):
-        self._sums = collections.defaultdict(dict)
-
-    def process(self, element):
-        _, step, (shard, key, bin_index, units, new_units) = element
-        per_key = self._sums[(shard, step)]
-        entry = per_key.get(key)
-        if entry is None:
-            entry = per_key[key] = [[0] * self._spec.bins_per_key, 0]
-        entry[0][bin_index] += units
-        entry[1] += new_units
-
-    def finish_bundle(self):
-        for (shard, step), per_key in self._sums.items():
-            end = self._spec.step_bounds(step)[1]
-            payload = {k: (tuple(v[0]), v[1]) for k, v in per_key.items()}
-            yield WindowedValue((shard, (step, payload)), Timestamp(micros=end - 1),
-                                [GlobalWindow()])
-        self._sums.clear()
-
-
-class _PrivateReleaseFn(beam.DoFn):
-    """Keyed by shard (private keys): candidate and selected keys of the shard in one cell."""
-
-    SHARD_STATE = ReadModifyWriteStateSpec('shard_state', PickleCoder())
-    PENDING = BagStateSpec('pending', PickleCoder())
-    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
-    RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
-    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
-
-    def __init__(self, spec: KeyedReleaseSpec, label: str, rng: noise.RandomSource):
-        self._spec = spec
-        self._label = label
-        self._rng = rng
-
-    def setup(self):
-        spec = self._spec
-        cost = spec.privacy_cost() if not spec.budget.is_zcdp else None
-        self._metadata = dict(
-            metric=spec.metric, mechanism=f'{spec.mechanism_name}+continual_key_selection',
-            epsilon=float(cost.epsilon if cost else spec.private_keys.budget.epsilon),
-            delta=float(spec.private_keys.budget.delta),
-            rho=float(spec.budget.rho or 0.0), privacy_unit=spec.privacy_unit.describe())
-        self._last_step = spec.last_step
-
-    def process(self, element, shard_state=beam.DoFn.StateParam(SHARD_STATE),
-                pending=beam.DoFn.StateParam(PENDING),
-                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
-                end_timer=beam.DoFn.TimerParam(END_TIMER)):
-        _, payload = element
-        state = shard_state.read()
-        if state is None:
-            state = self._spec.init_private_shard()
-            shard_state.write(state)
-            release_timer.set(Timestamp(micros=self._spec.release_time_micros(0)))
-            if self._spec.last_step is None:
-                end_timer.set(GlobalWindow().max_timestamp())
-        if payload is None:
-            return
-        step, per_key = payload
-        if step < state.next_step:
-            for key, (values, _) in sorted(per_key.items()):
-                yield dead_letter(
-                    self._label, 'ReleaseNoisyValues',
-                    f'late: step {step} was already released (allowed lateness '
-                    f'{self._spec.allowed_lateness_micros / 1e6:g}s)',
-                    {'key': key, 'step': step, 'value': sum(values)},
-                    self._spec.step_bounds(step)[1] - 1)
-            return
-        pending.add(payload)
-
-    @on_timer(RELEASE_TIMER)
-    def release(self, shard_state=beam.DoFn.StateParam(SHARD_STATE),
-                pending=beam.DoFn.StateParam(PENDING), finished=beam.DoFn.StateParam(FINISHED),
-                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        if finished.read():
-            return
-        state = shard_state.read()
-        step = state.next_step
-        if self._last_step is not None and step > self._last_step:
-            return
-        due, rest = [], []
-        for item in pending.read():
-            (due if item[0] == step else rest).append(item)
-        if due:
-            pending.clear()
-            for item in rest:
-                pending.add(item)
-        merged = {}
-        for _, per_key in due:
-            for key, (values, new_units) in per_key.items():
-                old = merged.get(key)
-                merged[key] = (values, new_units) if old is None else (
-                    tuple(a + b for a, b in zip(old[0], values)), old[1] + new_units)
-        released, new_state = self._spec.release_private_step(
-            state, merged, self._rng.derive(self._label))
-        shard_state.write(new_state)
-        if self._last_step is None or step + 1 <= self._last_step:
-            release_timer.set(Timestamp(micros=self._spec.release_time_micros(step + 1)))
-        spec = self._spec
-        start, end = spec.step_bounds(step)
-        histogram = spec.metric == 'histogram'
-        for key, row, counter_steps in released:
-            yield Release(key=key, step=step, step_start_micros=start, step_end_micros=end,
-                          value=float(sum(row)), values=row if histogram else [],
-                          noise_stddev=spec.key_noise_stddev(counter_steps), **self._metadata)
-
-    @on_timer(END_TIMER)
-    def end_of_input(self, finished=beam.DoFn.StateParam(FINISHED),
-                     release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        finished.write(True)
-        release_timer.clear()
-
-
-class _ContinualPerKey(beam.PTransform):
-    """Shared implementation of the keyed continual transforms."""
+class _ContinualPerKey(shell.ShellTransform):
+    """Shared implementation of the keyed continual transforms (see ``ContinualCountPerKey``)."""
 
     _metric = ''
 
@@ -427,158 +202,84 @@ class _ContinualPerKey(beam.PTransform):
                  lower: float = 0.0, upper: float = 1.0, grid_bits: int = 10,
                  bins: Sequence[str] = (), testing_seed: Optional[int] = None,
                  label: Optional[str] = None):
-        super().__init__(label)
-        owner = type(self).__name__
-        private_keys = None
-        if keys is not None:
-            if public_keys is not None:
-                raise InvalidParamsError(f'{owner}: give either public_keys or keys, not both.')
-            if isinstance(keys, PrivateKeys):
-                private_keys = keys
-            else:
-                public_keys = keys
-        if private_keys is None and (isinstance(public_keys, (str, bytes))
-                                     or public_keys is None):
-            raise InvalidParamsError(f'{owner}: public_keys must be a collection of strings, got '
-                                     f'{public_keys!r}.')
-        if not callable(key_fn):
-            raise InvalidParamsError(f'{owner}: key_fn must be callable, got {key_fn!r}.')
-        if value_fn is not None and not callable(value_fn):
-            raise InvalidParamsError(f'{owner}: value_fn must be callable, got {value_fn!r}.')
-        if accountant is not None and not isinstance(accountant, BudgetAccountant):
-            raise InvalidParamsError(f'{owner}: accountant must be a BudgetAccountant, got '
-                                     f'{accountant!r}.')
-        if testing_seed is not None and not isinstance(testing_seed, int):
-            raise InvalidParamsError(f'{owner}: testing_seed must be an int or None, got '
-                                     f'{testing_seed!r}.')
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+        owner = self.owner
+        public_keys, private_keys = shell.parse_key_set(owner, public_keys, keys)
+        shell.check_callable(owner, 'key_fn', key_fn)
+        if value_fn is not None:
+            shell.check_callable(owner, 'value_fn', value_fn)
+        clock = shell.parse_clock(owner, start=start, step=step, end=end,
+                                  allowed_lateness=allowed_lateness)
         privacy_unit = EventLevel() if privacy_unit is None else privacy_unit
-        start_micros = to_micros(owner, 'start', start)
-        step_micros = to_micros(owner, 'step', step, allow_zero=False, duration=True)
-        end_step = None
-        if end is not None:
-            end_micros = to_micros(owner, 'end', end)
-            if end_micros <= start_micros:
-                raise InvalidParamsError(f'{owner}: end must be after start, got {end!r}.')
-            end_step = -(-(end_micros - start_micros) // step_micros)
-        try:
-            if private_keys is not None:
-                if num_shards is not None:
-                    raise InvalidParamsError(f'{owner}: with private keys set '
-                                             f'PrivateKeys(num_shards=...), not num_shards.')
-                layout = None
-            else:
-                layout = KeyLayout.of(list(public_keys), num_shards)
-            self._spec = KeyedReleaseSpec(
-                metric=self._metric, budget=budget, privacy_unit=privacy_unit, layout=layout,
-                start_micros=start_micros, step_micros=step_micros,
-                allowed_lateness_micros=to_micros(owner, 'allowed_lateness', allowed_lateness,
-                                                  duration=True),
-                horizon_steps=horizon_steps, end_step=end_step, estimator=estimator,
-                lower=lower, upper=upper, grid_bits=grid_bits, bins=tuple(bins),
-                private_keys=private_keys)
-        except InvalidParamsError as e:
-            raise InvalidParamsError(f'{owner}: {str(e).split(": ", 1)[-1]}') from e
-        if accountant is not None and private_keys is not None:
-            # Selection + release, checked together on a scratch copy of the ledger.
-            scratch = BudgetAccountant(accountant.budget)
-            for entry in accountant.ledger:
-                scratch.spend(entry.label, entry.cost)
-            scratch.spend(f'{owner}/SelectKeys', self._spec.selection_cost())
-            scratch.spend(owner, self._spec.release_cost())
-        elif accountant is not None and not accountant.fits(self._spec.privacy_cost()):
-            # Fail at construction already; expand() records the spend.
-            accountant.spend(owner, self._spec.privacy_cost())
+        with self.params():
+            if private_keys is not None and num_shards is not None:
+                raise InvalidParamsError(f'{owner}: with private keys set '
+                                         f'PrivateKeys(num_shards=...), not num_shards.')
+            layout = None if private_keys is not None else KeyLayout.of(list(public_keys),
+                                                                        num_shards)
+            self._driver = KeyedReleaseDriver(
+                metric=self._metric, budget=budget, privacy_unit=privacy_unit, clock=clock,
+                layout=layout, private_keys=private_keys, horizon_steps=horizon_steps,
+                estimator=estimator, lower=lower, upper=upper, grid_bits=grid_bits,
+                bins=tuple(bins))
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
-        self._accountant = accountant
-        self._rng = noise.seeded(testing_seed) if testing_seed is not None else noise.secure_rng()
+        self.check_budget()
 
     @property
-    def spec(self) -> KeyedReleaseSpec:
-        return self._spec
+    def driver(self) -> KeyedReleaseDriver:
+        """The pure driver this transform runs (drive it by hand for a reference)."""
+        return self._driver
 
-    def privacy_cost(self):
-        """The cost this transform spends (composed by the accountant at construction)."""
-        return self._spec.privacy_cost()
+    spec = driver
+
+    def privacy_costs(self):
+        return self._driver.privacy_costs(self.label)
 
     def display_data(self):
-        return {name: str(value) for name, value in self._spec.describe().items()}
+        return {name: str(value) for name, value in self._driver.describe().items()}
 
     def expand(self, records):
-        spec = self._spec
-        label = self.label
-        if self._accountant is not None:
-            if spec.private_keys is not None:
-                self._accountant.spend(f'{label}/SelectKeys', spec.selection_cost())
-                self._accountant.spend(label, spec.release_cost())
-            else:
-                self._accountant.spend(label, spec.privacy_cost())
-        if spec.private_keys is not None:
-            return self._expand_private(records)
+        self.spend_budget()
+        driver = self._driver
         valid, dead = self._extract_and_bound(records)
-        if not isinstance(spec.privacy_unit, UserLevel):
-            valid = valid | 'DropUnit' >> beam.Map(_SECOND)
-        partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(spec))
-        return self._release(records, partials, spec.layout.num_shards,
-                             _ReleaseFn(spec, label, self._rng), dead)
-
-    def _expand_private(self, records):
-        spec = self._spec
-        valid, dead = self._extract_and_bound(records)
-        if isinstance(spec.privacy_unit, UserLevel):
-            valid = (
-                valid
-                | 'KeyByUnitAndKey' >> beam.Map(lambda e: ((e[2][4], e[0]), e))
-                | 'MarkNewUnits' >> beam.ParDo(_MarkNewUnitsFn()))
+        if driver.private_keys is not None:
+            released = release_private_keys(valid, driver, self.label, self.rng)
         else:
-            # Event level: every record is its own unit, so every record is a new unit.
-            valid = valid | 'DropUnit' >> beam.Map(
-                lambda e: (e[1][0], e[1][1], e[1][2][:4] + (1,)))
-        partials = valid | 'PreAggregate' >> beam.ParDo(_PrivatePreAggregateFn(spec))
-        return self._release(records, partials, spec.private_keys.num_shards,
-                             _PrivateReleaseFn(spec, self.label, self._rng), dead)
+            if not isinstance(driver.privacy_unit, UserLevel):
+                valid = valid | 'DropUnit' >> beam.Map(_SECOND)
+            partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(driver))
+            seeds = shell.seeds_at_start(records.pipeline, range(driver.num_shards),
+                                         driver.clock.start_micros)
+            released = shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(
+                _ReleaseFn(driver, self.label, self.rng)).with_outputs(DEAD_LETTER,
+                                                                      main='releases')
+        releases = released.releases
+        releases.element_type = Release
+        return ContinualOutputs(releases,
+                                shell.merge_dead_letters(dead + [released[DEAD_LETTER]]))
 
     def _extract_and_bound(self, records):
         """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
         level). Returns the valid elements and the list of dead-letter PCollections so far."""
-        spec = self._spec
+        unit = self._driver.privacy_unit
         extracted = (
             records
             | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
             | 'ExtractAndValidate' >> beam.ParDo(
-                _ExtractFn(spec, self.label, self._key_fn, self._value_fn,
+                _ExtractFn(self._driver, self.label, self._key_fn, self._value_fn,
                            self._unit_fn)).with_outputs(DEAD_LETTER, main='valid'))
         dead = [extracted[DEAD_LETTER]]
         valid = extracted.valid
-        if isinstance(spec.privacy_unit, UserLevel):
+        if isinstance(unit, UserLevel):
             bounded = (
                 valid
                 | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
-                | 'BoundContributions' >> BoundContributions(spec.privacy_unit, self.label))
+                | 'BoundContributions' >> BoundContributions(unit, self.label))
             dead.append(bounded.dead_letter)
             valid = bounded.kept
         return valid, dead
-
-    def _release(self, records, partials, num_shards, release_fn, dead):
-        """'ShardSeeds' + 'MergeSeeds' + 'ReleaseNoisyValues' + 'MergeDeadLetters'."""
-        start_micros = self._spec.start_micros
-        seeds = (
-            records.pipeline
-            | 'ShardSeeds' >> beam.Create(list(range(num_shards)))
-            | 'SeedAtStart' >> beam.Map(
-                lambda shard: beam.window.TimestampedValue((shard, None),
-                                                           Timestamp(micros=start_micros))))
-        released = (
-            (partials, seeds)
-            | 'MergeSeeds' >> beam.Flatten()
-            | 'ReleaseNoisyValues' >> beam.ParDo(release_fn).with_outputs(DEAD_LETTER,
-                                                                         main='releases'))
-        dead_letters = tuple(dead + [released[DEAD_LETTER]]) | 'MergeDeadLetters' >> \
-            beam.Flatten().with_output_types(DeadLetter)
-        releases = released.releases
-        releases.element_type = Release
-        return ContinualOutputs(releases, dead_letters)
 
 
 class ContinualCountPerKey(_ContinualPerKey):
@@ -672,6 +373,3 @@ class ContinualHistogramPerKey(_ContinualPerKey):
     def __init__(self, *, bins: Sequence[str], value_fn: Callable[[Any], Any] = _SECOND,
                  **kwargs):
         super().__init__(value_fn=value_fn, bins=bins, **kwargs)
-
-
-del typing

@@ -22,8 +22,9 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.privacy_unit import UserLevel
-from beam_dp.transforms._common import DEAD_LETTER
-from beam_dp.transforms._common import dead_letter
+from beam_dp.transforms.shell import DEAD_LETTER
+from beam_dp.transforms.shell import dead_letter
+from beam_dp.transforms.shell import key_bytes
 
 __all__ = [
     'BoundContributions',
@@ -41,9 +42,10 @@ class BoundedOutputs(NamedTuple):
 
 
 class _GroupByUnitInBundleFn(beam.DoFn):
-    """Bundle-local: ``(unit, record)`` → ``(unit, ((record, micros), ...))`` per unit, in arrival
-    order, emitted at the end of the bundle (one stateful call per unit and bundle downstream
-    instead of one per record).
+    """Bundle-local: ``(unit, record)`` → ``(unit key, (unit, ((record, micros), ...)))`` per
+    unit, in arrival order, emitted at the end of the bundle (one stateful call per unit and
+    bundle downstream instead of one per record). The unit key is the unit's encoding: the
+    stateful stage is keyed by bytes (a deterministic key coder).
 
     Units are grouped by their ``FastPrimitivesCoder`` encoding (the bytes Beam keys state by),
     not by Python equality: ``1``, ``1.0`` and ``True`` are equal in Python but are three
@@ -56,9 +58,6 @@ class _GroupByUnitInBundleFn(beam.DoFn):
     def __init__(self, transform_label: str):
         self._label = transform_label
 
-    def setup(self):
-        self._coder = FastPrimitivesCoder()
-
     def start_bundle(self):
         self._groups = {}
 
@@ -66,7 +65,7 @@ class _GroupByUnitInBundleFn(beam.DoFn):
         unit, record = element
         micros = timestamp.micros
         try:
-            encoded = self._coder.encode(unit)
+            encoded = key_bytes(unit)
         except Exception as e:  # pylint: disable=broad-except
             yield dead_letter(self._label, 'BoundContributions',
                               f'privacy unit id cannot be encoded as a key: {e!r}', element,
@@ -78,9 +77,9 @@ class _GroupByUnitInBundleFn(beam.DoFn):
         group[1].append((record, micros))
 
     def finish_bundle(self):
-        for unit, records in self._groups.values():
+        for encoded, (unit, records) in self._groups.items():
             earliest = min(micros for _, micros in records)
-            yield WindowedValue((unit, tuple(records)), Timestamp(micros=earliest),
+            yield WindowedValue((encoded, (unit, tuple(records))), Timestamp(micros=earliest),
                                 [GlobalWindow()])
         self._groups = {}
 
@@ -97,7 +96,7 @@ class _BoundContributionsFn(beam.DoFn):
         self._label = transform_label
 
     def process(self, element, kept_state=beam.DoFn.StateParam(KEPT)):
-        unit_id, records = element
+        _, (unit_id, records) = element
         bound = self._unit
         counts = collections.Counter()
         steps_of = collections.defaultdict(set)
@@ -160,8 +159,8 @@ class BoundContributions(beam.PTransform):
 
     def expand(self, pcoll):
         grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
-            _GroupByUnitInBundleFn(self._transform_label)).with_outputs(DEAD_LETTER,
-                                                                        main='grouped')
+            _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
+                typing.Tuple[bytes, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
         bounded = grouped.grouped | 'BoundPerUnit' >> beam.ParDo(
             _BoundContributionsFn(self._unit, self._transform_label)).with_outputs(
                 DEAD_LETTER, main='kept')

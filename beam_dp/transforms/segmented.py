@@ -53,12 +53,12 @@ from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
+from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.segmented import KeyDriver
 from beam_dp.drivers.segmented import KeyState
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
-from beam_dp.mechanisms.keyed_release import PrivateKeys
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.transforms._common import DEAD_LETTER
 from beam_dp.transforms._common import ContinualOutputs

@@ -11,7 +11,7 @@ from beam_dp.drivers.segmented import CounterDriver
 from beam_dp.drivers.segmented import KeyState
 from beam_dp.drivers.segmented import mechanism_tick
 from beam_dp.drivers.segmented import reference_releases
-from beam_dp.mechanisms.keyed_release import PrivateKeys
+from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 
 NOISE_FREE = SparseCounter(1e6)

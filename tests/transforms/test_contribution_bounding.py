@@ -23,6 +23,7 @@ from beam_dp.io.records import DeadLetter
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.contribution_bounding import _BoundContributionsFn
 from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
+from beam_dp.transforms.shell import key_bytes
 
 
 def _first(record):
@@ -78,9 +79,10 @@ def run_dofns(records, bound, bundle_sizes):
         i += size
         for wv in group_fn.finish_bundle():
             assert isinstance(wv, WindowedValue)
-            unit, group = wv.value
+            unit_key, (unit, group) = wv.value
+            assert unit_key == key_bytes(unit)       # the stateful stage is keyed by bytes
             assert wv.timestamp.micros == min(m for _, m in group)
-            for out in bound_fn.process((unit, group), bags[unit]):
+            for out in bound_fn.process(wv.value, bags[unit]):
                 if isinstance(out, beam.pvalue.TaggedOutput):
                     d = out.value
                     u, (key, step, payload) = eval(d.record)  # pylint: disable=eval-used

@@ -18,7 +18,7 @@ from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp import UserLevel
 from beam_dp import noise
-from beam_dp.transforms.continual import PrivateKeys
+from beam_dp import PrivateKeys
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
@@ -48,14 +48,15 @@ def test_releases_begin_at_selection_without_back_fill_and_single_unit_keys_neve
     stream = stream.advance_watermark_to(300).advance_watermark_to_infinity()
     t = ContinualCountPerKey(keys=SELECT, start=0, step=STEP, end=240, budget=NOISE_FREE,
                              testing_seed=4, label='PK')
-    spec = t.spec
-    state, chosen = spec.init_private_shard(), []
+    spec = t.driver
+    shard_machine = spec.private_shard
+    state, chosen = shard_machine.init_state(), []
     rng = noise.seeded(4).derive('PK')
     for s in range(4):
         contributions = {'big': ((40,), 40)}
         if s == 0:
             contributions.update({f'solo{i}': ((1,), 1) for i in range(20)})
-        out, state = spec.release_private_step(state, contributions, rng)
+        out, state = shard_machine.release_step(state, contributions, rng)
         chosen += [(k, s, round(v[0], 6)) for k, v, _ in out]
     assert chosen and all(k == 'big' for k, *_ in chosen)
     first = chosen[0]
@@ -71,7 +72,8 @@ def test_parity_with_the_pure_state_machine_under_a_seed_histogram():
                                  bins=bins, start=0, step=STEP, end=300,
                                  budget=PrivacyBudget(epsilon=1.0), testing_seed=9, label='H')
     events = [(f'k{i % 4}', 'xy'[i % 2], (7 * i) % 290) for i in range(400)]
-    spec = t.spec
+    spec = t.driver
+    shard_machine = spec.private_shard
     per_shard = {}
     for key, b, ts in events:
         shard = spec.private_keys.shard_of(key)
@@ -81,9 +83,9 @@ def test_parity_with_the_pure_state_machine_under_a_seed_histogram():
         step_map[key] = (vec, units + 1)
     expected = []
     for shard in range(3):
-        state = spec.init_private_shard()
+        state = shard_machine.init_state()
         for s in range(5):
-            out, state = spec.release_private_step(
+            out, state = shard_machine.release_step(
                 state, per_shard.get(shard, {}).get(s, {}), noise.seeded(9).derive('H'))
             expected += [(k, s, tuple(v)) for k, v, _ in out]
     assert expected
@@ -123,14 +125,15 @@ def test_single_unit_key_probability_exact_bound_and_empirical():
     loose = PrivateKeys(budget=PrivacyBudget(epsilon=1.0, delta=0.2))
     sel = loose.selection(1)
     t = ContinualCountPerKey(keys=loose, start=0, step=STEP, budget=PrivacyBudget(epsilon=1.0))
-    spec = t.spec
+    spec = t.driver
+    shard_machine = spec.private_shard
     hits, runs = 0, 300
     for seed in range(runs):
-        state = spec.init_private_shard()
+        state = shard_machine.init_state()
         rng = noise.seeded(seed).derive('X')
         selected = False
         for s in range(40):
-            out, state = spec.release_private_step(state, {'one': ((1,), 1)} if s == 0 else {},
+            out, state = shard_machine.release_step(state, {'one': ((1,), 1)} if s == 0 else {},
                                                    rng)
             selected |= bool(out)
         hits += selected

@@ -1,4 +1,4 @@
-"""KeyedReleaseSpec / KeyLayout: the pure half of the keyed continual transforms, including an
+"""KeyedReleaseDriver / KeyLayout: the pure half of the keyed continual transforms, including an
 end-to-end privacy-ledger test of user-level calibration (bounded unit ⇒ loss ≤ ε)."""
 
 import numpy as np
@@ -7,18 +7,19 @@ import pytest
 from beam_dp import noise
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.errors import InvalidParamsError
-from beam_dp.mechanisms.keyed_release import KeyLayout
-from beam_dp.mechanisms.keyed_release import KeyedReleaseSpec
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.keyed import KeyLayout
+from beam_dp.drivers.keyed import KeyedReleaseDriver
+from beam_dp.errors import InvalidRecordError
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
 
 
-def spec(**overrides):
+def spec(clock=StepClock(0, 60_000_000), **overrides):
     kwargs = dict(metric='count', budget=PrivacyBudget(epsilon=1.0), privacy_unit=EventLevel(),
-                  layout=KeyLayout.of(['a', 'b', 'c', 'd', 'e'], 2), start_micros=0,
-                  step_micros=60_000_000)
+                  layout=KeyLayout.of(['a', 'b', 'c', 'd', 'e'], 2), clock=clock)
     kwargs.update(overrides)
-    return KeyedReleaseSpec(**kwargs)
+    return KeyedReleaseDriver(**kwargs)
 
 
 def test_layout_round_robin_and_lookup():
@@ -29,13 +30,27 @@ def test_layout_round_robin_and_lookup():
     assert KeyLayout.of([f'k{i}' for i in range(1500)]).num_shards == 3
 
 
-def test_schedule_is_public_arithmetic():
-    s = spec(allowed_lateness_micros=5, start_micros=100)
-    assert s.step_of(99) == -1 and s.step_of(100) == 0 and s.step_of(100 + 60_000_000) == 1
-    assert s.step_bounds(2) == (100 + 120_000_000, 100 + 180_000_000)
-    assert s.release_time_micros(0) == 100 + 60_000_000 + 5
-    assert spec(horizon_steps=10, end_step=4).last_step == 3
-    assert spec().last_step is None
+def test_horizon_caps_the_clock():
+    assert spec(horizon_steps=10, clock=StepClock(0, 60, last_step=3)).clock.last_step == 3
+    assert spec(horizon_steps=10).clock.last_step == 9
+    assert spec().clock.last_step is None
+
+
+def test_extract_locates_quantises_and_rejects_with_a_reason():
+    s = spec(metric='sum', lower=-1.0, upper=2.0, grid_bits=3,
+             clock=StepClock(100, 60, last_step=4))
+    # 'd' is key 3: shard 1, position 1 → key index 1·2 + 1 = 3; flat position 1.
+    assert s.extract('d', 100 + 61, 0.3, float) == (3, 1, 1, 1, 2)
+    for key, micros, value, reason in [('zz', 100, 1.0, "key 'zz' is not in the public key set"),
+                                       ('a', 99, 1.0, 'event time is before the release start'),
+                                       ('a', 400, 1.0, 'after the last released step 4'),
+                                       ('a', 100, 'x', 'value is not a number')]:
+        with pytest.raises(InvalidRecordError, match=reason):
+            s.extract(key, micros, value, float)
+    h = spec(metric='histogram', bins=('x', 'y'))
+    assert h.extract('c', 0, 'y', str) == (2, 0, 0, 3, 1)       # flat = position 1 × 2 + bin 1
+    with pytest.raises(InvalidRecordError, match='bin is not one of the public bins'):
+        h.extract('c', 0, 'z', str)
 
 
 def test_sum_quantisation_clamps_and_snaps():
@@ -57,6 +72,30 @@ def test_release_step_is_exact_without_noise():
     released, state = s.release_step(0, state, [], rng)
     np.testing.assert_allclose(released, [[1, 0], [0, 3], [0, 0]], atol=1e-6)
     assert state.next_step == 2
+
+
+def test_public_shard_keeps_pending_contributions_until_their_step_and_refuses_late_ones():
+    s = spec(budget=PrivacyBudget(epsilon=1e7))
+    state = s.init_shard(1)                 # keys b, d
+    state = s.add_pending(state, (1, np.array([1]), np.array([4])))
+    state = s.add_pending(state, (0, np.array([0]), np.array([2])))
+    rows, state = s.release_public_step(1, state, noise.seeded(0))
+    assert [(k, round(v[0], 6)) for k, v, _ in rows] == [('b', 2.0), ('d', 0.0)]
+    assert rows[0][2] == pytest.approx(s.noise_stddev(0))
+    assert len(state.pending_contributions) == 1
+    assert s.add_pending(state, (0, np.array([0]), np.array([1]))) is None      # late
+    assert list(s.late_contributions(1, np.array([1]), np.array([3]))) == [('d', 3)]
+    rows, state = s.release_public_step(1, state, noise.seeded(1))
+    assert [(k, round(v[0], 6)) for k, v, _ in rows] == [('b', 2.0), ('d', 4.0)]
+    assert state.pending_contributions == () and state.next_step == 2
+
+
+def test_costs_and_release_metadata():
+    s = spec(budget=PrivacyBudget(epsilon=0.5))
+    assert s.privacy_costs('T') == [('T', s.release_cost())]
+    meta = s.release_metadata()
+    assert meta['epsilon'] == 0.5 and meta['delta'] == 0.0 and meta['metric'] == 'count'
+    assert s.describe()['num_shards'] == 2 and s.describe()['step_seconds'] == 60.0
 
 
 def test_noise_stddev_is_public_and_matches_the_counter():
@@ -107,7 +146,8 @@ def test_user_level_ledger_loss_never_exceeds_epsilon_and_is_tight():
 
 @pytest.mark.parametrize('overrides, match', [
     ({'metric': 'avg'}, "metric must be one of"),
-    ({'step_micros': 0}, 'step_micros must be a positive integer'),
+    ({'clock': 60}, 'clock must be a StepClock'),
+    ({'horizon_steps': 0}, 'horizon_steps must be a positive integer'),
     ({'grid_bits': 31}, 'grid_bits must be at most 30'),
     ({'metric': 'histogram'}, 'bins must be a non-empty list'),
     ({'budget': None}, 'budget must be a PrivacyBudget'),

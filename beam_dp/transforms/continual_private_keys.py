@@ -1,0 +1,180 @@
+"""The private-keys half of the keyed continual transforms (``keys=PrivateKeys(...)``).
+
+Wiring, after 'ExtractAndValidate' (+ 'BoundContributions') of ``continual`` (labels are part of
+the update contract):
+
+  valid
+    | 'KeyByUnitAndKey' + 'MarkNewUnits'   (user-level only) keyed by (unit, key): flags a
+                                            unit's first record for a key
+    | 'DropUnit'                            (event level: every record is a new unit)
+    | 'PreAggregate'        bundle-local sums per (shard, step, key): per-bin units, new units
+    + 'ShardSeeds'          one element per shard at ``start``
+    | 'ReleaseNoisyValues'  keyed by shard: candidate keys (selection state) and selected keys
+                            (their counters) in one cell; every candidate's selection is advanced
+                            on every step, with or without data for it
+
+The state machine is ``beam_dp.drivers.private_keys.PrivateKeysShard``.
+"""
+
+import collections
+import typing
+
+import apache_beam as beam
+from apache_beam.coders import BooleanCoder
+from apache_beam.coders import PickleCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.userstate import TimerSpec
+from apache_beam.transforms.userstate import on_timer
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_dp import noise
+from beam_dp.drivers.keyed import KeyedReleaseDriver
+from beam_dp.privacy_unit import UserLevel
+from beam_dp.transforms import shell
+from beam_dp.transforms.shell import DEAD_LETTER
+
+__all__ = [
+    'release_private_keys',
+]
+
+
+def _by_unit_and_key(element):
+    # (unit, key) as the bytes Beam keys state by: a deterministic key coder (BytesCoder).
+    return shell.key_bytes((element[2][4], element[0])), element
+
+
+class _MarkNewUnitsFn(beam.DoFn):
+    """Keyed by (unit, key): flags the first kept record of a unit for a key, so the key
+    selection counts distinct units (one unit moves a key's selection count by at most 1)."""
+
+    SEEN = ReadModifyWriteStateSpec('seen', BooleanCoder())
+
+    def process(self, element, seen=beam.DoFn.StateParam(SEEN)):
+        _, (key, step, (shard, _, bin_index, units, _)) = element
+        first = not seen.read()
+        if first:
+            seen.write(True)
+        yield key, step, (shard, key, bin_index, units, int(first))
+
+
+class _PreAggregateFn(beam.DoFn):
+    """Bundle-local sums per (shard, step, key): per-bin units and new distinct units."""
+
+    def __init__(self, driver: KeyedReleaseDriver):
+        self._clock = driver.clock
+        self._bins = driver.bins_per_key
+
+    def start_bundle(self):
+        self._sums = collections.defaultdict(dict)
+
+    def process(self, element):
+        _, step, (shard, key, bin_index, units, new_units) = element
+        per_key = self._sums[(shard, step)]
+        entry = per_key.get(key)
+        if entry is None:
+            entry = per_key[key] = [[0] * self._bins, 0]
+        entry[0][bin_index] += units
+        entry[1] += new_units
+
+    def finish_bundle(self):
+        for (shard, step), per_key in self._sums.items():
+            payload = {k: (tuple(v[0]), v[1]) for k, v in per_key.items()}
+            yield WindowedValue((shard, (step, payload)),
+                                Timestamp(micros=self._clock.step_end(step) - 1),
+                                [GlobalWindow()])
+        self._sums.clear()
+
+
+class _ReleaseFn(beam.DoFn):
+    """Keyed by shard: the ``PrivateKeysShardState`` in one cell, pending contributions in a
+    bag (the candidate dicts are too large to rewrite per element), the end-of-input flag."""
+
+    SHARD_STATE = ReadModifyWriteStateSpec('shard_state', PickleCoder())
+    PENDING = BagStateSpec('pending', PickleCoder())
+    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
+    RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
+    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
+
+    def __init__(self, driver: KeyedReleaseDriver, label: str, rng: noise.RandomSource):
+        self._driver = driver
+        self._label = label
+        self._rng = rng
+
+    def setup(self):
+        self._clock = self._driver.clock
+        self._shard = self._driver.private_shard
+        self._metadata = self._driver.release_metadata()
+        self._histogram = self._driver.metric == 'histogram'
+
+    def process(self, element, shard_state=beam.DoFn.StateParam(SHARD_STATE),
+                pending=beam.DoFn.StateParam(PENDING),
+                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
+                end_timer=beam.DoFn.TimerParam(END_TIMER)):
+        _, payload = element
+        state = shard_state.read()
+        if state is None:
+            state = self._shard.init_state()
+            shard_state.write(state)
+            shell.start_timers(self._clock, release_timer, end_timer)
+        if payload is None:
+            return
+        step, per_key = payload
+        if step < state.next_step:
+            for key, (values, _) in sorted(per_key.items()):
+                yield shell.late_dead_letter(self._label, 'ReleaseNoisyValues', self._clock, step,
+                                             {'key': key, 'step': step, 'value': sum(values)})
+            return
+        pending.add(payload)
+
+    @on_timer(RELEASE_TIMER)
+    def release(self, shard_state=beam.DoFn.StateParam(SHARD_STATE),
+                pending=beam.DoFn.StateParam(PENDING), finished=beam.DoFn.StateParam(FINISHED),
+                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
+        if finished.read():
+            return
+        state = shard_state.read()
+        step = state.next_step
+        if not self._clock.is_released(step):
+            return
+        due, rest = [], []
+        for item in pending.read():
+            (due if item[0] == step else rest).append(item)
+        if due:
+            pending.clear()
+            for item in rest:
+                pending.add(item)
+        rows, new_state = self._shard.release_step(
+            state, self._shard.merge(per_key for _, per_key in due), self._rng.derive(self._label))
+        shard_state.write(new_state)
+        shell.next_release_time(self._clock, step, release_timer)
+        yield from shell.releases(self._clock, step, rows, self._metadata, self._histogram)
+
+    @on_timer(END_TIMER)
+    def end_of_input(self, finished=beam.DoFn.StateParam(FINISHED),
+                     release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
+        finished.write(True)
+        release_timer.clear()
+
+
+def release_private_keys(valid: beam.PCollection, driver: KeyedReleaseDriver, label: str,
+                         rng: noise.RandomSource):
+    """Applies the private-keys stages to the extracted (and bounded) records of the transform
+    ``label``; returns the 'ReleaseNoisyValues' outputs (``releases`` and ``DEAD_LETTER``)."""
+    if isinstance(driver.privacy_unit, UserLevel):
+        valid = (
+            valid
+            | 'KeyByUnitAndKey' >> beam.Map(_by_unit_and_key).with_output_types(
+                typing.Tuple[bytes, typing.Any])
+            | 'MarkNewUnits' >> beam.ParDo(_MarkNewUnitsFn()))
+    else:
+        # Event level: every record is its own unit, so every record is a new unit.
+        valid = valid | 'DropUnit' >> beam.Map(lambda e: (e[1][0], e[1][1], e[1][2][:4] + (1,)))
+    partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(driver))
+    seeds = shell.seeds_at_start(valid.pipeline, range(driver.num_shards),
+                                 driver.clock.start_micros)
+    return shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(
+        _ReleaseFn(driver, label, rng)).with_outputs(DEAD_LETTER, main='releases')

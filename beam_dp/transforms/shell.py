@@ -1,0 +1,340 @@
+"""The one transform shell that every beam_dp family uses for the work they share.
+
+A family is three pieces (DESIGN.md): the paper's mechanism (``beam_dp/mechanisms/``), a pure
+driver (``beam_dp/drivers/``) and a thin transform built on this shell:
+
+1. **Construction** — subclass ``ShellTransform`` and call ``super().__init__(label,
+   accountant=..., testing_seed=...)``: it validates both (errors name the public class) and
+   picks the noise source (``self.rng``). Parse the shared arguments with ``parse_clock(owner,
+   start=, step=, end=, allowed_lateness=)`` (→ ``StepClock``) and ``parse_key_set(owner,
+   public_keys, keys)`` (→ public key list or ``PrivateKeys``); build the driver inside
+   ``with self.params():`` so a driver's ``InvalidParamsError`` names the public transform.
+   Implement ``privacy_costs()`` → ``[(ledger label, PrivacyCost), ...]`` (labels from
+   ``self.label``) and end ``__init__`` with ``self.check_budget()``: the accountant checks
+   all costs together, before any data is read.
+2. **expand()** — start with ``self.spend_budget()`` (records the costs once, all or none);
+   route malformed records with ``dead_letter(...)`` to the ``DEAD_LETTER`` tagged output;
+   seed every stateful shard at ``start`` with ``seeds_at_start`` + ``merge_seeds`` (labels
+   'ShardSeeds'/'SeedAtStart'/'MergeSeeds'; the merged collection is typed ``Tuple[int, Any]``
+   so the stateful DoFn's key coder is deterministic); end with ``merge_dead_letters``
+   ('MergeDeadLetters') and return ``ContinualOutputs``.
+3. **Stateful DoFns** — keyed by an int shard (or by ``key_bytes(...)`` of any other id, never a
+   ``FastPrimitivesCoder`` key); on the first element of a shard call ``start_timers`` (first
+   release at ``release_time_micros(0)``; an end-of-input timer when the clock has no last
+   step, which stops the loop when a bounded input ends); re-arm with ``next_release_time``;
+   late contributions go out as ``late_dead_letter``; releases are built by ``releases``.
+"""
+
+import contextlib
+import datetime
+import math
+import numbers
+import typing
+from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+import apache_beam as beam
+from apache_beam.coders import FastPrimitivesCoder
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Duration
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_dp import noise
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyCost
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.private_keys import PrivateKeys
+from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import InvalidRecordError
+from beam_dp.io.records import DeadLetter
+from beam_dp.io.records import Release
+
+__all__ = [
+    'ContinualOutputs',
+    'DEAD_LETTER',
+    'SHARD_ELEMENT',
+    'ShellTransform',
+    'check_callable',
+    'dead_letter',
+    'extract_key',
+    'extract_unit',
+    'key_bytes',
+    'late_dead_letter',
+    'merge_dead_letters',
+    'merge_seeds',
+    'next_release_time',
+    'noise_source',
+    'parse_clock',
+    'parse_key_set',
+    'releases',
+    'seeds_at_start',
+    'start_timers',
+    'to_micros',
+]
+
+DEAD_LETTER = 'dead_letter'
+# The element type of everything a stateful DoFn keyed by shard reads: (shard, payload). Typing
+# it gives the shard a VarIntCoder (deterministic) instead of FastPrimitivesCoder.
+SHARD_ELEMENT = typing.Tuple[int, typing.Any]
+_MAX_RECORD_CHARS = 2000
+_KEY_CODER = FastPrimitivesCoder()
+
+
+class ContinualOutputs(NamedTuple):
+    """The outputs of a continual transform: ``releases`` (``Release`` records) and
+    ``dead_letter`` (``DeadLetter`` records: malformed, out-of-range, late or over-bound inputs)."""
+    releases: beam.PCollection
+    dead_letter: beam.PCollection
+
+
+# -- construction -----------------------------------------------------------------------------------
+
+
+def to_micros(owner: str, name: str, value, allow_zero: bool = True, duration: bool = False) -> int:
+    """Seconds (int/float), ``Timestamp``/``Duration`` or aware ``datetime`` → integer microseconds."""
+    if isinstance(value, (Timestamp, Duration)):
+        micros = value.micros
+    elif isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            raise InvalidParamsError(f'{owner}: {name} must be timezone-aware, got {value!r}.')
+        micros = round(value.timestamp() * 1_000_000)
+    elif isinstance(value, datetime.timedelta):
+        micros = round(value.total_seconds() * 1_000_000)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidParamsError(f'{owner}: {name} must be finite, got {value!r}.')
+        micros = round(float(value) * 1_000_000)
+    else:
+        kind = 'a duration in seconds' if duration else 'a time in seconds since the epoch'
+        raise InvalidParamsError(f'{owner}: {name} must be {kind}, got {value!r}.')
+    if micros < 0 or (micros == 0 and not allow_zero):
+        word = 'non-negative' if allow_zero else 'positive'
+        raise InvalidParamsError(f'{owner}: {name} must be {word}, got {value!r}.')
+    return micros
+
+
+def parse_clock(owner: str, *, start, step, end=None, allowed_lateness=0,
+                step_name: str = 'step') -> StepClock:
+    """``start``/``end`` (times), ``step``/``allowed_lateness`` (durations) → ``StepClock``.
+
+    Raises:
+      InvalidParamsError: naming ``owner`` and the parameter.
+    """
+    start_micros = to_micros(owner, 'start', start)
+    step_micros = to_micros(owner, step_name, step, allow_zero=False, duration=True)
+    lateness = to_micros(owner, 'allowed_lateness', allowed_lateness, duration=True)
+    end_micros = None if end is None else to_micros(owner, 'end', end)
+    if end_micros is not None and end_micros <= start_micros:
+        raise InvalidParamsError(f'{owner}: end must be after start, got {end!r}.')
+    return StepClock.ending_at(start_micros, step_micros, end_micros, lateness)
+
+
+def parse_key_set(owner: str, public_keys, keys) -> Tuple[Optional[Sequence[str]],
+                                                         Optional[PrivateKeys]]:
+    """``public_keys=[...]`` or ``keys=[...] | PrivateKeys(...)`` → (public keys, private keys),
+    exactly one of them set.
+
+    Raises:
+      InvalidParamsError: if both or neither are given, or public keys are not a collection.
+    """
+    private_keys = None
+    if keys is not None:
+        if public_keys is not None:
+            raise InvalidParamsError(f'{owner}: give either public_keys or keys, not both.')
+        if isinstance(keys, PrivateKeys):
+            private_keys = keys
+        else:
+            public_keys = keys
+    if private_keys is None and (isinstance(public_keys, (str, bytes)) or public_keys is None):
+        raise InvalidParamsError(f'{owner}: public_keys must be a collection of strings, got '
+                                 f'{public_keys!r}.')
+    return (None if private_keys is not None else public_keys), private_keys
+
+
+def noise_source(owner: str, testing_seed: Optional[int]) -> noise.RandomSource:
+    """THE noise source of every transform: a seeded source for tests, else the CSPRNG.
+
+    Raises:
+      InvalidParamsError: if ``testing_seed`` is not an int or None.
+    """
+    if testing_seed is None:
+        return noise.secure_rng()
+    if isinstance(testing_seed, bool) or not isinstance(testing_seed, int):
+        raise InvalidParamsError(f'{owner}: testing_seed must be an int or None, got '
+                                 f'{testing_seed!r}.')
+    return noise.seeded(testing_seed)
+
+
+class ShellTransform(beam.PTransform):
+    """Base of the beam_dp transforms: public name, accountant, noise source, budget protocol.
+
+    Subclasses implement ``privacy_costs()`` and call ``check_budget()`` at the end of
+    ``__init__`` and ``spend_budget()`` at the start of ``expand``.
+    """
+
+    def __init__(self, label: Optional[str] = None, *,
+                 accountant: Optional[BudgetAccountant] = None,
+                 testing_seed: Optional[int] = None):
+        super().__init__(label)
+        if accountant is not None and not isinstance(accountant, BudgetAccountant):
+            raise InvalidParamsError(f'{self.owner}: accountant must be a BudgetAccountant, got '
+                                     f'{accountant!r}.')
+        self._accountant = accountant
+        self.rng = noise_source(self.owner, testing_seed)
+
+    @property
+    def owner(self) -> str:
+        """The public name of the transform, used in every error message."""
+        return type(self).__name__
+
+    @contextlib.contextmanager
+    def params(self):
+        """Re-raises an ``InvalidParamsError`` of a driver or mechanism under the public name."""
+        try:
+            yield
+        except InvalidParamsError as e:
+            raise InvalidParamsError(f'{self.owner}: {str(e).split(": ", 1)[-1]}') from e
+
+    def privacy_costs(self) -> List[Tuple[str, PrivacyCost]]:
+        """Every cost of this transform as (ledger label, cost), labels built from ``label``."""
+        raise NotImplementedError
+
+    def privacy_cost(self) -> PrivacyCost:
+        """The sequential composition of ``privacy_costs()``."""
+        total = PrivacyCost()
+        for _, cost in self.privacy_costs():
+            total = total + cost
+        return total
+
+    def check_budget(self) -> None:
+        """At construction: raises ``BudgetExceededError`` unless all costs fit together."""
+        if self._accountant is not None:
+            self._accountant.check(self.privacy_costs())
+
+    def spend_budget(self) -> None:
+        """At expand: records all costs on the accountant, once."""
+        if self._accountant is not None:
+            self._accountant.spend_all(self.privacy_costs())
+
+
+def check_callable(owner: str, name: str, fn, optional: bool = False) -> None:
+    """Raises ``InvalidParamsError`` unless ``fn`` is callable (or None when ``optional``)."""
+    if not (callable(fn) or (optional and fn is None)):
+        extra = ' or None' if optional else ''
+        raise InvalidParamsError(f'{owner}: {name} must be callable{extra}, got {fn!r}.')
+
+
+# -- records and dead letters -----------------------------------------------------------------------
+
+
+def dead_letter(transform: str, stage: str, reason: str, record,
+                event_time_micros: Optional[int] = None) -> beam.pvalue.TaggedOutput:
+    """A ``DeadLetter`` on the ``DEAD_LETTER`` output: the record (printed, truncated), why."""
+    try:
+        text = repr(record)
+    except Exception:  # pylint: disable=broad-except
+        text = f'<unprintable {type(record).__name__}>'
+    if len(text) > _MAX_RECORD_CHARS:
+        text = text[:_MAX_RECORD_CHARS] + '...'
+    return beam.pvalue.TaggedOutput(
+        DEAD_LETTER, DeadLetter(transform, stage, reason, text, event_time_micros))
+
+
+def late_dead_letter(transform: str, stage: str, clock: StepClock, step: int,
+                     record) -> beam.pvalue.TaggedOutput:
+    """The dead letter of a contribution to ``step`` that arrived after the step's release."""
+    return dead_letter(transform, stage, clock.late_reason(step), record,
+                       clock.step_end(step) - 1)
+
+
+def key_bytes(key) -> bytes:
+    """A deterministic state key for any id (its ``FastPrimitivesCoder`` encoding, which is what
+    Beam would key the state by): key a stateful DoFn by this, typed ``Tuple[bytes, Any]``.
+
+    Raises:
+      Exception: whatever the coder raises for an id it cannot encode (dead-letter the record).
+    """
+    return _KEY_CODER.encode(key)
+
+
+def releases(clock: StepClock, step: int, rows: Iterable[Tuple[str, list, float]],
+             metadata: dict, histogram: bool) -> Iterable[Release]:
+    """``Release`` records of one step from a driver's (key, per-bin values, noise sd) rows."""
+    start, end = clock.step_bounds(step)
+    for key, row, stddev in rows:
+        yield Release(key=key, step=step, step_start_micros=start, step_end_micros=end,
+                      value=float(sum(row)), values=row if histogram else [],
+                      noise_stddev=stddev, **metadata)
+
+
+def merge_dead_letters(dead_letters: Sequence[beam.PCollection]) -> beam.PCollection:
+    """'MergeDeadLetters': one ``DeadLetter`` collection from every stage's."""
+    return tuple(dead_letters) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter)
+
+
+# -- shards, seeds and timers -----------------------------------------------------------------------
+
+
+def seeds_at_start(pipeline: beam.Pipeline, keys: Sequence, start_micros: int,
+                   create_label: str = 'ShardSeeds',
+                   key_type=int) -> beam.PCollection:
+    """``create_label`` + 'SeedAtStart': one ``(key, None)`` per shard (or key) at ``start``, so
+    every shard gets its timers even if no record ever reaches it (idle keys and empty steps are
+    released)."""
+    return (
+        pipeline
+        | create_label >> beam.Create(list(keys))
+        | 'SeedAtStart' >> beam.Map(
+            lambda key: beam.window.TimestampedValue((key, None), Timestamp(micros=start_micros))
+        ).with_output_types(typing.Tuple[key_type, typing.Any]))
+
+
+def merge_seeds(partials: beam.PCollection, seeds: beam.PCollection,
+                key_type=int) -> beam.PCollection:
+    """'MergeSeeds': the stateful DoFn's input, typed so that its key coder is deterministic."""
+    return (partials, seeds) | 'MergeSeeds' >> beam.Flatten().with_output_types(
+        typing.Tuple[key_type, typing.Any])
+
+
+def start_timers(clock: StepClock, release_timer, end_timer) -> None:
+    """On the first element of a shard: the first release timer, and (without a last step) the
+    end-of-input timer, which fires only when the input ends (bounded input, drain) and stops
+    the release loop, which would otherwise run forever at watermark +inf."""
+    release_timer.set(Timestamp(micros=clock.release_time_micros(0)))
+    if clock.last_step is None:
+        end_timer.set(GlobalWindow().max_timestamp())
+
+
+def next_release_time(clock: StepClock, step: int, release_timer) -> None:
+    """After releasing ``step``: arms the release of the next step, if there is one."""
+    micros = clock.next_release_time_micros(step)
+    if micros is not None:
+        release_timer.set(Timestamp(micros=micros))
+
+
+def extract_key(key_fn, record):
+    """``key_fn(record)``.
+
+    Raises:
+      InvalidRecordError: 'key_fn raised ...' (the record goes to the dead letter).
+    """
+    try:
+        return key_fn(record)
+    except Exception as e:  # pylint: disable=broad-except
+        raise InvalidRecordError(f'key_fn raised {e!r}') from e
+
+
+def extract_unit(unit_fn, record):
+    """The privacy unit id of a record (None at event level, when ``unit_fn`` is None).
+
+    Raises:
+      InvalidRecordError: if ``unit_fn`` raises or returns None.
+    """
+    if unit_fn is None:
+        return None
+    try:
+        unit = unit_fn(record)
+    except Exception as e:  # pylint: disable=broad-except
+        raise InvalidRecordError(f'unit_fn raised {e!r}') from e
+    if unit is None:
+        raise InvalidRecordError('privacy unit id is None')
+    return unit
