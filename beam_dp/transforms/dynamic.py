@@ -2,7 +2,7 @@
 
 Wiring, state and timers: ``SegmentedPerKey`` (labels 'GlobalWindow', 'ExtractAndValidate',
 'KeySeeds', 'ReleaseSegments'); the per-key logic, including the live-id registry and the
-spec 001 §17.5 validity rule that decides the sensitivity, is ``DynamicDriver``
+validity rule that decides the sensitivity (docs/partitioning.md), is ``DynamicDriver``
 (``beam_dp.drivers.dynamic``): an invalid update is dead-lettered but still COUNTED by the
 partitioner.
 """
@@ -35,14 +35,16 @@ class DynamicCountPerKey(SegmentedPerKey):
     -1 / 'delete' (default ``(record[1], record[2])``); the count of a key at a step is the
     number of its inserted and not yet deleted record ids.
 
-    Privacy unit and neighbours: one more update event (event level, spec 001 §1.1), within
+    Privacy unit and neighbours: one more update event (event level; Qiu & Yi, "Differential
+    Privacy on Dynamic Data", §1.1), within
     streams whose updates are valid; covering a record's whole lifetime (insert + delete) costs
     2ε (run at ε/2). Invalid updates are dead-lettered but counted (see the module doc); in
     streams that contain them an extra update can change another update's validity, so the
     aggregate part degrades to group size 2.
 
     Guarantee: ε-DP with ``budget=PrivacyBudget(epsilon=ε)``:
-      * ``construction='two_stream'`` (C6, default — recommended for counts, spec §10/§16):
+      * ``construction='two_stream'`` (C6, default — recommended for counts, see the
+        measured errors in docs/partitioning.md):
         insertions and deletions each run C5 with the full ε (parallel composition over the
         fixed split by update type); answer Â - B̂.
       * ``construction='fenwick'`` (C9, Qiu & Yi Theorem 11): one partitioner over all updates

@@ -24,7 +24,7 @@ persisted in the state cell.
 What is released and when: one ``Release`` per key at each segment close step (and only then),
 timestamped at that step's end, ``value`` the post-processed answer (unchanged until the next
 close; a consumer that needs a value per step fills forward). Nothing is emitted at data steps:
-an emission there would reveal an arrival (spec 001 §17).
+an emission there would reveal an arrival (docs/privacy_model.md).
 
 Private keys (``keys=PrivateKeys(...)``): a key's instance starts at its first record as a
 candidate; its ``ContinualKeySelection`` is advanced on every step (the timer fires each step

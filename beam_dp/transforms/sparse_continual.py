@@ -37,7 +37,7 @@ class SparseContinualCountPerKey(SegmentedPerKey):
     C5 answer (noisy count up to the close), ``noise_stddev`` = C2's exact sd (the open
     segment's lag is not included). Accuracy (Thm 8): C2 error at the segment count plus the
     open segment's lag ≤ θ_j + (6/ε_p)·ln(2/β_j) w.p. 1-β; ``c_theta`` (privacy-neutral, 7 =
-    paper) trades lag for segments; spec 001 §16.
+    paper) trades lag for segments; measured errors: docs/partitioning.md.
 
     Not guaranteed: records for an already processed step are dead-lettered (late); a key's
     releases are as fresh as its segments (``max_segment_ticks`` caps staleness publicly).
