@@ -1,10 +1,10 @@
 """Exact Laplace noise for real-valued statistics, released on a public power-of-two grid.
 
-The statistics of the growing-database mechanisms (docs/growing_databases.md) are reals: a linear query on a
-fractional histogram, ``f(x) = <f, counts>/t`` with sensitivity Δ = 1/t. Textbook floating-point
-Laplace on such values is attackable (Mironov, "On Significance of the Least Significant Bits for Differential
-Privacy", 2012), so every real-valued
-release here is built from exact integer noise:
+The statistics of the growing-database mechanisms (docs/growing_databases.md) are reals: a
+linear query on a fractional histogram, ``f(x) = <f, counts>/t`` with sensitivity Δ = 1/t.
+Textbook floating-point Laplace on such values is attackable (Mironov, "On Significance of the
+Least Significant Bits for Differential Privacy", 2012), so every real-valued release here is
+built from exact integer noise:
 
 1. pick a public grid 2^-k with Δ·2^k ≥ 2^GRID_HEADROOM_BITS (``grid_bits``; k depends only on
    the public sensitivity);

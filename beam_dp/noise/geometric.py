@@ -8,8 +8,8 @@ probability has the closed form (sum the two-sided geometric pmf)
     q(k) = 1 - a^(1-k) / (1 + a)                for k ≤ 0,
 
 and while the count stays constant the halting tick is geometric with success probability q:
-P[G ≥ m] = (1 - q)^m for the number G of non-halting ticks before the halt (Qiu & Yi, "Differential Privacy on Dynamic Data",
-Algorithm 1).
+P[G ≥ m] = (1 - q)^m for the number G of non-halting ticks before the halt (the SVT of Qiu &
+Yi, "Differential Privacy on Dynamic Data", Algorithm 1).
 
 Two exact samplers (no floating point touches a sampled value):
 
