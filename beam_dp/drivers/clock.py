@@ -1,4 +1,4 @@
-"""The one step clock of every continual transform (DESIGN rule 1: a public, data-independent
+"""The one step clock of every continual transform (a public, data-independent
 schedule).
 
 A *step* is a fixed event-time period: step ``s`` (0-based) covers

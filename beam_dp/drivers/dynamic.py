@@ -1,10 +1,10 @@
 """The fully-dynamic segmented driver (pure, no Beam): insert/delete updates with record ids.
 
 ``DynamicDriver`` is the ``KeyDriver`` of ``DynamicCountPerKey``. Its ``registry`` is the key's
-set of live record ids (the "stamping" stage of spec 001 §15 folded into the key's own state: no
+set of live record ids (the "stamping" stage folded into the key's own state: no
 extra shuffle, no release, no privacy cost). Each step's updates are classified in a fixed order
-(insertions first, then deletions, each sorted by record id) by the validity rule of spec 001
-§17.5 (``classify``):
+(insertions first, then deletions, each sorted by record id) by the validity rule of
+docs/partitioning.md (``classify``):
 
   * an update without a record id              → rejected, COUNTED by the partitioner;
   * an insertion of a record id that is live   → rejected (duplicate), COUNTED;
@@ -51,7 +51,7 @@ def _sort_key(update):
 
 
 def classify(live: Dict[Hashable, int], record_id, op: int) -> Optional[str]:
-    """Spec 001 §17.5: None if the update is valid against the live ids, else why not."""
+    """The validity rule: None if the update is valid against the live ids, else why not."""
     if record_id is None:
         return 'update without a record id (counted by the partitioner, ignored)'
     if op == 1 and record_id in live:

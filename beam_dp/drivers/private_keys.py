@@ -1,4 +1,4 @@
-"""Private keys (DESIGN rule 2) for the keyed continual transforms: the ``PrivateKeys`` option and
+"""Private keys (docs/continual_counts.md) for the keyed continual transforms: the ``PrivateKeys`` option and
 the state machine of one private-keys shard.
 
 When the key universe is not public, keys are hashed into shards (SHA-256, stable across

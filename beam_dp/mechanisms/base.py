@@ -1,4 +1,4 @@
-"""The mechanism contract (DESIGN.md): every mechanism is a pure state machine.
+"""The mechanism contract: every mechanism is a pure state machine.
 
 * The mechanism object is a frozen dataclass of its parameters, validated in ``__post_init__``.
 * ``init_state()`` returns an immutable state; no method mutates a state in place.

@@ -10,7 +10,7 @@ tick: insertions first, then deletions, each in the given order):
 Every update — ignored or not — is COUNTED by the partitioner (§17.5): the raw event count is
 what moves by exactly one between neighbours.
 
-C6 (``TwoStreamCounter``) — recommended for counts and histograms (spec §10, §16).
+C6 (``TwoStreamCounter``) — recommended for counts and histograms (docs/partitioning.md).
   Neighbours: one more update (event-level). Insertions feed stream A, deletions stream B (a
   fixed split by update type); each is a ``SparseCounter`` with the FULL ε (parallel
   composition), answer Â − B̂. Guarantee ε-DP. For the split to be a fixed partition, each

@@ -1,6 +1,6 @@
 """C7: Qiu & Yi's online interval tree (§4.1) in its closed Fenwick (binary indexed tree) form.
 
-Spec 001 §11: node v_k covers insertion segments (k - lowbit(k), k] and sits at level
+Node v_k covers insertion segments (k - lowbit(k), k] and sits at level
 ℓ(k) = trailing_zeros(k) + 1; a record inserted in segment i can only ever be stored in the
 update chain i, i + lowbit(i), ... (one node per level), and a query after segment q visits the
 prefix chain q, q & (q-1), ..., whose ranges partition [1, q] (Lemma 9). Only the prefix chain

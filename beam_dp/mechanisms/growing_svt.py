@@ -1,5 +1,5 @@
 """Sparse vector for growing databases: ATG, NATG and NSG (Cummings, Krehbiel, Lai, Tantipongpipat,
-"Differential Privacy for Growing Databases", Appendix C, Algorithms 4-6; spec 000 §4).
+"Differential Privacy for Growing Databases", NeurIPS 2018, Appendix C, Algorithms 4-6).
 
 The database starts with n records at t = n and grows by one record per time step, so t is both
 the time and the (public) size. A query at time t is a linear query f ∈ [0, 1]^N answered on the
@@ -8,13 +8,13 @@ fractional histogram x_t = counts/t: sensitivity Δ_t = 1/t. The noise function 
 p ∈ [0, 1], as Theorems 25-31 assume.
 
 One round (ATG, Alg 4) draws the threshold noise η ~ Lap(2) ONCE and uses T̂_t = T + η/ξ_t for
-every query of the round, rescaled as ξ_t grows (spec pitfall P1: a fresh draw per time step would
+every query of the round, rescaled as ξ_t grows (a fresh draw per time step would
 make every step a new sparse-vector instance with divergent total cost). Each query adds a fresh
 ν ~ Lap(4/ξ_t); the first query with f(x_t) + ν ≥ T̂_t halts the round (≥ kept exactly, P10).
 NATG (Alg 5) releases f(x_t) + Lap(8/ξ_t) on the halting query; NSG (Alg 6) starts a new NATG
 round at the next query after each halt.
 
-Exact noise on a grid (DESIGN rule 5). Statistics are floored onto the public grid 2^-k_t with
+Exact noise on a grid (docs/privacy_model.md). Statistics are floored onto the public grid 2^-k_t with
 k_t = ``grid_bits(1/t)`` and compared in integers; ν and the numeric answer are exact discrete
 Laplace calibrated to the grid sensitivity (``beam_dp.noise.extra_samplers``: cost exactly as the
 paper's continuous noise). η lives on the grid 2^-j with ξ_{t₀}Δ_{t₀}·2^j ≥ 2^10 (t₀ = round
@@ -272,7 +272,7 @@ class AboveThresholdGrowing(_GrowingSVTBase):
 
     Privacy unit: one record, under the paper's swap-one relation (neighbouring streams differ in
     one record from its insertion time on, with equal sizes at every time): the size t is public
-    (DESIGN rule 1; feed t from a private estimate for add/remove neighbours). Event-level unless
+    (docs/growing_databases.md; feed t from a private estimate for add/remove neighbours). Event-level unless
     each user contributes one record.
 
     Sensitivity and guarantee: linear queries f ∈ [0, 1]^N have Δ_t = 1/t; the round is
@@ -283,7 +283,7 @@ class AboveThresholdGrowing(_GrowingSVTBase):
 
     Not guaranteed: accuracy only as Theorem 26 (β = Σ ℓ_t e^{-αξ_t/8} + e^{-αξ_{t₀}/8}).
 
-    Cite: Cummings et al., Alg 4, Theorems 25-26 (spec 000 §4.1, pitfall P1).
+    Cite: Cummings et al. 2018, Alg 4, Theorems 25-26 (η drawn once per round, see above).
 
     Args:
       threshold: T. noise: the ξ function. n: initial size. domain_size: N.
@@ -305,13 +305,13 @@ class NumericAboveThresholdGrowing(_GrowingSVTBase):
     Privacy unit and relation: as ``AboveThresholdGrowing`` (swap-one; t public).
 
     Guarantee: ξ_{t₀}Δ_{t₀} + ξ_{t'}Δ_{t'}/8 ≤ (9/8)ξ_nΔ_n-DP (Theorem 27; the proof's
-    "sensitivity at most 1/Δ_{t'}" is a typo for Δ_{t'}, spec E7).
+    "sensitivity at most 1/Δ_{t'}" is a typo for Δ_{t'}).
 
     Releases: ⊥ per query, then one numeric answer, then only 'halted'.
 
     Not guaranteed: accuracy only as Theorem 28.
 
-    Cite: Cummings et al., Alg 5, Theorems 27-28 (spec 000 §4.2).
+    Cite: Cummings et al. 2018, Alg 5, Theorems 27-28.
     """
     _NUMERIC = True
 
@@ -337,7 +337,7 @@ class NumericSparseGrowing(_GrowingSVTBase):
 
     Not guaranteed: accuracy only as Theorem 31.
 
-    Cite: Cummings et al., Alg 6, Theorems 29-31, Corollary 30 (spec 000 §4.3).
+    Cite: Cummings et al. 2018, Alg 6, Theorems 29-31, Corollary 30.
 
     Args:
       max_halts: the cap h on numeric answers (None: uncapped, and ``privacy_cost`` refuses).

@@ -1,4 +1,5 @@
-"""Private partition (key) selection: which group-by keys may appear in the output (DESIGN rule 2).
+"""Private partition (key) selection: which group-by keys may appear in the output
+(docs/partitioning.md, docs/privacy_model.md).
 
 Privacy unit and neighbours: add/remove one privacy unit (user-level) that contributes to at
 most ``max_partitions`` keys, and counts at most once per key (distinct-user counts). A key

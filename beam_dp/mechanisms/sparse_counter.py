@@ -9,8 +9,8 @@ Guarantee: ε-DP (pure) with ε = ε_p + ε_a: the partitioner (``TimePartitione
 the segment boundaries; when segment j closes, C2 (``InfiniteTreeCounter``, ε_a, discrete
 Laplace) takes ONE step whose batch is the segment's exact total. C2 runs on boundaries C4 already
 released, so the two compose sequentially and adaptively. ``partition_fraction`` sets ε_p/ε
-(default ½, spec §17.1) and ``c_theta`` the threshold constant (7 = paper preset; §16 shows
-smaller values are far more accurate and privacy-neutral).
+(default ½) and ``c_theta`` the threshold constant (7 = paper preset; smaller values are far
+more accurate and privacy-neutral: measured in docs/partitioning.md).
 
 Releases happen only at segment closes; between closes the answer is the last close's answer
 (post-processing). The error is C2's error at step j plus the open segment's lag (≤ θ_j-ish,

@@ -5,7 +5,7 @@ axis into segments s_j = [t_{j-1}+1, t_j] whose boundaries are released.
 
 Privacy unit and neighbours: add/remove one update event (event-level); for user-level privacy
 bound each user's events first and apply group privacy to ε. Every update counts — insertions,
-deletions, invalid deletions, duplicates, updates with a missing id (spec 001 §17.5): the count
+deletions, invalid deletions, duplicates, updates with a missing id: the count
 of raw events is what moves by exactly 1 between neighbours.
 
 Guarantee: the sequence of boundaries is ε_p-DP (pure). Segment j runs a fresh SVT instance
@@ -14,7 +14,7 @@ count of the segment; it reads only ticks in (t_{j-1}, t_j] and declares that se
 adaptive parallel composition with declaration (Qiu & Yi Theorem 6) the whole infinite sequence
 is ε_p-DP. Thresholds θ_j, forced deadlines and β_j are public functions of j and t_{j-1} only.
 
-C4 (``horizon=None``), spec 001 §8: T_1 = 2, T_j = t_{j-1}² (absolute tick, Python int: no
+C4 (``horizon=None``), Qiu & Yi Algorithm 2: T_1 = 2, T_j = t_{j-1}² (absolute tick, Python int: no
 overflow), β_j = 6β/(π² j²) (Basel series, Σβ_j = β), θ_j = (c_θ/ε_p)·ln(2T_j/β_j) computed in
 log space (ln 2 + 2 ln t_{j-1} - ln β_j). Segment j is closed by the SVT or forced at tick
 max(T_j, t_{j-1}+1) — or earlier at t_{j-1} + ``max_segment_ticks`` (a public freshness cap;
@@ -26,7 +26,7 @@ Lemma 7 (w.p. 1-β, all j): segment j holds ≤ θ_j + (6/ε_p)·ln(2/β_j) upda
 slack), and an SVT-closed segment holds ≥ θ_j - (6/ε_p)·ln(2T_j/β_j) = ((c_θ-6)/ε_p)·ln(2T_j/β_j).
 
 Evaluation: the SVT is evaluated on EVERY tick, including empty ones (a halt only at arrival
-ticks would reveal an arrival: spec §17). ``skip_ahead=True`` replaces the per-tick loop over a
+ticks would reveal an arrival). ``skip_ahead=True`` replaces the per-tick loop over a
 stretch of constant count by one exact geometric draw of the halting tick
 (``beam_dp.noise.geometric``), which is equal in distribution (memorylessness; the test at an
 arrival tick is a fresh exact Bernoulli). ``skip_ahead=False`` draws every tick.
@@ -220,7 +220,7 @@ class TimePartitioner:
     def _tick_test(self, state: PartitionerState, tick: int, count: int,
                    rng: RandomSource) -> bool:
         if tick >= state.deadline:
-            return True                 # Forced: the noise at T_j is irrelevant (spec §8).
+            return True                 # Forced: the noise at T_j is irrelevant.
         return bernoulli_dlap_tail(rng.derive('partitioner-tick', state.segment, tick),
                                    self.query_scale,
                                    halting_gap(state.noisy_threshold, count))

@@ -4,7 +4,7 @@
 
 * ``noise_key='env:VAR' | 'file:/path' | 'gcpsm:projects/P/secrets/S/versions/V'`` -- a
   ``KeyedRandom``: every draw is a PRF of the secret key and its address, so replays release
-  bit-identical values (DESIGN rule 5). The reference, never the key, enters the graph.
+  bit-identical values (docs/privacy_model.md). The reference, never the key, enters the graph.
 * neither -- ``SecureRandom``: fresh OS randomness for every draw (a re-fired timer redraws the
   noise of values not yet held in state).
 * ``testing_seed=int`` -- a ``SeededRandom``, only inside the testing opt-in

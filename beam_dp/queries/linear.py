@@ -2,7 +2,7 @@
 
 A linear query is a vector f ∈ [0, 1]^N; its answer on a histogram h is <f, h> (on the fractional
 histogram x = counts/t of a size-t database, <f, x> has sensitivity 1/t under the replacement of
-one record; spec 000 §1). This module keeps queries compact (kind + parameters) and materialises
+one record; Cummings et al., "Differential Privacy for Growing Databases", 2018). This module keeps queries compact (kind + parameters) and materialises
 the dense vector only when it is needed:
 
 * ``point``: f = e_i (a counting query for one domain element);
@@ -10,7 +10,7 @@ the dense vector only when it is needed:
 * ``marginal``: a product domain of shape (d_1, ..., d_m) flattened in C order (N = Π d_j); the
   query counts records whose attributes ``dims`` take the values ``values`` (one cell of the
   marginal on ``dims``; ``marginal_queries`` lists every cell);
-* ``vector``: an arbitrary f with finite entries in [0, 1] (spec 000 pitfall P11: entries outside
+* ``vector``: an arbitrary f with finite entries in [0, 1] (entries outside
   [0, 1] would break the 1/t sensitivity, so they are rejected, or clipped on request).
 
 Evaluation of point, range and marginal queries never builds the dense vector.

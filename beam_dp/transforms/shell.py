@@ -1,6 +1,6 @@
 """The one transform shell that every beam_dp family uses for the work they share.
 
-A family is three pieces (DESIGN.md): the paper's mechanism (``beam_dp/mechanisms/``), a pure
+A family is three pieces: the paper's mechanism (``beam_dp/mechanisms/``), a pure
 driver (``beam_dp/drivers/``) and a thin transform built on this shell:
 
 1. **Construction** — subclass ``ShellTransform`` and call ``super().__init__(label,
