@@ -1,6 +1,7 @@
 """The only source of randomness in beam_dp: random sources and exact discrete samplers."""
 
 from beam_dp.noise.keyed import KeyedRandom
+from beam_dp.noise.l2_laplace import l2_laplace
 from beam_dp.noise.pmf import discrete_gaussian_pmf
 from beam_dp.noise.pmf import discrete_gaussian_variance
 from beam_dp.noise.pmf import discrete_laplace_pmf
@@ -34,6 +35,7 @@ __all__ = [
     'discrete_laplace',
     'discrete_laplace_pmf',
     'discrete_laplace_variance',
+    'l2_laplace',
     'noise_source',
     'secure_rng',
     'seeded',
