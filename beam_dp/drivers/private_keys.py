@@ -1,5 +1,5 @@
-"""Private keys (docs/continual_counts.md) for the keyed continual transforms: the ``PrivateKeys`` option and
-the state machine of one private-keys shard.
+"""Private keys (docs/continual_counts.md) for the keyed continual transforms: the
+``PrivateKeys`` option and the state machine of one private-keys shard.
 
 When the key universe is not public, keys are hashed into shards (SHA-256, stable across
 workers) and each shard keeps two dicts: *candidate* keys (their ``ContinualKeySelection`` state

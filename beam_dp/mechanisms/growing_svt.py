@@ -14,8 +14,8 @@ make every step a new sparse-vector instance with divergent total cost). Each qu
 NATG (Alg 5) releases f(x_t) + Lap(8/ξ_t) on the halting query; NSG (Alg 6) starts a new NATG
 round at the next query after each halt.
 
-Exact noise on a grid (docs/privacy_model.md). Statistics are floored onto the public grid 2^-k_t with
-k_t = ``grid_bits(1/t)`` and compared in integers; ν and the numeric answer are exact discrete
+Exact noise on a grid (docs/privacy_model.md). Statistics are floored onto the public grid
+2^-k_t with k_t = ``grid_bits(1/t)`` and compared in integers; ν and the numeric answer are exact discrete
 Laplace calibrated to the grid sensitivity (``beam_dp.noise.extra_samplers``: cost exactly as the
 paper's continuous noise). η lives on the grid 2^-j with ξ_{t₀}Δ_{t₀}·2^j ≥ 2^10 (t₀ = round
 start) and has scale ``ETA_SCALE`` = 2·(1 + 2^-7): the proof shifts η by ξ_{t₀}Δ_{t₀}; on the
@@ -272,8 +272,8 @@ class AboveThresholdGrowing(_GrowingSVTBase):
 
     Privacy unit: one record, under the paper's swap-one relation (neighbouring streams differ in
     one record from its insertion time on, with equal sizes at every time): the size t is public
-    (docs/growing_databases.md; feed t from a private estimate for add/remove neighbours). Event-level unless
-    each user contributes one record.
+    (docs/growing_databases.md; feed t from a private estimate for add/remove neighbours).
+    Event-level unless each user contributes one record.
 
     Sensitivity and guarantee: linear queries f ∈ [0, 1]^N have Δ_t = 1/t; the round is
     ξ_{t₀}Δ_{t₀} ≤ ξ_nΔ_n-DP (Theorem 25).

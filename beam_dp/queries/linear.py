@@ -2,8 +2,9 @@
 
 A linear query is a vector f ∈ [0, 1]^N; its answer on a histogram h is <f, h> (on the fractional
 histogram x = counts/t of a size-t database, <f, x> has sensitivity 1/t under the replacement of
-one record; Cummings et al., "Differential Privacy for Growing Databases", 2018). This module keeps queries compact (kind + parameters) and materialises
-the dense vector only when it is needed:
+one record; Cummings et al., "Differential Privacy for Growing Databases", 2018). This module
+keeps queries compact (kind + parameters) and materialises the dense vector only when it is
+needed:
 
 * ``point``: f = e_i (a counting query for one domain element);
 * ``range``: f = 1 on [start, stop), 0 elsewhere;
