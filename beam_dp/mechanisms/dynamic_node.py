@@ -14,7 +14,8 @@ adaptively). The threshold γ is a public function of (ε_r, β_r, steps since t
 
 Restart rule (Qiu & Yi, Algorithm 3): after each step, if the noisy deletion count
 nd > ñ/2 + 2γ, start round r + 1 on the surviving records; halt (answer 0 forever) if the new
-ñ < 2γ_r with γ_r = (1/ε_r)·ln(1/β_r). Otherwise the node answers S − (C2 deleted-histogram estimate).
+ñ < 2γ_r with γ_r = (1/ε_r)·ln(1/β_r). Otherwise the node answers
+S − (C2 deleted-histogram estimate).
 
 Debug mode (``NoiseFreeDebug``): all noise is zero and γ may be overridden; it exists only for
 structural tests, refuses a secure random source and has no privacy cost to spend.
