@@ -18,9 +18,10 @@ Exact noise on a grid (docs/privacy_model.md). Statistics are floored onto the p
 2^-k_t with k_t = ``grid_bits(1/t)`` and compared in integers; ν and the numeric answer are
 exact discrete Laplace calibrated to the grid sensitivity (``beam_dp.noise.extra_samplers``:
 cost exactly as the paper's continuous noise). η lives on the grid 2^-j with
-ξ_{t₀}Δ_{t₀}·2^j ≥ 2^10 (t₀ = round start) and has scale ``ETA_SCALE`` = 2·(1 + 2^-7): the proof shifts η by ξ_{t₀}Δ_{t₀}; on the
-grids the shift needed is at most ξ_{t₀}Δ_{t₀}·(1 + 5·2^-10), which the 2^-7 inflation pays for,
-so every cost below is the paper's, unchanged.
+ξ_{t₀}Δ_{t₀}·2^j ≥ 2^10 (t₀ = round start) and has scale ``ETA_SCALE`` = 2·(1 + 2^-7): the
+proof shifts η by ξ_{t₀}Δ_{t₀}; on the grids the shift needed is at most
+ξ_{t₀}Δ_{t₀}·(1 + 5·2^-10), which the 2^-7 inflation pays for, so every cost below is the
+paper's, unchanged.
 """
 
 import dataclasses
