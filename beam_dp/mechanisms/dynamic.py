@@ -210,6 +210,8 @@ class FullyDynamicCounter:
         object.__setattr__(self, 'epsilon', v.check_positive(owner, 'epsilon', self.epsilon))
         v.check_probability(owner, 'partition_fraction', self.partition_fraction,
                             allow_zero=False)
+        # The partitioner gets beta / 2, which alone would accept beta in [1, 2).
+        v.check_probability(owner, 'beta', self.beta, allow_zero=False)
         v.check_positive_int(owner, 'dimension', self.dimension)
         if self.debug is not None and not isinstance(self.debug, NoiseFreeDebug):
             v._fail(owner, f'debug must be a NoiseFreeDebug or None, got {self.debug!r}.')

@@ -9,10 +9,10 @@ from beam_dp import noise
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import BinaryTreeCounter
-from tests.mechanisms.contract import ContinualMechanismContract
+from tests.mechanisms.contract import CounterContract
 
 
-class TestBinaryTreeContract(ContinualMechanismContract):
+class TestBinaryTreeContract(CounterContract):
 
     def make(self, **overrides):
         kwargs = dict(horizon=64, epsilon=1.0, dimension=3)

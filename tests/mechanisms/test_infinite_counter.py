@@ -8,10 +8,10 @@ import pytest
 from beam_dp import noise
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import InfiniteTreeCounter
-from tests.mechanisms.contract import ContinualMechanismContract
+from tests.mechanisms.contract import CounterContract
 
 
-class TestInfiniteContract(ContinualMechanismContract):
+class TestInfiniteContract(CounterContract):
 
     def make(self, **overrides):
         kwargs = dict(epsilon=1.0, dimension=2)
