@@ -13,8 +13,9 @@ nodes of a level are disjoint, so level h's nodes move by at most l1 in L1 norm.
 ρ-zCDP overall).
 
 Releases: after step t (1 ≤ t ≤ T) the estimate of the prefix sum Σ_{s≤t} x_s — an exact integer
-sum of ≤ L noisy nodes (textbook) or Honaker's float post-processing of them. Noisy nodes are drawn
-once, when they close, and kept in the state.
+sum of ≤ L noisy nodes (textbook) or Honaker's float post-processing of them. Totals never wrap:
+they are int64 while a bound proves it exact and Python ints beyond (``_dyadic.exact_add``).
+Noisy nodes are drawn once, when they close, and kept in the state.
 
 Not guaranteed: anything past step T (``step`` raises: releasing more would break the accounting).
 
@@ -63,14 +64,17 @@ def _advance_levels(levels: int, t: int, open_sums, noisy, est_last, est_prev, v
                     node_noise: list, rng: RandomSource):
     """Adds one step (the t-th, 1-based, counted within this tree) and closes finished nodes.
 
-    Works on fresh copies; returns nothing (the caller owns the copies).
+    Works on fresh copies (est_* are updated in place); returns the new (open_sums, noisy), which
+    become object arrays of exact Python ints once a total passes the int64 range.
     """
-    open_sums += value
+    open_sums = _dyadic.exact_add(open_sums, value)
     d = open_sums.shape[1]
     for h in range(levels):
         if t % (1 << h):
             break   # Level h (and every level above) is still open.
-        raw = open_sums[h] + node_noise[h].sample(rng, d)
+        raw = _dyadic.exact_add(open_sums[h], node_noise[h].sample(rng, d))
+        if raw.dtype == object and noisy.dtype != object:
+            noisy = noisy.astype(object)
         noisy[h] = raw
         open_sums[h] = 0
         if est_last is not None:
@@ -82,6 +86,7 @@ def _advance_levels(levels: int, t: int, open_sums, noisy, est_last, est_prev, v
                                            node_noise[h].variance(), _reduced(node_noise)[h - 1])
             est_prev[h] = est_last[h]
             est_last[h] = estimate
+    return open_sums, noisy
 
 
 def _reduced(node_noise: list) -> list:
@@ -149,13 +154,13 @@ class BinaryTreeCounter:
             raise UnsupportedMechanismError(
                 f'{type(self).__name__}: horizon {self.horizon} reached; releasing step '
                 f'{state.t + 1} would exceed the declared privacy cost.')
-        value = np.asarray(value, dtype=np.int64).reshape(self.dimension)
+        value = _dyadic.exact_ints(value, self.dimension)
         t = state.t + 1
         open_sums, noisy = state.open_sums.copy(), state.noisy.copy()
         est_last = None if state.est_last is None else state.est_last.copy()
         est_prev = None if state.est_prev is None else state.est_prev.copy()
-        _advance_levels(self.levels, t, open_sums, noisy, est_last, est_prev, value,
-                        [self.node_noise] * self.levels, rng)
+        open_sums, noisy = _advance_levels(self.levels, t, open_sums, noisy, est_last, est_prev,
+                                           value, [self.node_noise] * self.levels, rng)
         new_state = TreeState(t, _dyadic.readonly(open_sums), _dyadic.readonly(noisy),
                               None if est_last is None else _dyadic.readonly(est_last),
                               None if est_prev is None else _dyadic.readonly(est_prev))
@@ -167,7 +172,9 @@ class BinaryTreeCounter:
         bits = [h for h in range(self.levels) if state.t >> h & 1]
         if not bits:
             return np.zeros(self.dimension, dtype=source.dtype)
-        return source[bits].sum(axis=0)
+        if source.dtype.kind == 'f':
+            return source[bits].sum(axis=0)
+        return _dyadic.exact_sum([source[h] for h in bits])
 
     def release_variance(self, t: int) -> float:
         """Exact noise variance of the estimate after step t (per bin)."""

@@ -15,7 +15,8 @@ depends on an unknown horizon.
 
 Releases: after step s the estimate of Σ_{u≤s} x_u: the sum of completed block releases plus the
 dyadic decomposition of the open block. Nodes and block releases are drawn once, when they
-close, and kept in the state. State: O(log s) rows of d values.
+close, and kept in the state. State: O(log s) rows of d values. Exact totals (and the textbook
+estimator's released sums) never wrap: int64 while a bound proves it exact, Python ints beyond.
 
 Cite: Chan, Shi, Song, TISSEC 2011, Sec. 4 ("hybrid mechanism"); Qiu & Yi spec 001 §6.
 """
@@ -103,9 +104,11 @@ class InfiniteTreeCounter:
 
     def init_state(self) -> InfiniteTreeState:
         open_sums, noisy, est_last, est_prev = self._empty_tree(0)
-        zeros = np.zeros(self.dimension)
+        # Textbook: the completed blocks' total is an exact integer; reduced: a float estimate.
+        zeros = np.zeros(self.dimension, dtype=np.int64 if self.estimator == 'textbook'
+                         else np.float64)
         return InfiniteTreeState(
-            0, _dyadic.readonly(zeros.copy()), 0.0,
+            0, _dyadic.readonly(zeros), 0.0,
             _dyadic.readonly(np.zeros(self.dimension, dtype=np.int64)),
             _dyadic.readonly(open_sums), _dyadic.readonly(noisy),
             None if est_last is None else _dyadic.readonly(est_last),
@@ -114,7 +117,7 @@ class InfiniteTreeCounter:
     def step(self, state: InfiniteTreeState, value,
              rng: RandomSource) -> Tuple[np.ndarray, InfiniteTreeState]:
         """Consumes step s+1's integer vector (already bounded); returns the prefix estimate."""
-        value = np.asarray(value, dtype=np.int64).reshape(self.dimension)
+        value = _dyadic.exact_ints(value, self.dimension)
         s = state.s + 1
         block = s.bit_length() - 1            # i with 2^i <= s < 2^(i+1)
         pos = s - (1 << block)                 # 0 <= pos < 2^i
@@ -126,14 +129,14 @@ class InfiniteTreeCounter:
             est_last = None if state.est_last is None else state.est_last.copy()
             est_prev = None if state.est_prev is None else state.est_prev.copy()
             block_sum = state.block_sum.copy()
-        block_sum += value
+        block_sum = _dyadic.exact_add(block_sum, value)
         tree_noise = [self.tree_noise(block)] * block if block else []
-        _advance_levels(block, pos + 1, open_sums, noisy, est_last, est_prev, value, tree_noise,
-                        rng)
+        open_sums, noisy = _advance_levels(block, pos + 1, open_sums, noisy, est_last, est_prev,
+                                           value, tree_noise, rng)
         completed, completed_var = state.completed, state.completed_variance
         if pos == (1 << block) - 1:            # Block i is complete: release its total.
             noise = self.block_noise()
-            raw = block_sum + noise.sample(rng, self.dimension)
+            raw = _dyadic.exact_add(block_sum, noise.sample(rng, self.dimension))
             s2 = noise.variance()
             if est_last is not None and block >= 1:
                 v_child = _dyadic.reduced_variances([tree_noise[0].variance()] * block)[-1]
@@ -142,10 +145,10 @@ class InfiniteTreeCounter:
                 s2 = _dyadic._combined_variance(s2, v_child)
             else:
                 estimate = raw
-            completed = completed + estimate
+            completed = _dyadic.exact_add(completed, estimate)
             completed_var = completed_var + s2
         new_state = InfiniteTreeState(
-            s, _dyadic.readonly(np.asarray(completed, dtype=np.float64)), completed_var,
+            s, _dyadic.readonly(np.array(completed)), completed_var,
             _dyadic.readonly(block_sum), _dyadic.readonly(open_sums), _dyadic.readonly(noisy),
             None if est_last is None else _dyadic.readonly(est_last),
             None if est_prev is None else _dyadic.readonly(est_prev))
@@ -154,7 +157,9 @@ class InfiniteTreeCounter:
     def estimate(self, state: InfiniteTreeState) -> np.ndarray:
         """Prefix estimate at the state's step: completed blocks + open block's decomposition."""
         s = state.s
-        total = np.array(state.completed, dtype=np.float64)
+        total = np.array(state.completed)
+        if self.estimator == 'textbook' and total.dtype.kind == 'f':
+            total = _dyadic.exact_ints(np.rint(total).astype(object), self.dimension)  # old state
         if s == 0:
             return total
         block = s.bit_length() - 1
@@ -163,9 +168,7 @@ class InfiniteTreeCounter:
             source = state.noisy if state.est_last is None else state.est_last
             for h in range(block):
                 if r >> h & 1:
-                    total = total + source[h]
-        if self.estimator == 'textbook':
-            return np.rint(total).astype(np.int64)
+                    total = _dyadic.exact_add(total, source[h])
         return total
 
     def release_variance(self, s: int) -> float:
