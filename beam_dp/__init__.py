@@ -12,6 +12,7 @@ from beam_dp.errors import BudgetExceededError
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.errors import UnsupportedMechanismError
+from beam_dp.io.queries import QueryAnswer
 from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
@@ -19,7 +20,6 @@ from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery
-from beam_dp.queries import QueryAnswer
 from beam_dp.transforms import BBImproverQueries
 from beam_dp.transforms import BBSchedulerQueries
 from beam_dp.transforms import BoundContributions

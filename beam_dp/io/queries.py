@@ -1,4 +1,5 @@
-"""Avro schemas (fastavro) for linear queries and their answers, with dict converters.
+"""Query records: the Avro schemas (fastavro) of linear queries and of their answers
+(``QueryAnswer``), with dict converters. Pure Python (no Beam).
 
 A query record carries its id, kind, domain size, the kind's parameters and (for vector queries)
 the dense vector. An answer record carries the query id, either a value or a refusal with a
@@ -8,7 +9,8 @@ event-time timestamp (microseconds since the epoch).
 
 Converting a record back into a ``LinearQuery`` re-runs its validation; a malformed record raises
 ``InvalidRecordError`` (chained to the cause) so that a transform can route it to a dead-letter
-output instead of failing (DESIGN rule 6).
+output instead of failing (DESIGN rule 6). Answers are built from a mechanism's result in one
+place, ``beam_dp.drivers.growing.answer_record``.
 """
 
 import dataclasses
@@ -187,23 +189,6 @@ class QueryAnswer:
         if self.refusal is not None and self.refusal not in REFUSAL_REASONS:
             raise InvalidParamsError(f'QueryAnswer: refusal must be one of {REFUSAL_REASONS}, got '
                                      f'{self.refusal!r}.')
-
-    @classmethod
-    def from_result(cls, query_id: str, result: Any, mechanism: str,
-                    timestamp: int) -> 'QueryAnswer':
-        """Wraps a mechanism's answer (anything with ``value``, ``status``, ``t`` and
-        ``epsilon_spent``; optional ``delta_spent`` and ``hard``)."""
-        status = str(getattr(result, 'status', '')).upper()
-        refused = status in REFUSAL_REASONS
-        return cls(query_id=query_id,
-                   value=None if refused or result.value is None else float(result.value),
-                   refusal=status if refused else None,
-                   mechanism=mechanism,
-                   epsilon_spent=float(getattr(result, 'epsilon_spent', 0.0)),
-                   delta_spent=float(getattr(result, 'delta_spent', 0.0)),
-                   t=getattr(result, 't', None),
-                   hard=getattr(result, 'hard', None),
-                   timestamp=int(timestamp))
 
 
 def answer_to_avro(answer: QueryAnswer) -> Dict[str, Any]:

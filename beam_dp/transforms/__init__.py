@@ -1,14 +1,13 @@
 """Beam PTransforms of beam_dp (thin: state, timers and wiring around pure mechanisms)."""
 
-from beam_dp.transforms._growing import GrowingDatabaseOutputs
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
-from beam_dp.transforms.bb_scheduler import EpochReleaseRecord
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.dynamic import DynamicCountPerKey
+from beam_dp.transforms.growing_database import GrowingDatabaseOutputs
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.select_keys import KeySelectionOutputs
 from beam_dp.transforms.select_keys import SelectKeys
@@ -25,7 +24,6 @@ __all__ = [
     'ContinualOutputs',
     'ContinualSumPerKey',
     'DynamicCountPerKey',
-    'EpochReleaseRecord',
     'GrowingDatabaseOutputs',
     'KeySelectionOutputs',
     'SelectKeys',

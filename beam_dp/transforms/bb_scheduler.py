@@ -1,128 +1,26 @@
 """``BBSchedulerQueries`` / ``BBImproverQueries``: rerun a pluggable static ε-DP black box as a
 database grows (Cummings et al., Algorithms 1-2), answering a public query stream in Beam.
 
-Same wiring as ``WindowedPMWG`` (``_growing.py``): data and queries tagged, keyed by
-(key, window), processed in event-time order by one stateful DoFn. The mechanisms are
+Same wiring as ``WindowedPMWG`` (``growing_database.py``): data and queries tagged, keyed by
+(key, window), processed in event-time order by one stateful DoFn. The per-instance logic is
+``BBEngine`` (``beam_dp.drivers.growing``: it cuts record batches at epoch starts) around
 ``beam_dp.mechanisms.BBScheduler`` / ``BBImprover`` unchanged; every black-box run is emitted as
-an ``EpochReleaseRecord`` (public metadata: epoch, t, ε_i, α_i, ln(1/β_i)) on its schedule, and
-queries are answered from the current run (post-processing).
+an ``EpochReleaseRecord`` (``beam_dp.io.epochs``; public metadata: epoch, t, ε_i, α_i,
+ln(1/β_i)) on its schedule, and queries are answered from the current run (post-processing).
 """
 
-import dataclasses
-import typing
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Optional
 
-import apache_beam as beam
-import numpy as np
-
+from beam_dp.drivers.growing import BBEngine
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.bb_scheduler import BBImprover
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
-from beam_dp.queries import QueryAnswer
-from beam_dp.transforms._growing import GrowingDatabaseTransform
-from beam_dp.transforms._growing import _Engine
-from beam_dp.transforms._growing import refusal_message
+from beam_dp.transforms.growing_database import GrowingDatabaseTransform
 
 __all__ = [
     'BBImproverQueries',
     'BBSchedulerQueries',
-    'EPOCH_RELEASE_SCHEMA',
-    'EpochReleaseRecord',
-    'epoch_release_to_avro',
 ]
-
-
-class EpochReleaseRecord(NamedTuple):
-    """One black-box run: ``key`` (str of the instance key; '' for one database), the window's
-    [start, end) in microseconds (None in the global window), ``epoch`` (BBScheduler: i;
-    BBImprover: the size t), ``t`` (size of the snapshot it ran on), ``epsilon``, ``alpha``,
-    ``ln_inv_beta`` (the run's ε_i, α_i, ln(1/β_i)), ``mechanism`` (scheduler/box) and
-    ``timestamp`` (event time of the item that triggered it, microseconds). All public."""
-    key: str
-    window_start_micros: Optional[int]
-    window_end_micros: Optional[int]
-    epoch: int
-    t: int
-    epsilon: float
-    alpha: float
-    ln_inv_beta: float
-    mechanism: str
-    timestamp: int
-
-
-beam.coders.registry.register_coder(EpochReleaseRecord, beam.coders.RowCoder)
-
-EPOCH_RELEASE_SCHEMA = {
-    'type': 'record',
-    'name': 'EpochRelease',
-    'namespace': 'beam_dp',
-    'doc': 'One run of a static black box by BBScheduler/BBImprover (public metadata).',
-    'fields': [
-        {'name': 'key', 'type': 'string'},
-        {'name': 'window_start_micros', 'type': ['null', 'long'], 'default': None},
-        {'name': 'window_end_micros', 'type': ['null', 'long'], 'default': None},
-        {'name': 'epoch', 'type': 'long'},
-        {'name': 't', 'type': 'long'},
-        {'name': 'epsilon', 'type': 'double'},
-        {'name': 'alpha', 'type': 'double'},
-        {'name': 'ln_inv_beta', 'type': 'double'},
-        {'name': 'mechanism', 'type': 'string'},
-        {'name': 'timestamp', 'type': 'long'},
-    ],
-}
-
-
-def epoch_release_to_avro(record: EpochReleaseRecord) -> dict:
-    return record._asdict()
-
-
-class _BBEngine(_Engine):
-    """Adapter: records → ``add_data_with_releases`` (split at epoch starts, so the releases do
-    not depend on how records are batched); a query → ``answer`` (a lazy run is detected by the
-    run counter and emitted as a release)."""
-
-    def __init__(self, mechanism, name: str):
-        self._mechanism = mechanism
-        self.name = name
-
-    def init_state(self):
-        return self._mechanism.init_state()
-
-    def add(self, state, indices, rng):
-        m = self._mechanism
-        if m.lazy or not isinstance(m, BBScheduler):
-            return m.add_data_with_releases(state, indices, rng)
-        releases = []
-        rest = indices
-        while rest.size:
-            # Cut the batch at the next epoch start: the box then runs exactly at t_i whatever the
-            # bundling (spec 000 criterion 22); several starts at one integer collapse (spec P3).
-            need = max(1, m.start(state.epoch + 1) - state.t)
-            chunk, rest = rest[:need], rest[need:]
-            new, state = m.add_data_with_releases(state, chunk, rng)
-            releases.extend(new)
-        return tuple(releases), state
-
-    def answer(self, state, query_id, query, micros, rng):
-        runs = state.runs
-        result, state = self._mechanism.answer(state, query, rng)
-        releases = (state.release,) if state.runs > runs else ()
-        answer = QueryAnswer.from_result(query_id, result, self.name, micros)
-        if answer.refusal is not None:
-            answer = dataclasses.replace(answer, message=refusal_message(
-                answer.refusal, result.t, self._mechanism.n))
-        if self._mechanism.delta:
-            answer = dataclasses.replace(answer, delta_spent=self._mechanism.delta)
-        return answer, releases, state
-
-    def release_record(self, key, wid, release, micros):
-        return EpochReleaseRecord(
-            key='' if key is None else str(key),
-            window_start_micros=None if wid is None else wid[0],
-            window_end_micros=None if wid is None else wid[1],
-            epoch=int(release.epoch), t=int(release.t), epsilon=float(release.epsilon),
-            alpha=float(release.alpha), ln_inv_beta=float(release.ln_inv_beta),
-            mechanism=self.name, timestamp=int(micros))
 
 
 class _BBQueries(GrowingDatabaseTransform):
@@ -132,7 +30,7 @@ class _BBQueries(GrowingDatabaseTransform):
               allowed_lateness, timer_granularity, testing_seed):
         self._mechanism = mechanism
         box = getattr(mechanism.mechanism, 'name', 'black_box')
-        self._engine = _BBEngine(mechanism, f'{self._owner_name.lower()}/{box}')
+        self._engine = BBEngine(mechanism, f'{self._owner_name.lower()}/{box}')
         self._cost = mechanism.privacy_cost()
         self._domain_size = mechanism.domain_size
         self._setup(type(self).__name__, domain_fn, data_key_fn, query_key_fn, accountant,
@@ -234,6 +132,3 @@ class BBImproverQueries(_BBQueries):
                               domain_size=domain_size, c=c, p1=p1, p2=p2, lazy=True)
         self._init(improver, domain_fn, data_key_fn, query_key_fn, accountant,
                    allowed_lateness, timer_granularity, testing_seed)
-
-
-del typing, np

@@ -19,17 +19,17 @@ were not late (spec 000 criterion 25); a late record (stamped before an already 
 is counted at the next processing, i.e. in a later t. With bounded inputs (batch) one timer at the
 end of input processes everything, in the same order, in one go.
 
-The DoFn holds state and sets timers; every decision is the mechanism's (an ``_Engine`` adapter
-around a pure state machine). The schedule is public: a query is answered when it is processed
+The DoFn holds state and sets timers; every decision is the driver's
+(``beam_dp.drivers.growing``: the engine adapters around the pure mechanisms, the order, the
+answers and refusals). The schedule is public: a query is answered when it is processed
 (its arrival time is public, DESIGN rule 1), and the database size t used by the mechanisms is
 public under the swap-one relation the transforms declare.
 """
 
-import math
-from typing import Any, Callable, List, NamedTuple, Optional, Tuple
+import typing
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.coders import PickleCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec
@@ -45,22 +45,23 @@ from apache_beam.utils.timestamp import Timestamp
 from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyCost
+from beam_dp.drivers import growing as driver
+from beam_dp.drivers.growing import QUERY
+from beam_dp.drivers.growing import RECORD
+from beam_dp.drivers.growing import GrowingEngine
 from beam_dp.errors import InvalidParamsError
-from beam_dp.errors import InvalidRecordError
+from beam_dp.io.queries import QueryAnswer
 from beam_dp.io.records import DeadLetter
 from beam_dp.queries import LinearQuery
-from beam_dp.queries import QueryAnswer
-from beam_dp.queries import query_from_avro
 from beam_dp.transforms._common import DEAD_LETTER
 from beam_dp.transforms._common import dead_letter
 from beam_dp.transforms._common import to_micros
 
 __all__ = [
     'GrowingDatabaseOutputs',
-    'instance_rng',
+    'GrowingDatabaseTransform',
 ]
 
-RECORD, QUERY = 0, 1
 RELEASES = 'releases'
 _REFUSED = 'refused'
 _MAX_MICROS = GlobalWindow().max_timestamp().micros
@@ -73,14 +74,6 @@ class GrowingDatabaseOutputs(NamedTuple):
     answers: beam.PCollection
     releases: beam.PCollection
     dead_letter: beam.PCollection
-
-
-def instance_rng(rng: noise.RandomSource, label: str, key, window_id) -> noise.RandomSource:
-    """The random source of one (key, window) instance: queries use ``.derive('query', i)`` (i =
-    the instance's query index), data batches ``.derive('data')``. Under a seed this makes every
-    runner and bundling draw the same noise; the pure mechanisms driven with the same sources give
-    the same answers (the parity tests)."""
-    return rng.derive(label, key, window_id)
 
 
 def window_id_of(window) -> Optional[Tuple[int, int]]:
@@ -120,33 +113,9 @@ def check_windowing(owner: str, *pcolls) -> bool:
     return isinstance(first, FixedWindows)
 
 
-def normalise_query(element) -> Tuple[Optional[str], Any]:
-    """(query_id, LinearQuery) from (id, LinearQuery), a LinearQuery with an id or an Avro dict.
-
-    Returns (query_id or None, LinearQuery or an error message)."""
-    qid = None
-    try:
-        if isinstance(element, LinearQuery):
-            return element.query_id, element
-        if isinstance(element, dict):
-            qid = element.get('id') or None
-            return qid, query_from_avro(element)
-        if isinstance(element, (tuple, list)) and len(element) == 2:
-            qid = None if element[0] is None else str(element[0])
-            query = element[1]
-            if isinstance(query, dict):
-                query = query_from_avro(query)
-            if not isinstance(query, LinearQuery):
-                return qid, f'query must be a LinearQuery or an Avro dict, got {query!r:.80}'
-            return qid, query
-    except InvalidRecordError as e:
-        return qid, str(e)
-    return None, (f'a query must be (query_id, LinearQuery), a LinearQuery with a query_id or an '
-                  f'Avro dict, got {element!r:.80}')
-
-
-@beam.typehints.with_input_types(Any)
-@beam.typehints.with_output_types(Tuple[Tuple[Any, Any], Tuple[int, int, Any, Any]])
+@beam.typehints.with_input_types(typing.Any)
+@beam.typehints.with_output_types(
+    typing.Tuple[typing.Tuple[typing.Any, typing.Any], typing.Tuple[int, int, typing.Any, typing.Any]])
 class _TagFn(beam.DoFn):
     """Validates one input and keys it by (key, window id); runs in the input's windows."""
 
@@ -175,18 +144,13 @@ class _TagFn(beam.DoFn):
             except Exception as e:  # pylint: disable=broad-except
                 yield dead_letter(self._label, stage, f'domain_fn raised {e!r}', element, micros)
                 return
-            if (isinstance(index, bool) or not isinstance(index, (int, np.integer))
-                    or not 0 <= int(index) < self._domain_size):
-                yield dead_letter(self._label, stage,
-                                  f'domain_fn must return an integer in [0, {self._domain_size}), '
-                                  f'got {index!r:.40}', element, micros)
+            reason = driver.check_domain_index(index, self._domain_size)
+            if reason is not None:
+                yield dead_letter(self._label, stage, reason, element, micros)
                 return
             yield (key, wid), (micros, RECORD, int(index), int(index))
             return
-        qid, query = normalise_query(element)
-        if isinstance(query, LinearQuery) and query.domain_size != self._domain_size:
-            query = (f'query must be over a domain of size {self._domain_size}, got '
-                     f'{query.domain_size}')
+        qid, query = driver.normalise_query(element, self._domain_size)
         if not qid:
             reason = 'query has no query_id' + ('' if isinstance(query, LinearQuery)
                                                 else f' ({query})')
@@ -195,31 +159,10 @@ class _TagFn(beam.DoFn):
         if not isinstance(query, LinearQuery):
             yield dead_letter(self._label, stage, f'invalid query {qid!r}: {query}', element,
                               micros)
-            yield beam.pvalue.TaggedOutput(_REFUSED, QueryAnswer(
-                query_id=qid, value=None, refusal='INVALID_QUERY', message=str(query)[:500],
-                mechanism=self._mechanism, epsilon_spent=0.0, timestamp=micros))
+            yield beam.pvalue.TaggedOutput(_REFUSED, driver.answer_record(
+                qid, self._mechanism, micros, refusal='INVALID_QUERY', message=str(query)))
             return
         yield (key, wid), (micros, QUERY, qid, (qid, query))
-
-
-class _Engine:
-    """Adapter between the DoFn and a pure mechanism (implemented in pmwg.py / bb_scheduler.py).
-
-    ``add(state, indices, rng) -> (releases, state)``; ``answer(state, query_id, query, micros,
-    rng) -> (QueryAnswer, releases, state)``; ``release_record(key, wid, release, micros)``."""
-    name = ''
-
-    def init_state(self):
-        raise NotImplementedError
-
-    def add(self, state, indices: np.ndarray, rng):
-        raise NotImplementedError
-
-    def answer(self, state, query_id: str, query: LinearQuery, micros: int, rng):
-        raise NotImplementedError
-
-    def release_record(self, key, wid, release, micros: int):
-        raise NotImplementedError
 
 
 class _GrowingFn(beam.DoFn):
@@ -232,7 +175,7 @@ class _GrowingFn(beam.DoFn):
     FLUSH_TIMER = TimerSpec('flush', TimeDomain.WATERMARK)
     EXPIRE_TIMER = TimerSpec('expire', TimeDomain.WATERMARK)
 
-    def __init__(self, engine: _Engine, label: str, rng: noise.RandomSource, bounded: bool,
+    def __init__(self, engine: GrowingEngine, label: str, rng: noise.RandomSource, bounded: bool,
                  granularity_micros: int, lateness_micros: int):
         self._engine = engine
         self._label = label
@@ -273,8 +216,8 @@ class _GrowingFn(beam.DoFn):
                   f'watermark passed its end plus the allowed lateness)')
         if kind == QUERY:
             qid = payload[0]
-            yield QueryAnswer(query_id=qid, value=None, refusal='HALTED', message=reason,
-                              mechanism=self._engine.name, epsilon_spent=0.0, timestamp=micros)
+            yield driver.answer_record(qid, self._engine.name, micros, refusal='HALTED',
+                                       message=reason)
         else:
             yield dead_letter(self._label, 'AnswerQueries', f'late: {reason}', payload, micros)
 
@@ -297,7 +240,7 @@ class _GrowingFn(beam.DoFn):
         """Processes every pending item stamped ≤ ``upto`` in order, emits, and re-arms (or, on
         ``close``, finalises the window's instance and clears its state)."""
         items = list(pending.read())
-        due = sorted((i for i in items if i[0] <= upto), key=lambda i: i[:3])
+        due = driver.order(i for i in items if i[0] <= upto)
         rest = [i for i in items if i[0] > upto]
         user_key, wid = key
         info = meta.read() or {}
@@ -305,9 +248,14 @@ class _GrowingFn(beam.DoFn):
             state = instance.read()
             if state is None:
                 state = self._engine.init_state()
-            base = instance_rng(self._rng, self._label, user_key, wid)
-            state, outputs = self._process(state, due, base, info, user_key, wid)
-            yield from outputs
+            base = driver.instance_rng(self._rng, self._label, user_key, wid)
+            state, info['queries'], out = driver.process(
+                self._engine, state, due, base, info.get('queries', 0), user_key, wid)
+            yield from out.answers
+            for record in out.releases:
+                yield beam.pvalue.TaggedOutput(RELEASES, record)
+            for reason, payload, micros in out.rejected:
+                yield dead_letter(self._label, 'AnswerQueries', reason, payload, micros)
             if not close:
                 instance.write(state)
         pending.clear()
@@ -327,53 +275,11 @@ class _GrowingFn(beam.DoFn):
             armed.clear()
         meta.write(info)
 
-    def _process(self, state, due: List[tuple], base, info: dict, user_key, wid):
-        engine = self._engine
-        outputs = []
-        batch: List[int] = []
-        data_rng = base.derive('data')
-
-        def add_batch(state, micros):
-            if not batch:
-                return state
-            releases, state = engine.add(state, np.asarray(batch, dtype=np.int64), data_rng)
-            for release in releases:
-                outputs.append(beam.pvalue.TaggedOutput(
-                    RELEASES, engine.release_record(user_key, wid, release, micros)))
-            batch.clear()
-            return state
-
-        last_micros = due[0][0]
-        for micros, kind, _, payload in due:
-            if kind == RECORD:
-                batch.append(payload)
-                last_micros = micros
-                continue
-            state = add_batch(state, last_micros)
-            qid, query = payload
-            index = info.get('queries', 0)
-            info['queries'] = index + 1
-            try:
-                answer, releases, state = engine.answer(state, qid, query, micros,
-                                                        base.derive('query', index))
-            except InvalidRecordError as e:
-                outputs.append(dead_letter(self._label, 'AnswerQueries', str(e), payload, micros))
-                outputs.append(QueryAnswer(query_id=qid, value=None, refusal='INVALID_QUERY',
-                                           message=str(e)[:500], mechanism=engine.name,
-                                           epsilon_spent=0.0, timestamp=micros))
-                continue
-            for release in releases:
-                outputs.append(beam.pvalue.TaggedOutput(
-                    RELEASES, engine.release_record(user_key, wid, release, micros)))
-            outputs.append(answer)
-        state = add_batch(state, last_micros)
-        return state, outputs
-
 
 class GrowingDatabaseTransform(beam.PTransform):
     """Base of the public transforms: validation of the shared arguments and the wiring.
 
-    Subclasses set ``self._engine`` (an ``_Engine``), ``self._cost`` (a ``PrivacyCost``) and
+    Subclasses set ``self._engine`` (a ``GrowingEngine``), ``self._cost`` (a ``PrivacyCost``) and
     ``self._domain_size`` before calling ``_setup``."""
 
     def _setup(self, owner: str, domain_fn, data_key_fn, query_key_fn, accountant,
@@ -442,16 +348,3 @@ class GrowingDatabaseTransform(beam.PTransform):
                  processed[DEAD_LETTER])
                 | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
         return GrowingDatabaseOutputs(answers, processed[RELEASES], dead)
-
-
-def refusal_message(status: str, t: int, n: int) -> str:
-    """A human-readable reason for a refusal (every number in it is public)."""
-    return {
-        'NOT_STARTED': f'the database has {t} records, fewer than the initial size n={n}',
-        'HALTED': 'the instance halted: its hard-query cap or budget is exhausted',
-        'BUDGET_EXHAUSTED': 'the privacy budget of this instance is exhausted',
-        'UNKNOWN_QUERY': 'the black box cannot answer this query (not in its query set)',
-    }.get(status, '')
-
-
-del math

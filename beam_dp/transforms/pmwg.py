@@ -1,45 +1,20 @@
 """``WindowedPMWG``: PMWG (private multiplicative weights for growing databases) on two Beam
 streams — data records and a public stream of linear queries — per key and per window.
 
-The wiring (tagging, event-time ordering, timers, dead letters) is in ``_growing.py``; the
-mechanism is ``beam_dp.mechanisms.PMWG`` unchanged: the DoFn stores its ``PMWGState`` and calls
-``add_data`` and ``answer``.
+The wiring (tagging, timers, dead letters) is in ``growing_database.py``; the per-instance logic
+is ``PMWGEngine`` (``beam_dp.drivers.growing``) around ``beam_dp.mechanisms.PMWG`` unchanged:
+the DoFn stores its ``PMWGState``, the driver calls ``add_data`` and ``answer``.
 """
 
-import dataclasses
 from typing import Any, Callable, Optional
 
+from beam_dp.drivers.growing import PMWGEngine
 from beam_dp.mechanisms.pmwg import PMWG
-from beam_dp.queries import QueryAnswer
-from beam_dp.transforms._growing import GrowingDatabaseTransform
-from beam_dp.transforms._growing import _Engine
-from beam_dp.transforms._growing import refusal_message
+from beam_dp.transforms.growing_database import GrowingDatabaseTransform
 
 __all__ = [
     'WindowedPMWG',
 ]
-
-
-class _PMWGEngine(_Engine):
-    """Adapter: records → ``PMWG.add_data``; a query → ``PMWG.answer`` → ``QueryAnswer``."""
-
-    def __init__(self, mechanism: PMWG):
-        self._mechanism = mechanism
-        self.name = 'pmwg'
-
-    def init_state(self):
-        return self._mechanism.init_state()
-
-    def add(self, state, indices, rng):
-        return (), self._mechanism.add_data(state, indices, rng)
-
-    def answer(self, state, query_id, query, micros, rng):
-        result, state = self._mechanism.answer(state, query, rng)
-        answer = QueryAnswer.from_result(query_id, result, self.name, micros)
-        if answer.refusal is not None:
-            answer = dataclasses.replace(
-                answer, message=refusal_message(answer.refusal, result.t, self._mechanism.n))
-        return answer, (), state
 
 
 class WindowedPMWG(GrowingDatabaseTransform):
@@ -50,7 +25,7 @@ class WindowedPMWG(GrowingDatabaseTransform):
 
     * ``data``: records, mapped to a domain element in [0, N) by ``domain_fn``;
     * ``queries``: ``(query_id, LinearQuery)`` pairs, ``LinearQuery`` objects with a
-      ``query_id``, or Avro dicts of ``beam_dp.queries.QUERY_SCHEMA``.
+      ``query_id``, or Avro dicts of ``beam_dp.io.queries.QUERY_SCHEMA``.
 
     Instances: one PMWG per (key, window). ``data_key_fn`` / ``query_key_fn`` give the key (one
     key = one database; default: a single database). In the global window the database grows
@@ -119,7 +94,7 @@ class WindowedPMWG(GrowingDatabaseTransform):
         super().__init__(label)
         self._mechanism = PMWG(epsilon=epsilon, alpha=alpha, n=n, domain_size=domain_size,
                                delta=delta, p=p)
-        self._engine = _PMWGEngine(self._mechanism)
+        self._engine = PMWGEngine(self._mechanism)
         self._cost = self._mechanism.privacy_cost()
         self._domain_size = self._mechanism.domain_size
         self._setup('WindowedPMWG', domain_fn, data_key_fn, query_key_fn, accountant,

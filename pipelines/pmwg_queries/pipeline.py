@@ -4,7 +4,7 @@
   query source   ReadFromAvro / ReadFromPubSub                      | 'ParseQueries'
   (optional)     'WindowTrips' / 'WindowQueries'  FixedWindows(--window_seconds)
   (both)         'AnswerWithPMWG'  beam_dp WindowedPMWG (domain element = duration bin · 4 + payment)
-  answers        → 'WriteAnswersAvro' / 'PublishAnswers'  (beam_dp.queries.ANSWER_SCHEMA)
+  answers        → 'WriteAnswersAvro' / 'PublishAnswers'  (beam_dp.io.queries.ANSWER_SCHEMA)
   dead letters   → 'WriteDeadLettersAvro' / 'PublishDeadLetters'
 
 No DP logic lives here: the parameters go to beam_dp, which validates them when the graph is built.
@@ -22,11 +22,11 @@ from apache_beam.utils.timestamp import Timestamp
 from beam_dp import BudgetAccountant
 from beam_dp import DeadLetter
 from beam_dp import PrivacyBudget
+from beam_dp.io.queries import ANSWER_SCHEMA
+from beam_dp.io.queries import QueryAnswer
+from beam_dp.io.queries import answer_to_avro
 from beam_dp.io.records import DEAD_LETTER_SCHEMA
 from beam_dp.io.records import dead_letter_to_avro
-from beam_dp.queries import ANSWER_SCHEMA
-from beam_dp.queries import QueryAnswer
-from beam_dp.queries import answer_to_avro
 from beam_dp.transforms.pmwg import WindowedPMWG
 from pipelines.common import sinks
 from pipelines.common.pubsub_codec import decode

@@ -20,9 +20,9 @@ from typing import Any, Dict, List, Tuple
 import fastavro
 import numpy as np
 
-from beam_dp.queries import QUERY_SCHEMA
+from beam_dp.io.queries import QUERY_SCHEMA
+from beam_dp.io.queries import query_to_avro
 from beam_dp.queries import LinearQuery
-from beam_dp.queries import query_to_avro
 
 __all__ = [
     'DATA_DIR',

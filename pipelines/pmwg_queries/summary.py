@@ -15,8 +15,8 @@ from typing import Dict, List
 import fastavro
 import numpy as np
 
-from beam_dp.queries import answer_from_avro
-from beam_dp.queries import query_from_avro
+from beam_dp.io.queries import answer_from_avro
+from beam_dp.io.queries import query_from_avro
 from pipelines.pmwg_queries import pipeline as job
 from pipelines.pmwg_queries import sample_data
 

@@ -236,7 +236,8 @@ def test_query_time_for_large_domain():
 
 
 def test_answers_convert_to_avro_records():
-    from beam_dp.queries import QueryAnswer, answer_from_avro, answer_to_avro
+    from beam_dp.drivers.growing import answer_record
+    from beam_dp.io.queries import answer_from_avro, answer_to_avro
     mech = PMWG(epsilon=30, alpha=0.3, n=100, domain_size=8)
     rng = seeded(14)
     state = mech.add_data(mech.init_state(), [1] * 99, rng)
@@ -244,6 +245,6 @@ def test_answers_convert_to_avro_records():
     state = mech.add_data(state, [2], rng)
     ans, state = mech.answer(state, LinearQuery.point(8, 1), rng)
     for result, refusal in ((early, 'NOT_STARTED'), (ans, None)):
-        record = QueryAnswer.from_result('q', result, 'pmwg', timestamp=123)
+        record = answer_record('q', 'pmwg', 123, result)
         assert record.refusal == refusal and record.t == result.t
         assert answer_from_avro(answer_to_avro(record)) == record

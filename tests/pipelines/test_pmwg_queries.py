@@ -8,7 +8,7 @@ import sys
 import fastavro
 import pytest
 
-from beam_dp.queries import answer_from_avro
+from beam_dp.io.queries import answer_from_avro
 from pipelines.pmwg_queries import options as job_options
 from pipelines.pmwg_queries import pipeline as job
 

@@ -10,15 +10,15 @@ import pytest
 
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
+from beam_dp.io.queries import QueryAnswer
+from beam_dp.io.queries import answer_from_avro
+from beam_dp.io.queries import answer_to_avro
+from beam_dp.io.queries import parsed_answer_schema
+from beam_dp.io.queries import parsed_query_schema
+from beam_dp.io.queries import query_from_avro
+from beam_dp.io.queries import query_to_avro
 from beam_dp.queries import LinearQuery
-from beam_dp.queries import QueryAnswer
-from beam_dp.queries import answer_from_avro
-from beam_dp.queries import answer_to_avro
 from beam_dp.queries import marginal_queries
-from beam_dp.queries import parsed_answer_schema
-from beam_dp.queries import parsed_query_schema
-from beam_dp.queries import query_from_avro
-from beam_dp.queries import query_to_avro
 
 
 def _all_kinds():

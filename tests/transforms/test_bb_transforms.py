@@ -6,6 +6,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that
+from apache_beam.utils.timestamp import Timestamp
 
 from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
@@ -16,11 +17,15 @@ from beam_dp.mechanisms.bb_scheduler import BBImprover
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
 from beam_dp.mechanisms.bb_scheduler import LaplaceQueryVector
 from beam_dp.mechanisms.bb_scheduler import bbscheduler_schedule
+from beam_dp.drivers.growing import BBEngine
+from beam_dp.drivers.growing import QUERY
+from beam_dp.drivers.growing import RECORD
+from beam_dp.drivers.growing import instance_rng
+from beam_dp.drivers.growing import run_instance
+from beam_dp.io.epochs import EpochReleaseRecord
 from beam_dp.queries import LinearQuery
-from beam_dp.transforms._growing import instance_rng
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
-from beam_dp.transforms.bb_scheduler import EpochReleaseRecord
 from tests.runners import streaming_options
 from tests.transforms.test_pmwg_transform import make_stream
 from tests.transforms.test_pmwg_transform import split
@@ -86,6 +91,30 @@ def test_epoch_releases_happen_exactly_at_the_schedule_and_answers_match_the_pur
     run(batches, BBSchedulerQueries(**scheduler_args(), domain_fn=lambda r: r,
                                     testing_seed=SEED), check_answers, check_releases)
 
+
+
+def test_the_notebook_driver_gives_the_transforms_releases_and_answers():
+    """The same data driven through the pure driver in ONE batch (a notebook) gives exactly the
+    transform's epoch releases and answers (the driver cuts batches at epoch starts)."""
+    mech = BBScheduler(**scheduler_args())
+    records = [('data', i % N, 1 + i * 0.01) for i in range(480)]      # epochs at 100, 167, 277, 460
+    queries = [('queries', (f'q{j}', QUERIES[j % N]), 5.9 + j * 0.4) for j in range(6)]
+    items = [(Timestamp.of(ts).micros, RECORD, v, v) for _, v, ts in records]
+    items += [(Timestamp.of(ts).micros, QUERY, q[0], q) for _, q, ts in queries]
+    notebook = run_instance(BBEngine(mech, 'bbscheduler/laplace_query_vector'), items,
+                            noise.seeded(SEED), LABEL)
+    assert len(notebook.releases) == 4          # every epoch crossed by the first batch runs
+
+    def check_releases(releases):
+        assert sorted(releases) == sorted(notebook.releases)
+
+    def check_answers(answers):
+        assert sorted(answers, key=lambda a: a.query_id) == sorted(
+            notebook.answers, key=lambda a: a.query_id)
+
+    run(split(records + queries, [2.0, 2.5, 4.0, 5.0]),
+        BBSchedulerQueries(**scheduler_args(), domain_fn=lambda r: r, testing_seed=SEED),
+        check_answers, check_releases)
 
 def test_unknown_queries_are_refused_and_lazy_mode_releases_at_query_times():
     records = [('data', i % N, 1 + i * 0.01) for i in range(150)]

@@ -17,9 +17,9 @@ from beam_dp.accounting import PrivacyBudget
 from beam_dp.errors import BudgetExceededError
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.pmwg import PMWG
+from beam_dp.drivers.growing import instance_rng
+from beam_dp.io.queries import query_to_avro
 from beam_dp.queries import LinearQuery
-from beam_dp.queries import query_to_avro
-from beam_dp.transforms._growing import instance_rng
 from beam_dp.transforms.pmwg import WindowedPMWG
 from tests.runners import streaming_options
 
