@@ -232,8 +232,6 @@ class _ContinualPerKey(shell.ShellTransform):
         """The pure driver this transform runs (drive it by hand for a reference)."""
         return self._driver
 
-    spec = driver
-
     def privacy_costs(self):
         return self._driver.privacy_costs(self.label)
 

@@ -23,12 +23,13 @@ from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.errors import InvalidParamsError
-from beam_dp.io.records import DeadLetter
+from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms.key_selection import GaussianThresholdSelection
 from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
 from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
-from beam_dp.transforms._common import DEAD_LETTER
-from beam_dp.transforms._common import dead_letter
+from beam_dp.transforms import shell
+from beam_dp.transforms.shell import DEAD_LETTER
+from beam_dp.transforms.shell import dead_letter
 
 __all__ = [
     'KeySelectionOutputs',
@@ -63,26 +64,13 @@ class _ExtractFn(beam.DoFn):
 
     def process(self, record):
         try:
-            key = self._key_fn(record)
-        except Exception as e:  # pylint: disable=broad-except
-            yield dead_letter(self._label, 'ExtractAndValidate', f'key_fn raised {e!r}', record)
+            key = shell.extract_key(self._key_fn, record)
+            if not isinstance(key, str):
+                raise InvalidRecordError(f'key must be a string, got {key!r}')
+            unit = shell.extract_unit(self._unit_fn, record)
+        except InvalidRecordError as e:
+            yield dead_letter(self._label, 'ExtractAndValidate', str(e), record)
             return
-        if not isinstance(key, str):
-            yield dead_letter(self._label, 'ExtractAndValidate',
-                              f'key must be a string, got {key!r}', record)
-            return
-        unit = None
-        if self._unit_fn is not None:
-            try:
-                unit = self._unit_fn(record)
-            except Exception as e:  # pylint: disable=broad-except
-                yield dead_letter(self._label, 'ExtractAndValidate', f'unit_fn raised {e!r}',
-                                  record)
-                return
-            if unit is None:
-                yield dead_letter(self._label, 'ExtractAndValidate', 'privacy unit id is None',
-                                  record)
-                return
         yield unit, key
 
 
@@ -116,7 +104,7 @@ class _SelectFn(beam.DoFn):
             yield key
 
 
-class SelectKeys(beam.PTransform):
+class SelectKeys(shell.ShellTransform):
     """Differentially private key (partition) selection over bounded input.
 
     Releases the set of keys that are privately selected from the records; every other key is
@@ -132,8 +120,8 @@ class SelectKeys(beam.PTransform):
         per key (ε/K, δ/K), sampled exactly;
       * 'laplace': n + DLap(K/ε) ≥ τ with P[1 + DLap ≥ τ] ≤ δ/K (PipelineDP's thresholding);
       * 'gaussian': n + DGauss(σ²) ≥ τ, σ from (ε, δ/2) via zCDP, τ from δ/(2K).
-    A key with a single unit is released with probability ≤ δ/K. The cost is spent on
-    ``accountant`` at construction.
+    A key with a single unit is released with probability ≤ δ/K. The cost is checked against
+    ``accountant`` at construction and recorded on it when the transform is applied.
 
     Not guaranteed: the order of output keys; unbounded input (use ``keys=PrivateKeys(...)`` on
     a continual transform for streams).
@@ -164,8 +152,8 @@ class SelectKeys(beam.PTransform):
                  method: str = 'truncated_geometric',
                  accountant: Optional[BudgetAccountant] = None,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
-        super().__init__(label)
-        owner = 'SelectKeys'
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+        owner = self.owner
         if not isinstance(budget, PrivacyBudget):
             raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got {budget!r}.')
         if budget.is_zcdp or not budget.delta > 0:
@@ -174,48 +162,35 @@ class SelectKeys(beam.PTransform):
         if method not in METHODS:
             options = ', '.join(repr(m) for m in METHODS)
             raise InvalidParamsError(f'{owner}: method must be one of {options}, got {method!r}.')
-        if not callable(key_fn):
-            raise InvalidParamsError(f'{owner}: key_fn must be callable, got {key_fn!r}.')
-        if unit_fn is not None and not callable(unit_fn):
-            raise InvalidParamsError(f'{owner}: unit_fn must be callable or None, got '
-                                     f'{unit_fn!r}.')
+        shell.check_callable(owner, 'key_fn', key_fn)
+        shell.check_callable(owner, 'unit_fn', unit_fn, optional=True)
         if unit_fn is None and max_keys_per_unit != 1:
             raise InvalidParamsError(f'{owner}: max_keys_per_unit needs unit_fn (at event level '
                                      f'each record is a unit with one key), got '
                                      f'{max_keys_per_unit!r}.')
-        if accountant is not None and not isinstance(accountant, BudgetAccountant):
-            raise InvalidParamsError(f'{owner}: accountant must be a BudgetAccountant, got '
-                                     f'{accountant!r}.')
-        if testing_seed is not None and (isinstance(testing_seed, bool)
-                                         or not isinstance(testing_seed, int)):
-            raise InvalidParamsError(f'{owner}: testing_seed must be an int or None, got '
-                                     f'{testing_seed!r}.')
-        try:
+        with self.params():
             self._rule = METHODS[method](budget.epsilon, budget.delta, max_keys_per_unit)
-        except InvalidParamsError as e:
-            raise InvalidParamsError(f'{owner}: {str(e).split(": ", 1)[-1]}') from e
-        if accountant is not None:
-            accountant.spend(label or owner, self._rule.privacy_cost())
         self._budget = budget
         self._method = method
         self._key_fn = key_fn
         self._unit_fn = unit_fn
         self._max_keys = max_keys_per_unit
-        self._rng = noise.seeded(testing_seed) if testing_seed is not None else noise.secure_rng()
+        self.check_budget()
 
     @property
     def rule(self):
         """The pure selection rule (its ``selection_probability(n)`` is exact and public)."""
         return self._rule
 
-    def privacy_cost(self):
-        return self._rule.privacy_cost()
+    def privacy_costs(self):
+        return [(self.label, self._rule.privacy_cost())]
 
     def display_data(self):
         return {'method': self._method, 'budget': str(self._budget),
                 'max_keys_per_unit': self._max_keys}
 
     def expand(self, records):
+        self.spend_budget()
         label = self.label
         extracted = records | 'ExtractAndValidate' >> beam.ParDo(
             _ExtractFn(label, self._key_fn, self._unit_fn)).with_output_types(
@@ -235,9 +210,7 @@ class SelectKeys(beam.PTransform):
         keys = (
             ones
             | 'CountUnitsPerKey' >> beam.CombinePerKey(sum)
-            | 'SelectPartitions' >> beam.ParDo(_SelectFn(self._rule, label, self._rng)))
+            | 'SelectPartitions' >> beam.ParDo(_SelectFn(self._rule, label, self.rng)))
         keys.element_type = str
-        dead_letters = tuple(dead) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(
-            DeadLetter)
-        return KeySelectionOutputs(keys, dead_letters)
+        return KeySelectionOutputs(keys, shell.merge_dead_letters(dead))
 

@@ -66,7 +66,7 @@ def counts(start, **kwargs):
 def expected_releases(start):
     transform = counts(start)
     reference = reference_releases(
-        transform.spec, LABEL, SEED,
+        transform.driver, LABEL, SEED,
         [(key, int((t - start) // STEP), None) for (key, _), t in all_events(start)],
         steps=IMPULSES // STEP)
     return sorted((key, step, values[0]) for (key, step), values in reference.items())
@@ -126,7 +126,7 @@ def test_teststream_idle_keys_late_records_and_parity():
     transform = ContinualCountPerKey(public_keys=KEYS, start=0, step=STEP, end=20,
                                      budget=PrivacyBudget(epsilon=1.0), testing_seed=SEED,
                                      label=LABEL)
-    reference = reference_releases(transform.spec, LABEL, SEED,
+    reference = reference_releases(transform.driver, LABEL, SEED,
                                    [(k, t // STEP, None) for (k, _), t in events], steps=4)
     expected = sorted((k, s, v[0]) for (k, s), v in reference.items())
 

@@ -123,7 +123,7 @@ def test_parity_with_the_pure_reference_under_a_seed():
     transform = ContinualCountPerKey(public_keys=keys, start=0, step=STEP, end=300, num_shards=3,
                                      budget=PrivacyBudget(epsilon=1.0), testing_seed=11,
                                      label='Counts')
-    expected = reference_releases(transform.spec, 'Counts', 11,
+    expected = reference_releases(transform.driver, 'Counts', 11,
                                   [(k, t // STEP, None) for k, t in events], steps=5)
     run(stream, transform, tuple[str, int],
         expected=[(k, s, round(v[0], 6)) for (k, s), v in expected.items()])

@@ -398,7 +398,7 @@ def test_continual_counts_end_to_end_on_the_pubsub_emulator(emulator, tmp_path):
         spec = ContinualCountPerKey(
             public_keys=STATIONS, start=start, step=STEP_SECONDS, end=end,
             budget=PrivacyBudget(epsilon=1.0), privacy_unit=unit,
-            allowed_lateness=LATENESS_SECONDS, key_fn=lambda r: r.station).spec
+            allowed_lateness=LATENESS_SECONDS, key_fn=lambda r: r.station).driver
         reference = reference_releases(spec, 'ContinualCountPerStation', SEED,
                                        [(k, s, None) for k, s in truth_events], steps=STEPS)
 

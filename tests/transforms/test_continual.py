@@ -186,7 +186,7 @@ def test_parity_with_the_pure_reference_under_a_seed():
     transform = ContinualCountPerKey(public_keys=keys, start=0, step=STEP, end=300, num_shards=3,
                                      budget=PrivacyBudget(epsilon=1.0), testing_seed=11,
                                      label='Counts')
-    expected = reference_releases(transform.spec, 'Counts', 11,
+    expected = reference_releases(transform.driver, 'Counts', 11,
                                   [(k, t // STEP, None) for k, t in events], steps=5)
     run_stream(stream, transform, extract=lambda r: (r.key, r.step, r.value),
                expected=[(k, s, v[0]) for (k, s), v in expected.items()])
@@ -203,7 +203,7 @@ def test_release_metadata_and_noise_stddev():
         assert r.epsilon == 0.5 and r.delta == 0.0 and r.rho == 0.0 and r.metric == 'count'
         assert r.mechanism == 'infinite_tree/variance_reduced/discrete_laplace'
         assert r.step_start_micros == 0 and r.step_end_micros == 60_000_000
-        assert r.noise_stddev == pytest.approx(transform.spec.noise_stddev(0))
+        assert r.noise_stddev == pytest.approx(transform.driver.noise_stddev(0))
         assert r.privacy_unit == 'event-level (one record)'
 
     with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:

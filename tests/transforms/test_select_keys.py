@@ -51,10 +51,15 @@ def test_event_level_and_exact_single_unit_probability():
         assert_that(out.keys, equal_to(['a']))
 
 
-def test_budget_spent_at_construction():
+def test_budget_checked_at_construction_and_recorded_once_when_applied():
     acc = BudgetAccountant(PrivacyBudget(epsilon=1.0, delta=1e-5))
-    SelectKeys(budget=PrivacyBudget(epsilon=0.6, delta=1e-6), accountant=acc)
-    assert len(acc.ledger) == 1
+    with pytest.raises(BudgetExceededError, match='asks for'):
+        SelectKeys(budget=PrivacyBudget(epsilon=1.5, delta=1e-6), accountant=acc)
+    t = SelectKeys(budget=PrivacyBudget(epsilon=0.6, delta=1e-6), accountant=acc, label='Sel')
+    assert acc.ledger == ()
+    p = beam.Pipeline(runner='DirectRunner')
+    _ = p | beam.Create([]) | t
+    assert [e.label for e in acc.ledger] == ['Sel']
     with pytest.raises(BudgetExceededError, match='asks for'):
         SelectKeys(budget=PrivacyBudget(epsilon=0.6, delta=1e-6), accountant=acc)
 
