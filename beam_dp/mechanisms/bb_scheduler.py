@@ -1,8 +1,9 @@
 """BBScheduler and BBImprover: rerun a static ε-DP black box as a database grows (Cummings,
-Krehbiel, Lai, Tantipongpipat, Algorithms 1-2, Theorems 10-13; spec 000 §2-3).
+Krehbiel, Lai, Tantipongpipat, "Differential Privacy for Growing Databases", NeurIPS 2018,
+Algorithms 1-2, Theorems 10-13; docs/growing_databases.md).
 
 A black box (``StaticMechanism``) is pure ε-DP on a database snapshot and returns an *epoch
-object* that answers every query of its epoch by post-processing (spec §2.1, pitfalls P7, P8):
+object* that answers every query of its epoch by post-processing:
 ``LaplaceQueryVector`` (Lap(k/(εt)) on k fixed linear queries), ``StaticPMWBox`` (static PMW run
 on the snapshot) or ``CallableBlackBox`` (any user function that promises pure ε-DP).
 
@@ -51,7 +52,7 @@ __all__ = [
     'cdp_epsilon',
 ]
 
-#: Schedules are calibrated with ε·(1 − 1e-9) so float partial sums never exceed ε (spec §7.6).
+#: Schedules are calibrated with ε·(1 − 1e-9) so float partial sums never exceed ε.
 SAFETY_MARGIN = 1e-9
 
 
@@ -74,7 +75,7 @@ def bbscheduler_gamma(epsilon: float, delta: float, beta: float, n: int, p: floa
 
 
 def bbscheduler_start(n: int, gamma: float, i: int) -> int:
-    """t_i = ⌈(1+γ)^i n⌉ with a relative tolerance (spec P3: 1.1²·1000 = 1210.0000000000002 in
+    """t_i = ⌈(1+γ)^i n⌉ with a relative tolerance (1.1²·1000 = 1210.0000000000002 in
     floats must give 1210, not 1211); ``math.inf``-safe for huge i (returns a huge int)."""
     try:
         x = n * (1 + gamma) ** i
@@ -86,7 +87,7 @@ def bbscheduler_start(n: int, gamma: float, i: int) -> int:
 
 
 def bbscheduler_schedule(n: int, gamma: float, num_epochs: int) -> Tuple[int, ...]:
-    """t_0, ..., t_{num_epochs-1}, made non-decreasing (spec P3)."""
+    """t_0, ..., t_{num_epochs-1}, made non-decreasing."""
     starts, last = [], n
     for i in range(num_epochs):
         last = max(last, bbscheduler_start(n, gamma, i))
@@ -95,7 +96,7 @@ def bbscheduler_schedule(n: int, gamma: float, num_epochs: int) -> Tuple[int, ..
 
 
 def bbscheduler_epsilon(i: int, epsilon: float, gamma: float, delta: float = 0.0) -> float:
-    """ε_i, computed in log space (spec P4).
+    """ε_i, computed in log space (no underflow for large i).
 
     Spec E6: the 004 seed renders the δ > 0 numerator γ^{1.5(i+1)}; the proof's sum needs
     γ^{1.5}·(i+1).
@@ -109,7 +110,7 @@ def bbscheduler_epsilon(i: int, epsilon: float, gamma: float, delta: float = 0.0
 
 
 def bbscheduler_ln_inv_beta(i: int, beta: float) -> float:
-    """ln(1/β_i) = (i+1)·ln((1+β)/β), never underflowing (spec P4). Σ β_i = β (spec E1)."""
+    """ln(1/β_i) = (i+1)·ln((1+β)/β), never underflowing. Σ β_i = β exactly."""
     return (i + 1) * math.log((1 + beta) / beta)
 
 
@@ -148,7 +149,7 @@ class StaticMechanism(Protocol):
     """A (p, g)-black box (Def 4/5): pure ε-DP on a snapshot; w.p. ≥ 1−β every answer is within
     α ≥ g(ln(1/β)/(εn))^p. ``run`` returns an immutable epoch object; ``answer`` post-processes
     it (it may return an updated epoch object, e.g. PMW's public histogram); ``cost(ε)`` must be
-    a pure cost of at most ε (spec P7)."""
+    a pure cost of at most ε."""
     name: str
     p: float
     g: float
@@ -174,7 +175,7 @@ class _VectorRelease:
 class LaplaceQueryVector:
     """The Laplace mechanism on k fixed linear queries: each answer + Lap(k/(εt)) (L1 sensitivity
     k/t), released on the exact grid. A (1, k(1+ln k))-black box for β ≤ 1/e (g = 1 for k = 1;
-    spec §2.1 [inferred]). Queries outside the fixed set get 'unknown_query'."""
+    from its exact failure bound α = k ln(k/β)/(εt)). Queries outside the fixed set get 'unknown_query'."""
     queries: Tuple[LinearQuery, ...]
     name: str = 'laplace_query_vector'
 
@@ -383,24 +384,24 @@ class BBScheduler(_Base):
     """BBScheduler: fixed accuracy as data accumulate, by rerunning a black box per epoch (Alg 1).
 
     Privacy unit and relation: one record under the swap-one model (neighbouring streams differ
-    in one record from its insertion on; sizes equal and PUBLIC, DESIGN rule 1: epochs are
+    in one record from its insertion on; sizes equal and PUBLIC, docs/privacy_model.md: epochs are
     triggered by the size). Event-level, or user-level if each user adds one record.
 
-    Sensitivity and guarantee: the box is pure ε_i-DP for Δ = 1/t (spec P7). δ = 0:
+    Sensitivity and guarantee: the box is pure ε_i-DP for Δ = 1/t. δ = 0:
     Σ ε_i ≤ ε by basic composition (Σ ε_i = ε exactly in real arithmetic; calibrated with
-    ε(1 − 1e-9), spec §7.6). δ > 0: CDP composition (Theorem 4), ½Σε_i² + √(2Σε_i² ln(1/δ)) ≤ ε.
+    ε(1 − 1e-9)). δ > 0: CDP composition (Theorem 4), ½Σε_i² + √(2Σε_i² ln(1/δ)) ≤ ε.
     Queries are post-processing. The ledger is checked before every run.
 
     Releases: one run per epoch, at t_i = ⌈(1+γ)^i n⌉ (eager: in ``add_data``, on the snapshot
     x_{t_i}; if one batch crosses several starts only the last runs, skipping is privacy-safe) or
-    at the first query of the epoch on the current x_t (``lazy``, spec §2.7). Queries before n:
+    at the first query of the epoch on the current x_t (``lazy``). Queries before n:
     'not_started'.
 
     Not guaranteed: accuracy, which is α_i + γ/(1+γ) per epoch w.p. 1 − β_i (Lemma 11), with
-    α_i = γ(1+γ)^{2p} (δ = 0) or γ(1+γ)^{1.5p} (δ > 0) for every epoch; requires 0 < γ < 1
-    (spec P13).
+    α_i = γ(1+γ)^{2p} (δ = 0) or γ(1+γ)^{1.5p} (δ > 0) for every epoch; requires 0 < γ < 1.
 
-    Cite: Cummings et al., Alg 1, Theorem 10, Lemma 11; spec 000 §2, errata E1-E4, E6.
+    Cite: Cummings et al. 2018, Alg 1, Theorem 10, Lemma 11, with the constants of the proof
+    (Lb = ln((1+β)/β); for δ > 0 Z carries the factor 3√ln(1/δ) and ε_i uses γ^{1.5}·(i+1)).
 
     Args:
       mechanism: a ``StaticMechanism``. epsilon, delta: the budget (δ ∈ [0, 1)). beta: (0, 1).
@@ -467,7 +468,7 @@ class BBScheduler(_Base):
         return eps_i, alpha_i, bbscheduler_ln_inv_beta(i, self.beta)
 
     def _last_epoch(self, after: int, t: int) -> Optional[int]:
-        """The largest i > after with start(i) ≤ t (spec P3: a while loop, never an equality)."""
+        """The largest i > after with start(i) ≤ t (a while loop, never an equality)."""
         i = after
         while self.start(i + 1) <= t:
             i += 1
@@ -511,10 +512,11 @@ class BBImprover(_Base):
     Releases: the box runs at most once per size t — lazily at the first query at a new t
     (default) or at the end of each ``add_data`` batch (eager); skipped sizes are never spent.
 
-    Not guaranteed: useful accuracy before t ≈ 10⁸ (spec P14); α_t (``bbimprover_alpha``) w.p.
+    Not guaranteed: useful accuracy before t ≈ 10⁸; α_t (``bbimprover_alpha``) w.p.
     1 − β_t per run, Σ β_t ≤ π²β/12.
 
-    Cite: Cummings et al., Alg 2, Theorem 13; spec 000 §3, erratum E5.
+    Cite: Cummings et al. 2018, Alg 2, Theorem 13 (α_t with ε_t, ln t and ln(1/β_t), as in the
+    proof).
 
     Args:
       mechanism, epsilon ∈ (0, 1), delta ∈ (0, 1/e], beta, n, domain_size, c > 0 (≤ n/2),

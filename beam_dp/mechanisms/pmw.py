@@ -1,15 +1,15 @@
 """Static private multiplicative weights (PMW; Hardt & Rothblum 2010, in the Numeric Sparse form of
-Dwork & Roth 2014 §4.2 with the constants of spec 000 §5).
+Dwork & Roth 2014 §4.2 with the constants of Cummings et al. 2018, Algorithm 3).
 
 The analyst's adaptive stream of linear queries is answered from a public histogram y (kept in
-log space, spec P4), initially uniform. Each query f is checked by Numeric Sparse against y's
+log space), initially uniform. Each query f is checked by Numeric Sparse against y's
 estimate v = <f, y>: first g1 = f(x) − v, and only if that is below threshold g2 = v − f(x)
-(spec P5: one NATG halt per query at most). Both below ⇒ *easy*: the answer is v, no fresh noise.
+(one NATG halt per query at most). Both below ⇒ *easy*: the answer is v, no fresh noise.
 Otherwise *hard*: the answer a is the noisy value and y takes a multiplicative-weights step with
-learning rate α/6 in the direction given by a vs v (released values only, spec P6). Each hard
+learning rate α/6 in the direction given by a vs v (released values only). Each hard
 query lowers RE(x‖y) ≤ ln N by ≥ α²/36 while the sparse vector is α/3-accurate, so the number of
 hard queries is capped at ⌊36 ln N/α²⌋; the cap is checked before a hard answer is released and
-the instance then stays halted (spec P2).
+the instance then stays halted.
 
 The helpers here (``public_estimate``, ``mw_update``, ``pmw_classify``) are shared with PMWG.
 """
@@ -65,8 +65,8 @@ def mw_update(log_y: np.ndarray, query: LinearQuery, learning_rate: float,
               answer: float, estimate: float) -> np.ndarray:
     """One multiplicative-weights step: y_i ∝ y_i·exp(-lr·r_i), r = f if a < v else 1 − f.
 
-    Uses only the released answer a and the public estimate v (spec P6); a is the unclipped
-    noisy answer (spec P15). Returns a new normalised read-only log histogram.
+    Uses only the released answer a and the public estimate v; a is the unclipped
+    noisy answer. Returns a new normalised read-only log histogram.
     """
     f = query.dense()
     r = f if answer < estimate else 1.0 - f
@@ -81,10 +81,10 @@ def pmw_classify(rnd: SVTRound, true_value: float, estimate: float, t: int, xi_t
                  rng: RandomSource) -> Tuple[Optional[float], SVTRound]:
     """The Numeric Sparse part of one (static or growing) PMW query.
 
-    Sends g1 = f(x) − v; only if it is below threshold sends g2 = v − f(x) (spec P5; [inferred]
-    from the proof charging one NATG halt per hard query). Returns (a, new_round): the noisy
-    answer a for a hard query, None for an easy one. The erratum a'_{t,2j-i} → a'_{t,2j-1}
-    (spec E7) is this choice of which numeric answer to use.
+    Sends g1 = f(x) − v; only if it is below threshold sends g2 = v − f(x) (the proof
+    charges one NATG halt per hard query). Returns (a, new_round): the noisy
+    answer a for a hard query, None for an easy one. The paper's index a'_{t,2j-i} is a
+    typo for a'_{t,2j-1}: this choice of which numeric answer to use.
     """
     above, numeric, rnd = svt_query(rnd, true_value - estimate, t, xi_t, xi_delta_t, threshold,
                                     True, rng)
@@ -157,7 +157,7 @@ class PrivateMultiplicativeWeights:
     Not guaranteed: accuracy (Thm 8: α ≥ C(ln N ln(k/β)/(εn))^{1/3}); more than n records are
     rejected.
 
-    Cite: Hardt & Rothblum, FOCS 2010; Dwork & Roth 2014 §4.2; spec 000 §5 (constants).
+    Cite: Hardt & Rothblum, FOCS 2010; Dwork & Roth 2014 §4.2; Cummings et al. 2018 (constants).
 
     Args:
       epsilon, delta: the budget (δ ∈ [0, 1/e)). alpha: target accuracy in (0, 1].

@@ -1,5 +1,6 @@
 """PMWG: private multiplicative weights for growing databases (Cummings, Krehbiel, Lai,
-Tantipongpipat, Algorithm 3 / Eq. B.5; spec 000 §5).
+Tantipongpipat, "Differential Privacy for Growing Databases", NeurIPS 2018, Algorithm 3 /
+Eq. B.5; docs/growing_databases.md).
 
 Static PMW (``pmw.py``) plus two changes for a database that grows by one record per step:
 the noise function ξ_t grows with t (so the Numeric Sparse noise shrinks relative to the
@@ -8,8 +9,8 @@ y ← (t_last/t)·y + ((t − t_last)/t)·(1/N) — the lazy form of one update 
 data as uniform (a function of the public size only). The hard-query cap grows accordingly:
 cap(t) = (36/α²)(ln N + Σ_{τ=n+1}^t b_τ), b_τ = ln N/τ + ln(τ−1)/τ + ln(τ/(τ−1)) (Lemma 15,
 Corollary 16); it is enforced before a hard answer is released and a halted instance refuses
-forever (spec P2). The public state (``PMWGPublic``) is a deterministic function of the sizes,
-queries and released answers: ``PMWG.replay`` rebuilds it from a transcript (spec criterion 14).
+forever. The public state (``PMWGPublic``) is a deterministic function of the sizes,
+queries and released answers: ``PMWG.replay`` rebuilds it from a transcript.
 """
 
 import dataclasses
@@ -45,18 +46,18 @@ __all__ = [
     'uniform_mix',
 ]
 
-#: Lazy b-sums over jumps longer than this use the closed-form lower bound (spec P2).
+#: Lazy b-sums over jumps longer than this use the closed-form lower bound.
 _EXACT_JUMP = 4_000_000
 _CHUNK = 1_000_000
-#: Safety margin on the ledger comparison (spec §7.6).
+#: Safety margin on the ledger comparison (float partial sums).
 _LEDGER_MARGIN = 1e-9
 
 
 def b_sum(lo: int, hi: int, domain_size: int) -> float:
     """Σ_{τ=lo+1}^{hi} b_τ (Lemma 15), exactly for jumps ≤ 4·10⁶, else a lower bound.
 
-    A lower bound is the safe side: the hard cap must never exceed (36/α²)(ln N + Σ b_τ) (spec
-    P2). It uses Σ ln(τ/(τ−1)) = ln(hi/lo) (telescoping), Σ 1/τ ≥ ln((hi+1)/(lo+1)) and
+    A lower bound is the safe side: the hard cap must never exceed (36/α²)(ln N + Σ b_τ).
+    It uses Σ ln(τ/(τ−1)) = ln(hi/lo) (telescoping), Σ 1/τ ≥ ln((hi+1)/(lo+1)) and
     ln(τ−1)/τ ≥ ln τ/τ − 1/(τ(τ−1)) with Σ ln τ/τ ≥ ∫ ln x/x dx (decreasing for τ ≥ 3).
     """
     if hi <= lo:
@@ -80,7 +81,7 @@ def uniform_mix(log_y: np.ndarray, t_last: int, t: int) -> np.ndarray:
     """y ← (t_last/t)·y + ((t − t_last)/t)/N in log space (Alg 3's uniform update, lazily).
 
     Equal to t − t_last single steps y ← (s/(s+1))·y + 1/((s+1)N) (they telescope); uses only the
-    public sizes. A weight (t − t_last)/t near 1 is correct (spec P16).
+    public sizes. A weight (t − t_last)/t near 1 is correct.
     """
     if t <= t_last:
         return log_y
@@ -93,7 +94,7 @@ def uniform_mix(log_y: np.ndarray, t_last: int, t: int) -> np.ndarray:
 
 def pmwg_xi_constant(epsilon: float, delta: float, alpha: float, n: int, domain_size: int,
                      p: Optional[float]) -> Tuple[float, float]:
-    """(c, exponent) of ξ_t = c·t^exponent (spec §5.2).
+    """(c, exponent) of ξ_t = c·t^exponent (Alg 3; Eq. B.5 for a given p).
 
     Alg 3 (p None): δ = 0: c = α²√n ε/(162 ln(Nn)); δ > 0: c = α√n ε/(48 √ln(Nn) √ln(1/δ));
     exponent 1/2. Eq. B.5 (p given): δ = 0: c = α²(1−p)² n^{1−p} ε/(126 ln(Nn));
@@ -144,16 +145,16 @@ class PMWG:
 
     Privacy unit and neighbouring relation: one record under the paper's swap-one model — two
     streams are neighbours if, from some time t* on, they differ in exactly one record and have
-    equal sizes at every time. The database size t is therefore PUBLIC (DESIGN rule 1): the
+    equal sizes at every time. The database size t is therefore PUBLIC (docs/privacy_model.md): the
     uniform update, ξ_t, Δ_t = 1/t and the cap all read it. Under add/remove neighbours the
     caller must drive ``add_data`` on a data-independent schedule or from a private size
     estimate; this class does not hide t. Event-level, or user-level if each user adds one record.
 
-    Sensitivity and guarantee: f ∈ [0, 1]^N (spec P11), Δ_t = 1/t. δ = 0: ε-DP (Theorem 18 with
+    Sensitivity and guarantee: f ∈ [0, 1]^N (validated), Δ_t = 1/t. δ = 0: ε-DP (Theorem 18 with
     Alg 3's ξ, Theorem 14; generalised p: Lemma 20, Theorem 22), requiring N ≥ 3 and n ≥ 21 (Alg
     3) or n ≥ 5 (p given). δ > 0: (ε, δ)-DP by zCDP composition (Lemma 23, Theorems 17/24),
     ε ∈ (0, 1], δ ∈ (0, 1/e), n ≥ 3 — composing per-round costs fixed adaptively under a fixed
-    worst-case cap (spec P17, [inferred] via zCDP filters). ``privacy_bound()`` evaluates the
+    worst-case cap (via zCDP filters). ``privacy_bound()`` evaluates the
     exact sum (B.1 / B.11) numerically; the answers carry the realised ledger
     (ξ_nΔ_n + (9/8)Σ_hard ξ_tΔ_t, or its zCDP analogue).
 
@@ -162,11 +163,11 @@ class PMWG:
     cumulative hard answers would exceed cap(t), checked before release).
 
     Not guaranteed: accuracy, which needs α ≥ the bounds of Theorems 14/17 (Theorem 19's factor 3
-    should be 4, since a query may issue two NSG queries: spec E8) (vacuous below
-    n ≈ 10⁸, spec P14) and a query budget the algorithm does not enforce; ordering of records
-    and queries is the caller's (spec §7.2).
+    should be 4, since a query may issue two NSG queries) (vacuous below
+    n ≈ 10⁸; measured: docs/growing_databases.md) and a query budget the algorithm does not enforce; ordering of records
+    and queries is the caller's.
 
-    Cite: Cummings et al., Alg 3, Eq. B.5, Lemma 15, Cor 16, Theorems 14, 17-24; spec 000 §5, §6.6.
+    Cite: Cummings et al. 2018, Alg 3, Eq. B.5, Lemma 15, Cor 16, Theorems 14, 17-24.
 
     Args:
       epsilon, delta: the budget. alpha: target accuracy in (0, 1] (threshold 2α/3, learning rate
@@ -240,7 +241,7 @@ class PMWG:
 
         δ = 0 (B.1): (1 + (81/(2α²)) ln N)ξ_nΔ_n + (81/(2α²))Σ_{t>n} b_t ξ_tΔ_t.
         δ > 0 (B.11): τ = (1 + (585/(16α²)) ln N)(ξ_nΔ_n)² + (585/(16α²))Σ_{t>n} b_t(ξ_tΔ_t)²,
-        reported as τ/2 + √(2τ ln(1/δ)) (Theorem 4; spec E7: Lemma 23's "585² ln N/8α²" is
+        reported as τ/2 + √(2τ ln(1/δ)) (Theorem 4; Lemma 23's "585² ln N/8α²" is
         a garble of 585c² ln N/(8α²)). Worst case: hard queries as early as the cap
         allows (ξ_tΔ_t is non-increasing). Tail beyond M: b_t ≤ (A + ln t)/t, A = ln N + 1 + 1/M,
         and Σ_{t>M} (A + ln t)t^{-1-s} ≤ M^{-s}((A + ln M)/s + 1/s²).
@@ -312,7 +313,7 @@ class PMWG:
 
     def _public_step(self, public: PMWGPublic, query: LinearQuery, t: int,
                      noisy: Optional[float], estimate: float) -> Tuple[str, PMWGPublic]:
-        """Everything PMWG does after classification; public inputs only (spec P6)."""
+        """Everything PMWG does after classification; public inputs only."""
         queries = public.queries + 1
         first = public.first or self._first_term()
         if noisy is None:
