@@ -175,7 +175,8 @@ class _VectorRelease:
 class LaplaceQueryVector:
     """The Laplace mechanism on k fixed linear queries: each answer + Lap(k/(εt)) (L1 sensitivity
     k/t), released on the exact grid. A (1, k(1+ln k))-black box for β ≤ 1/e (g = 1 for k = 1;
-    from its exact failure bound α = k ln(k/β)/(εt)). Queries outside the fixed set get 'unknown_query'."""
+    from its exact failure bound α = k ln(k/β)/(εt)). Queries outside the fixed set get
+    'unknown_query'."""
     queries: Tuple[LinearQuery, ...]
     name: str = 'laplace_query_vector'
 

@@ -163,9 +163,9 @@ class PMWG:
     cumulative hard answers would exceed cap(t), checked before release).
 
     Not guaranteed: accuracy, which needs α ≥ the bounds of Theorems 14/17 (Theorem 19's factor 3
-    should be 4, since a query may issue two NSG queries) (vacuous below
-    n ≈ 10⁸; measured: docs/growing_databases.md) and a query budget the algorithm does not enforce; ordering of records
-    and queries is the caller's.
+    should be 4, since a query may issue two NSG queries) (vacuous below n ≈ 10⁸; measured:
+    docs/growing_databases.md) and a query budget the algorithm does not enforce; ordering of
+    records and queries is the caller's.
 
     Cite: Cummings et al. 2018, Alg 3, Eq. B.5, Lemma 15, Cor 16, Theorems 14, 17-24.
 
