@@ -1,7 +1,9 @@
 """beam_dp: differentially private continual release for Apache Beam.
 
-The public surface, one import per line. Layers (DESIGN.md): ``noise`` (the only randomness) →
+The public surface, one import per line. Layers: ``noise`` (the only randomness) →
 ``accounting``, ``mechanisms``, ``queries`` (pure Python + numpy) → ``transforms`` (Beam).
+Documentation (privacy model, algorithms with their papers, parameters, accuracy): ``docs/``,
+starting at ``docs/index.md``.
 """
 
 from beam_dp.accounting import BudgetAccountant

@@ -9,7 +9,7 @@ answers each query on exactly the records before it. The engine adapts one pure 
 
 * ``PMWGEngine``: records → ``PMWG.add_data``; a query → ``PMWG.answer``;
 * ``BBEngine``: records → ``add_data_with_releases``, CUT AT EPOCH STARTS for an eager
-  ``BBScheduler`` so the box runs at exactly t_i whatever the batching (spec 000 criterion 22);
+  ``BBScheduler`` so the box runs at exactly t_i whatever the batching;
   a query → ``answer`` (a lazy run is emitted as a release).
 
 So ``run_instance`` over a whole stream in a notebook gives what the Beam job gives, however the
@@ -191,7 +191,7 @@ class BBEngine(GrowingEngine):
         rest = np.atleast_1d(np.asarray(indices))
         while rest.size:
             # Cut the batch at the next epoch start: the box then runs exactly at t_i whatever the
-            # bundling (spec 000 criterion 22); several starts at one integer collapse (spec P3).
+            # bundling; several starts at one integer collapse.
             need = max(1, m.start(state.epoch + 1) - state.t)
             chunk, rest = rest[:need], rest[need:]
             new, state = m.add_data_with_releases(state, chunk, rng)

@@ -9,7 +9,7 @@ event-time timestamp (microseconds since the epoch).
 
 Converting a record back into a ``LinearQuery`` re-runs its validation; a malformed record raises
 ``InvalidRecordError`` (chained to the cause) so that a transform can route it to a dead-letter
-output instead of failing (DESIGN rule 6). Answers are built from a mechanism's result in one
+output instead of failing. Answers are built from a mechanism's result in one
 place, ``beam_dp.drivers.growing.answer_record``.
 """
 

@@ -20,7 +20,7 @@ Noisy nodes are drawn once, when they close, and kept in the state.
 Not guaranteed: anything past step T (``step`` raises: releasing more would break the accounting).
 
 Cite: Chan, Shi, Song, "Private and continual release of statistics", TISSEC 2011, Sec. 3.2;
-Qiu & Yi spec 001 §5.
+Dwork, Naor, Pitassi, Rothblum, "Differential Privacy under Continual Observation", STOC 2010.
 """
 
 import dataclasses
@@ -127,7 +127,7 @@ class BinaryTreeCounter:
 
     @property
     def levels(self) -> int:
-        """L = ⌈log₂T⌉ + 1 (spec 001 §5)."""
+        """L = ⌈log₂T⌉ + 1."""
         return max(1, math.ceil(math.log2(self.horizon)) + 1) if self.horizon > 1 else 1
 
     @property

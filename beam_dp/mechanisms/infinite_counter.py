@@ -5,7 +5,7 @@ Privacy unit and neighbours: as ``BinaryTreeCounter`` — any change of the inpu
 ≤ ``l1_sensitivity`` (L2 of per-bin totals ≤ ``l2_sensitivity`` for the Gaussian variant);
 event- or user-level is fixed by the transform; add/remove neighbours.
 
-Construction (spec 001 §6): steps are cut into blocks B_i = [2^i, 2^{i+1}). Every block's total
+Construction: steps are cut into blocks B_i = [2^i, 2^{i+1}). Every block's total
 is released at its last step with half the budget (blocks are disjoint: one "level"). Inside
 block i a binary tree of i levels (0..i-1) gets the other half, ε/(2i) per level (ρ/(2i) for
 zCDP); the block release plays the tree's root. A unit's change c_b in block b costs
@@ -18,7 +18,7 @@ dyadic decomposition of the open block. Nodes and block releases are drawn once,
 close, and kept in the state. State: O(log s) rows of d values. Exact totals (and the textbook
 estimator's released sums) never wrap: int64 while a bound proves it exact, Python ints beyond.
 
-Cite: Chan, Shi, Song, TISSEC 2011, Sec. 4 ("hybrid mechanism"); Qiu & Yi spec 001 §6.
+Cite: Chan, Shi, Song, TISSEC 2011, Sec. 4 ("hybrid mechanism"); docs/continual_counts.md.
 """
 
 import dataclasses

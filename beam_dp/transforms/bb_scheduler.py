@@ -61,11 +61,11 @@ class BBSchedulerQueries(_BBQueries):
     (post-processing, no cost).
 
     Privacy unit and neighbouring relation: one record, swap-one (the paper's model). The size t
-    of each (key, window) database is PUBLIC — the epoch schedule is triggered by it (DESIGN
-    rule 1) — and so are the key and window of every record. Do not use it where counts are
+    of each (key, window) database is PUBLIC — the epoch schedule is triggered by it
+    (docs/privacy_model.md) — and so are the key and window of every record. Do not use it where counts are
     private (add/remove neighbours). Event-level, or user-level with one record per user.
 
-    Sensitivity and guarantee: the box must be pure ε_i-DP for sensitivity 1/t (spec P7).
+    Sensitivity and guarantee: the box must be pure ε_i-DP for sensitivity 1/t.
     δ = 0: Σ ε_i ≤ ε (basic composition); δ > 0: CDP composition ≤ ε (Theorem 10); parallel
     composition across keys and fixed windows. ``privacy_cost()`` is spent on ``accountant`` at
     construction.
@@ -76,7 +76,8 @@ class BBSchedulerQueries(_BBQueries):
 
     Not guaranteed: accuracy: α_i + γ/(1+γ) per epoch w.p. 1 − β_i (Lemma 11); requires γ < 1.
 
-    Cite: Cummings et al., Alg 1, Theorem 10, Lemma 11; spec 000 §2.
+    Cite: Cummings et al., "Differential Privacy for Growing Databases", NeurIPS 2018, Alg 1, Theorem 10, Lemma 11;
+    docs/growing_databases.md.
 
     Args:
       mechanism: the static black box. epsilon, beta, n, domain_size, delta, p, g, lazy:
@@ -109,9 +110,10 @@ class BBImproverQueries(_BBQueries):
     t^{1/2+c}); (ε, δ)-DP only (ε < 1, δ ∈ (0, 1/e]). Eager runs (one per record) are not offered:
     they would cost a box run per record and their batching would depend on the runner.
 
-    Privacy unit and relation: one record, swap-one; t is PUBLIC (DESIGN rule 1).
+    Privacy unit and relation: one record, swap-one; t is PUBLIC (docs/privacy_model.md).
 
-    Cite: Cummings et al., Alg 2, Theorem 13; spec 000 §3.
+    Cite: Cummings et al., "Differential Privacy for Growing Databases", NeurIPS 2018, Alg 2, Theorem 13;
+    docs/growing_databases.md.
 
     Raises:
       InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.

@@ -15,14 +15,14 @@ Wiring (labels are part of the Dataflow update contract):
 Order: an item stamped τ is processed once the watermark passes τ, together with every pending
 item stamped ≤ τ, sorted by (timestamp, records before queries, tie), where the tie is the record's
 domain element or the query id. So a query stamped τ sees exactly the records stamped ≤ τ that
-were not late (spec 000 criterion 25); a late record (stamped before an already processed query)
+were not late; a late record (stamped before an already processed query)
 is counted at the next processing, i.e. in a later t. With bounded inputs (batch) one timer at the
 end of input processes everything, in the same order, in one go.
 
 The DoFn holds state and sets timers; every decision is the driver's
 (``beam_dp.drivers.growing``: the engine adapters around the pure mechanisms, the order, the
 answers and refusals). The schedule is public: a query is answered when it is processed
-(its arrival time is public, DESIGN rule 1), and the database size t used by the mechanisms is
+(its arrival time is public, docs/privacy_model.md), and the database size t used by the mechanisms is
 public under the swap-one relation the transforms declare.
 """
 

@@ -40,17 +40,17 @@ class WindowedPMWG(GrowingDatabaseTransform):
     watermark passes them — at equal timestamps records before queries, then by domain element /
     query id — so a query stamped τ is answered on exactly the records stamped ≤ τ (late records
     count in a later t). The answer is released when the query is processed: the query's
-    arrival time is public (DESIGN rule 1).
+    arrival time is public (docs/privacy_model.md).
 
     Privacy unit and neighbouring relation: one record, under the paper's swap-one model (two
     streams are neighbours if, from some time on, one record differs and the sizes stay equal).
     The number of records per key and window, and therefore the database size t at every query,
     is PUBLIC: PMWG's schedule (the uniform update, ξ_t, Δ_t = 1/t, the hard-query cap) reads the
     exact t, which answers also carry. Do not use this transform where the record count is
-    private (add/remove neighbours) — DESIGN rule 1; which key and window a record belongs to is
-    public too (spec 000 §7.3). Event-level, or user-level if each user adds one record.
+    private (add/remove neighbours) (docs/privacy_model.md); which key and window a record
+    belongs to is public too. Event-level, or user-level if each user adds one record.
 
-    Sensitivity and guarantee: queries f ∈ [0, 1]^N (validated, spec P11); every instance is
+    Sensitivity and guarantee: queries f ∈ [0, 1]^N (validated); every instance is
     ε-DP (δ = 0, Theorem 14/18) or (ε, δ)-DP (Theorem 17/24) for its records. Each record is in
     one instance, so the whole output is (ε, δ)-DP (parallel composition over keys and fixed
     windows); ``privacy_cost()`` is spent once on ``accountant`` at construction.
@@ -62,10 +62,10 @@ class WindowedPMWG(GrowingDatabaseTransform):
     dead-letter output only.
 
     Not guaranteed: accuracy, which needs α above Theorem 14/17's bound (vacuous below
-    n ≈ 10⁷-10⁸ at ε = 1, spec P14) and a query budget the mechanism does not enforce.
+    n ≈ 10⁷-10⁸ at ε = 1; measured: docs/growing_databases.md) and a query budget the mechanism does not enforce.
 
     Cite: Cummings, Krehbiel, Lai, Tantipongpipat, "Differential Privacy for Growing Databases",
-    Alg 3; spec 000 §5, §7.
+    NeurIPS 2018, Alg 3; docs/growing_databases.md.
 
     Args:
       epsilon, delta, alpha, n, domain_size, p: ``PMWG``'s parameters (validated by it).
