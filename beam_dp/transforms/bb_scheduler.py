@@ -62,8 +62,8 @@ class BBSchedulerQueries(_BBQueries):
 
     Privacy unit and neighbouring relation: one record, swap-one (the paper's model). The size t
     of each (key, window) database is PUBLIC — the epoch schedule is triggered by it
-    (docs/privacy_model.md) — and so are the key and window of every record. Do not use it where counts are
-    private (add/remove neighbours). Event-level, or user-level with one record per user.
+    (docs/privacy_model.md) — and so are the key and window of every record. Do not use it
+    where counts are private (add/remove neighbours). Event-level, or user-level with one record per user.
 
     Sensitivity and guarantee: the box must be pure ε_i-DP for sensitivity 1/t.
     δ = 0: Σ ε_i ≤ ε (basic composition); δ > 0: CDP composition ≤ ε (Theorem 10); parallel
@@ -76,8 +76,8 @@ class BBSchedulerQueries(_BBQueries):
 
     Not guaranteed: accuracy: α_i + γ/(1+γ) per epoch w.p. 1 − β_i (Lemma 11); requires γ < 1.
 
-    Cite: Cummings et al., "Differential Privacy for Growing Databases", NeurIPS 2018, Alg 1, Theorem 10, Lemma 11;
-    docs/growing_databases.md.
+    Cite: Cummings et al., "Differential Privacy for Growing Databases", NeurIPS 2018,
+    Alg 1, Theorem 10, Lemma 11; docs/growing_databases.md.
 
     Args:
       mechanism: the static black box. epsilon, beta, n, domain_size, delta, p, g, lazy:
@@ -112,8 +112,8 @@ class BBImproverQueries(_BBQueries):
 
     Privacy unit and relation: one record, swap-one; t is PUBLIC (docs/privacy_model.md).
 
-    Cite: Cummings et al., "Differential Privacy for Growing Databases", NeurIPS 2018, Alg 2, Theorem 13;
-    docs/growing_databases.md.
+    Cite: Cummings et al., "Differential Privacy for Growing Databases", NeurIPS 2018,
+    Alg 2, Theorem 13; docs/growing_databases.md.
 
     Raises:
       InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.

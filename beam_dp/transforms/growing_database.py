@@ -22,8 +22,8 @@ end of input processes everything, in the same order, in one go.
 The DoFn holds state and sets timers; every decision is the driver's
 (``beam_dp.drivers.growing``: the engine adapters around the pure mechanisms, the order, the
 answers and refusals). The schedule is public: a query is answered when it is processed
-(its arrival time is public, docs/privacy_model.md), and the database size t used by the mechanisms is
-public under the swap-one relation the transforms declare.
+(its arrival time is public, docs/privacy_model.md), and the database size t used by the
+mechanisms is public under the swap-one relation the transforms declare.
 """
 
 import typing

@@ -62,7 +62,8 @@ class WindowedPMWG(GrowingDatabaseTransform):
     dead-letter output only.
 
     Not guaranteed: accuracy, which needs α above Theorem 14/17's bound (vacuous below
-    n ≈ 10⁷-10⁸ at ε = 1; measured: docs/growing_databases.md) and a query budget the mechanism does not enforce.
+    n ≈ 10⁷-10⁸ at ε = 1; measured: docs/growing_databases.md) and a query budget the
+    mechanism does not enforce.
 
     Cite: Cummings, Krehbiel, Lai, Tantipongpipat, "Differential Privacy for Growing Databases",
     NeurIPS 2018, Alg 3; docs/growing_databases.md.
