@@ -40,7 +40,6 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.keyed import KeyLayout
@@ -127,7 +126,7 @@ class _PreAggregateFn(beam.DoFn):
         self._sums.clear()
 
 
-class _ReleaseFn(beam.DoFn):
+class _ReleaseFn(shell.DriverFn):
     """Keyed by shard: holds the shard's ``PublicShardState`` (counter state, pending
     contributions, end of input) in ONE state cell, and the release timer."""
 
@@ -135,13 +134,8 @@ class _ReleaseFn(beam.DoFn):
     RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
-    def __init__(self, driver: KeyedReleaseDriver, label: str, rng: noise.RandomSource):
-        self._driver = driver
-        self._label = label
-        self._rng = rng
-
     def setup(self):
-        self._clock = self._driver.clock
+        super().setup()
         self._metadata = self._driver.release_metadata()
         self._histogram = self._driver.metric == 'histogram'
 

@@ -89,7 +89,7 @@ class _PreAggregateFn(beam.DoFn):
         self._sums.clear()
 
 
-class _ReleaseFn(beam.DoFn):
+class _ReleaseFn(shell.DriverFn):
     """Keyed by shard: the ``PrivateKeysShardState`` in one cell, pending contributions in a
     bag (the candidate dicts are too large to rewrite per element), the end-of-input flag."""
 
@@ -99,13 +99,8 @@ class _ReleaseFn(beam.DoFn):
     RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
-    def __init__(self, driver: KeyedReleaseDriver, label: str, rng: noise.RandomSource):
-        self._driver = driver
-        self._label = label
-        self._rng = rng
-
     def setup(self):
-        self._clock = self._driver.clock
+        super().setup()
         self._shard = self._driver.private_shard
         self._metadata = self._driver.release_metadata()
         self._histogram = self._driver.metric == 'histogram'

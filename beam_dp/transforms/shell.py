@@ -51,6 +51,7 @@ from beam_dp.io.records import Release
 __all__ = [
     'ContinualOutputs',
     'DEAD_LETTER',
+    'DriverFn',
     'SHARD_ELEMENT',
     'ShellTransform',
     'check_callable',
@@ -239,6 +240,35 @@ def dead_letter(transform: str, stage: str, reason: str, record,
         DEAD_LETTER, DeadLetter(transform, stage, reason, text, event_time_micros))
 
 
+def extract_key(key_fn, record):
+    """``key_fn(record)``.
+
+    Raises:
+      InvalidRecordError: 'key_fn raised ...' (the record goes to the dead letter).
+    """
+    try:
+        return key_fn(record)
+    except Exception as e:  # pylint: disable=broad-except
+        raise InvalidRecordError(f'key_fn raised {e!r}') from e
+
+
+def extract_unit(unit_fn, record):
+    """The privacy unit id of a record (None at event level, when ``unit_fn`` is None).
+
+    Raises:
+      InvalidRecordError: if ``unit_fn`` raises or returns None.
+    """
+    if unit_fn is None:
+        return None
+    try:
+        unit = unit_fn(record)
+    except Exception as e:  # pylint: disable=broad-except
+        raise InvalidRecordError(f'unit_fn raised {e!r}') from e
+    if unit is None:
+        raise InvalidRecordError('privacy unit id is None')
+    return unit
+
+
 def late_dead_letter(transform: str, stage: str, clock: StepClock, step: int,
                      record) -> beam.pvalue.TaggedOutput:
     """The dead letter of a contribution to ``step`` that arrived after the step's release."""
@@ -272,6 +302,19 @@ def merge_dead_letters(dead_letters: Sequence[beam.PCollection]) -> beam.PCollec
 
 
 # -- shards, seeds and timers -----------------------------------------------------------------------
+
+
+class DriverFn(beam.DoFn):
+    """Base of a stateful DoFn that runs a driver: it keeps the driver, the transform label
+    (dead letters, noise addresses) and the noise source, and caches the driver's ``clock``."""
+
+    def __init__(self, driver, label: str, rng: noise.RandomSource):
+        self._driver = driver
+        self._label = label
+        self._rng = rng
+
+    def setup(self):
+        self._clock = self._driver.clock
 
 
 def seeds_at_start(pipeline: beam.Pipeline, keys: Sequence, start_micros: int,
@@ -310,31 +353,3 @@ def next_release_time(clock: StepClock, step: int, release_timer) -> None:
     if micros is not None:
         release_timer.set(Timestamp(micros=micros))
 
-
-def extract_key(key_fn, record):
-    """``key_fn(record)``.
-
-    Raises:
-      InvalidRecordError: 'key_fn raised ...' (the record goes to the dead letter).
-    """
-    try:
-        return key_fn(record)
-    except Exception as e:  # pylint: disable=broad-except
-        raise InvalidRecordError(f'key_fn raised {e!r}') from e
-
-
-def extract_unit(unit_fn, record):
-    """The privacy unit id of a record (None at event level, when ``unit_fn`` is None).
-
-    Raises:
-      InvalidRecordError: if ``unit_fn`` raises or returns None.
-    """
-    if unit_fn is None:
-        return None
-    try:
-        unit = unit_fn(record)
-    except Exception as e:  # pylint: disable=broad-except
-        raise InvalidRecordError(f'unit_fn raised {e!r}') from e
-    if unit is None:
-        raise InvalidRecordError('privacy unit id is None')
-    return unit
