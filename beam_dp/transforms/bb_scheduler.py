@@ -63,7 +63,8 @@ class BBSchedulerQueries(_BBQueries):
     Privacy unit and neighbouring relation: one record, swap-one (the paper's model). The size t
     of each (key, window) database is PUBLIC — the epoch schedule is triggered by it
     (docs/privacy_model.md) — and so are the key and window of every record. Do not use it
-    where counts are private (add/remove neighbours). Event-level, or user-level with one record per user.
+    where counts are private (add/remove neighbours). Event-level, or user-level with one
+    record per user.
 
     Sensitivity and guarantee: the box must be pure ε_i-DP for sensitivity 1/t.
     δ = 0: Σ ε_i ≤ ε (basic composition); δ > 0: CDP composition ≤ ε (Theorem 10); parallel
