@@ -1,0 +1,210 @@
+"""The continual / sliding-window ERM driver (pure, no Beam): what a DoFn keyed by stream calls.
+
+One stream (one key in the global window) is a sequence of event-time blocks of public length
+``block_micros`` starting at ``start_micros``; block b is [start + b·len, start + (b+1)·len).
+The DoFn keeps one ``StreamState`` in a ReadModifyWrite cell and
+
+* on each element calls ``add(state, [(timestamp_micros, x, y)])``: malformed records and
+  records of already-released blocks (late) come back as (reason, record) for the dead-letter
+  output and never enter state;
+* sets an event-time timer at ``release_time(b)`` = end of block b + allowed lateness, and when
+  it fires calls ``close_through(state, b, rng, stream)``: blocks next_block..b are closed in
+  index order (empty blocks included), each becomes exactly the mechanism's n_max nominal
+  records — a uniform random subsample without replacement if more arrived (not first-come),
+  zero-gradient padding if fewer — so release times and normalisations are data-independent
+  (spec 003 §8.2, trap T8);
+* emits the returned ``ReleaseEvent``s (``beam_dp.io.erm.model_release_from_event``).
+
+Within a block, records are sorted by a stable key (label, then features) before subsampling, so
+element order within and across bundles cannot change a release (§12 C12). Features are made
+finite-length vectors, get the bias column if ``fit_intercept``, then are clipped to the loss's
+public clip norm. Noise addresses: ``rng.derive('erm', stream)`` then ('subsample', b) per block
+and the mechanism's ('job', id) per model.
+
+``reference`` drives one stream over a list of records and watermarks exactly as a TestStream
+would, so a notebook, a benchmark and the Beam job release the same models under a seed.
+State: the open blocks' records (what a Beam Bag would hold) plus the mechanism's bounded state.
+"""
+
+import dataclasses
+from typing import Any, Iterable, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from beam_dp import _validation as v
+from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.erm.losses import clip_features
+from beam_dp.mechanisms.erm.psgd import permutation
+from beam_dp.mechanisms.erm.release import ERMRelease
+from beam_dp.mechanisms.erm.release import ReleaseEvent
+from beam_dp.mechanisms.erm.release import ReleaseState
+from beam_dp.noise import RandomSource
+
+__all__ = [
+    'ERMStreamDriver',
+    'ReferenceResult',
+    'StreamState',
+    'reference',
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamState:
+    """next_block: the first block not yet released. pending: (block, records) of open blocks,
+    records as (features tuple, label). mech: the ``ERMRelease`` state."""
+    next_block: int
+    pending: Tuple[Tuple[int, Tuple[Tuple[Tuple[float, ...], int], ...]], ...]
+    mech: ReleaseState
+
+    def pending_records(self) -> int:
+        return sum(len(r) for _, r in self.pending)
+
+
+class ReferenceResult(NamedTuple):
+    events: Tuple[ReleaseEvent, ...]
+    rejected: Tuple[Tuple[str, Any], ...]
+    state: StreamState
+
+
+@dataclasses.dataclass(frozen=True)
+class ERMStreamDriver:
+    """Drives an ``ERMRelease`` over event-time blocks of one stream.
+
+    Args:
+      mechanism: the ``ERMRelease`` (schedule, optimiser, n_max, feature_dim).
+      raw_dim: length of an input feature vector (feature_dim − 1 with ``fit_intercept``).
+      fit_intercept: append a constant 1 before clipping.
+      start_micros, block_micros: the public block grid.
+      allowed_lateness_micros: how long after a block's end its records are still accepted.
+    """
+    mechanism: ERMRelease
+    raw_dim: int
+    fit_intercept: bool = True
+    start_micros: int = 0
+    block_micros: int = 1
+    allowed_lateness_micros: int = 0
+
+    def __post_init__(self):
+        owner = type(self).__name__
+        if not isinstance(self.mechanism, ERMRelease):
+            raise InvalidParamsError(f'{owner}: mechanism must be an ERMRelease, got '
+                                     f'{self.mechanism!r}.')
+        v.check_positive_int(owner, 'raw_dim', self.raw_dim)
+        v.check_positive_int(owner, 'block_micros', self.block_micros)
+        v.check_non_negative_int(owner, 'allowed_lateness_micros', self.allowed_lateness_micros)
+        if self.raw_dim + int(self.fit_intercept) != self.mechanism.feature_dim:
+            raise InvalidParamsError(
+                f'{owner}: raw_dim + fit_intercept ({self.raw_dim + int(self.fit_intercept)}) '
+                f'must equal mechanism.feature_dim ({self.mechanism.feature_dim}).')
+
+    # --- the block grid (public) ---
+    def block_of(self, timestamp_micros: int) -> Optional[int]:
+        if timestamp_micros < self.start_micros:
+            return None
+        return (int(timestamp_micros) - self.start_micros) // self.block_micros
+
+    def block_start(self, block: int) -> int:
+        return self.start_micros + block * self.block_micros
+
+    def release_time(self, block: int) -> int:
+        """The event time at which block ``block`` is final (the DoFn's timer)."""
+        return self.block_start(block + 1) + self.allowed_lateness_micros
+
+    def last_final_block(self, watermark_micros: int) -> int:
+        """The last block whose release time is ≤ the watermark (−1 if none)."""
+        span = watermark_micros - self.start_micros - self.allowed_lateness_micros
+        return span // self.block_micros - 1
+
+    # --- state ---
+    def init_state(self) -> StreamState:
+        return StreamState(next_block=0, pending=(), mech=self.mechanism.init_state())
+
+    def _parse(self, record) -> Tuple[Optional[tuple], str]:
+        try:
+            timestamp, x, y = record
+            x = np.asarray(x, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            return None, 'malformed: expected (timestamp_micros, features, label)'
+        if x.size != self.raw_dim or not np.all(np.isfinite(x)):
+            return None, f'malformed: features must be {self.raw_dim} finite numbers'
+        classes = self.mechanism.psgd.loss.num_classes
+        if isinstance(y, bool) or not isinstance(y, (int, np.integer)) or not 0 <= y < classes:
+            return None, f'malformed: label must be an integer in [0, {classes})'
+        if isinstance(timestamp, bool) or not isinstance(timestamp, (int, np.integer)):
+            return None, 'malformed: timestamp_micros must be an integer'
+        return (int(timestamp), tuple(float(a) for a in x), int(y)), ''
+
+    def add(self, state: StreamState, records: Iterable) -> Tuple[StreamState, tuple]:
+        """Buffers valid records of open blocks; returns (state, ((reason, record), ...))."""
+        pending = {b: list(r) for b, r in state.pending}
+        rejected = []
+        for record in records:
+            parsed, reason = self._parse(record)
+            if parsed is None:
+                rejected.append((reason, record))
+                continue
+            block = self.block_of(parsed[0])
+            if block is None:
+                rejected.append(('before start: timestamp precedes start_micros', record))
+            elif block < state.next_block:
+                rejected.append((f'late: block {block} was already released', record))
+            else:
+                pending.setdefault(block, []).append((parsed[1], parsed[2]))
+        new = dataclasses.replace(state, pending=tuple(
+            (b, tuple(r)) for b, r in sorted(pending.items())))
+        return new, tuple(rejected)
+
+    def _block_data(self, records, rng: RandomSource):
+        """Sorted, uniformly subsampled to n_max, bias added, clipped: (x, y)."""
+        records = sorted(records, key=lambda r: (r[1], r[0]))
+        n_max = self.mechanism.records_per_block
+        if len(records) > n_max:
+            chosen = np.sort(permutation(rng, len(records))[:n_max])
+            records = [records[i] for i in chosen]
+        x = np.array([r[0] for r in records], dtype=np.float64).reshape(-1, self.raw_dim)
+        if self.fit_intercept:
+            x = np.hstack([x, np.ones((len(x), 1))])
+        x = clip_features(x, self.mechanism.psgd.loss.clip_norm) if len(x) else x.reshape(
+            0, self.mechanism.feature_dim)
+        return x, np.array([r[1] for r in records], dtype=np.int64)
+
+    def close_through(self, state: StreamState, block: int, rng: RandomSource, stream: str
+                      ) -> Tuple[Tuple[ReleaseEvent, ...], StreamState]:
+        """Closes and releases blocks next_block..block in index order."""
+        stream_rng = rng.derive('erm', stream)
+        pending = dict(state.pending)
+        mech, events = state.mech, []
+        for b in range(state.next_block, block + 1):
+            data = self._block_data(pending.pop(b, ()), stream_rng.derive('subsample', b))
+            out, mech = self.mechanism.step(mech, data, stream_rng)
+            events.extend(out)
+        next_block = max(state.next_block, block + 1)
+        return tuple(events), StreamState(next_block, tuple(sorted(pending.items())), mech)
+
+
+def reference(driver: ERMStreamDriver, stream: str, inputs: Sequence, rng: RandomSource,
+              until_block: Optional[int] = None) -> ReferenceResult:
+    """Drives one stream as a TestStream would: ``inputs`` is a sequence of
+    ('record', timestamp_micros, x, y) and ('watermark', timestamp_micros); a watermark closes
+    every block whose release time it has passed. At the end blocks are closed through
+    ``until_block`` (default: the last block that received a record)."""
+    state = driver.init_state()
+    events, rejected = [], []
+    last_seen = -1
+    for item in inputs:
+        if item[0] == 'watermark':
+            through = driver.last_final_block(int(item[1]))
+            if through >= state.next_block:
+                out, state = driver.close_through(state, through, rng, stream)
+                events.extend(out)
+            continue
+        record = tuple(item[1:])
+        state, bad = driver.add(state, [record])
+        rejected.extend(bad)
+        if not bad:
+            last_seen = max(last_seen, driver.block_of(record[0]))
+    final = last_seen if until_block is None else until_block
+    if final >= state.next_block:
+        out, state = driver.close_through(state, final, rng, stream)
+        events.extend(out)
+    return ReferenceResult(tuple(events), tuple(rejected), state)
