@@ -1,0 +1,272 @@
+"""The Boost caching driver (pure, no Beam): what a stateful DoFn keyed by dataset calls
+(spec 002 §5). The DoFn only holds a ``BoostDriverState`` in one state cell and calls:
+
+* ``add_rows(state, rows)`` for data rows (event time, attribute tuple): a row goes into its open
+  event-time block; a row for a sealed block is refused with reason 'late' and never changes
+  it (trap 9.3), a row before ``start_micros`` is 'before_start', a bad row 'malformed';
+* ``seal_until(state, watermark, rng)`` from its event-time timer: seals every block whose end is
+  at or before the watermark **in order, empty blocks included** (the dyadic tree needs
+  contiguous ids), then answers the pending queries that were waiting for them;
+* ``submit(state, queries, rng)`` for a batch of queries: answered in a deterministic order
+  (query id), each with noise addressed ``rng.derive('boost', dataset, query_id)`` and, inside
+  the mechanism, (node, purpose). A query id seen before re-emits its stored outputs with
+  ``replay=True`` and charges nothing (idempotent replay of a retried bundle). A query whose
+  window reaches an unsealed block waits in ``pending`` (sealed in order, answered in id order).
+
+Every output is typed (``beam_dp.io.boost``): answers (value, status, path), refusals with a
+public reason, per-block ledger rows after each charge, sealed-block notices, rejected rows. No
+output carries a true answer. Atomic check-and-charge per dataset is the mechanism's admission
+(one key per dataset: Beam has no cross-key transactions).
+
+Privacy: event-level, replace-one within a block, public block sizes (``TreePMWBypass``).
+"""
+
+import dataclasses
+import math
+import numbers
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from beam_dp import _validation as v
+from beam_dp.errors import InvalidParamsError
+from beam_dp.io.boost import BoostAnswerRecord
+from beam_dp.io.boost import BoostBlockSealed
+from beam_dp.io.boost import BoostLedgerRow
+from beam_dp.io.boost import BoostQueryRecord
+from beam_dp.io.boost import BoostRefusal
+from beam_dp.io.boost import BoostRowRejection
+from beam_dp.mechanisms.boost.cache import PMap
+from beam_dp.mechanisms.boost.pmw_bypass import TreePMWBypass
+from beam_dp.mechanisms.boost.state import BoostRequest
+from beam_dp.mechanisms.boost.state import BoostState
+from beam_dp.noise import RandomSource
+from beam_dp.queries import LinearQuery
+
+__all__ = [
+    'BoostDriver',
+    'BoostDriverState',
+    'rectangle_query',
+]
+
+
+def rectangle_query(shape: Sequence[int], subsets: Sequence[Sequence[int]],
+                    query_id: Optional[str] = None) -> LinearQuery:
+    """q(x) = Π_a 1[x_a ∈ S_a] over the mixed-radix domain ``shape`` (C order); an empty S_a
+    means every value. Raises InvalidParamsError on a bad subset."""
+    if len(subsets) != len(shape):
+        raise InvalidParamsError(f'rectangle_query: {len(subsets)} subsets for {len(shape)} '
+                                 f'attributes.')
+    mask = np.ones(tuple(shape), dtype=np.float64)
+    for axis, (size, values) in enumerate(zip(shape, subsets)):
+        if not values:
+            continue
+        keep = np.zeros(size, dtype=bool)
+        for x in values:
+            if isinstance(x, bool) or not isinstance(x, numbers.Integral) or not 0 <= x < size:
+                raise InvalidParamsError(f'rectangle_query: value {x!r} of attribute {axis} '
+                                         f'is not in [0, {size}).')
+            keep[x] = True
+        index = [np.newaxis] * len(shape)
+        index[axis] = slice(None)
+        mask = mask * keep[tuple(index)]
+    return LinearQuery.from_vector(mask.reshape(-1), query_id=query_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class BoostDriverState:
+    """One dataset. SECRET: ``open_blocks`` (exact counts of unsealed blocks) and the secret
+    parts of ``mech``. ``pending``: queries waiting for unsealed blocks. ``processed``: query id
+    → the outputs it produced (DP outputs only), for idempotent replay."""
+    mech: BoostState
+    open_blocks: Tuple[Tuple[int, np.ndarray], ...] = ()
+    pending: Tuple[BoostQueryRecord, ...] = ()
+    processed: PMap = dataclasses.field(default_factory=PMap)
+
+
+@dataclasses.dataclass(frozen=True)
+class BoostDriver:
+    """Drives one dataset's ``TreePMWBypass`` over event-time blocks and a query stream.
+
+    Args:
+      dataset: the dataset key. shape: attribute domain sizes (bins are their mixed radix).
+      mechanism: the configured ``TreePMWBypass`` (domain_size = Π shape).
+      start_micros, block_micros: block b covers [start + b·len, start + (b+1)·len).
+
+    Raises:
+      InvalidParamsError: on a bad parameter.
+    """
+    dataset: str
+    shape: Tuple[int, ...]
+    mechanism: TreePMWBypass
+    start_micros: int = 0
+    block_micros: int = 7 * 24 * 3600 * 10 ** 6
+
+    def __post_init__(self):
+        owner = type(self).__name__
+        if not isinstance(self.dataset, str):
+            v._fail(owner, f'dataset must be a string, got {self.dataset!r}.')
+        shape = tuple(v.check_positive_int(owner, 'shape', d) for d in self.shape)
+        object.__setattr__(self, 'shape', shape)
+        if not isinstance(self.mechanism, TreePMWBypass):
+            v._fail(owner, f'mechanism must be a TreePMWBypass, got {self.mechanism!r}.')
+        if math.prod(shape) != self.mechanism.domain_size:
+            v._fail(owner, f'shape {shape} has {math.prod(shape)} bins but the mechanism\'s '
+                           f'domain_size is {self.mechanism.domain_size}.')
+        v.check_non_negative_int(owner, 'start_micros', self.start_micros)
+        v.check_positive_int(owner, 'block_micros', self.block_micros)
+
+    def init_state(self) -> BoostDriverState:
+        return BoostDriverState(self.mechanism.init_state())
+
+    # Data ---------------------------------------------------------------------------------------
+
+    def _bin(self, attrs) -> Optional[int]:
+        try:
+            values = tuple(attrs)
+        except TypeError:
+            return None
+        if len(values) != len(self.shape):
+            return None
+        for x, d in zip(values, self.shape):
+            if isinstance(x, bool) or not isinstance(x, numbers.Integral) or not 0 <= x < d:
+                return None
+        return int(np.ravel_multi_index(values, self.shape))
+
+    def add_rows(self, state: BoostDriverState, rows: Sequence[Tuple[int, Any]]
+                 ) -> Tuple[BoostDriverState, List[BoostRowRejection]]:
+        """Adds (event_time_micros, attributes) rows to their open blocks."""
+        sealed = state.mech.num_blocks
+        open_blocks = dict(state.open_blocks)
+        rejected = []
+        for row in rows:
+            time, attrs = (row if isinstance(row, tuple) and len(row) == 2 else (None, row))
+            if isinstance(time, bool) or not isinstance(time, numbers.Integral):
+                rejected.append(self._reject('malformed', None, row))
+                continue
+            if time < self.start_micros:
+                rejected.append(self._reject('before_start', time, row))
+                continue
+            block = (int(time) - self.start_micros) // self.block_micros
+            if block < sealed:
+                rejected.append(self._reject('late', time, row))
+                continue
+            index = self._bin(attrs)
+            if index is None:
+                rejected.append(self._reject('malformed', time, row))
+                continue
+            counts = open_blocks.get(block)
+            counts = (np.zeros(self.mechanism.domain_size, dtype=np.int64) if counts is None
+                      else counts.copy())
+            counts[index] += 1
+            counts.setflags(write=False)
+            open_blocks[block] = counts
+        return dataclasses.replace(state, open_blocks=tuple(sorted(open_blocks.items()))), rejected
+
+    def _reject(self, reason: str, time, row) -> BoostRowRejection:
+        return BoostRowRejection(self.dataset, reason, None if time is None else int(time),
+                                 repr(row)[:1000])
+
+    def block_end(self, block: int) -> int:
+        return self.start_micros + (block + 1) * self.block_micros
+
+    def seal_until(self, state: BoostDriverState, watermark_micros: int,
+                   rng: RandomSource) -> Tuple[BoostDriverState, List[Any]]:
+        """Seals every block ending at or before the watermark (empty ones included), then
+        answers the pending queries whose windows are now sealed."""
+        out: List[Any] = []
+        open_blocks = dict(state.open_blocks)
+        mech = state.mech
+        while self.block_end(mech.num_blocks) <= watermark_micros:
+            block = mech.num_blocks
+            counts = open_blocks.pop(block, None)
+            if counts is None:
+                counts = np.zeros(self.mechanism.domain_size, dtype=np.int64)
+            mech = self.mechanism.add_data(mech, counts)
+            out.append(BoostBlockSealed(self.dataset, block, self.block_end(block) -
+                                        self.block_micros, self.block_end(block),
+                                        int(counts.sum())))
+        if mech is state.mech:
+            return state, out
+        waiting = list(state.pending)
+        state = dataclasses.replace(state, mech=mech, open_blocks=tuple(sorted(
+            open_blocks.items())), pending=())
+        state, answered = self.submit(state, waiting, rng)
+        return state, out + answered
+
+    # Queries ------------------------------------------------------------------------------------
+
+    def _window(self, state: BoostDriverState, q: BoostQueryRecord) -> Tuple[int, int]:
+        if q.latest > 0:
+            sealed = state.mech.num_blocks
+            return max(0, sealed - q.latest), sealed - 1
+        return q.first_block, q.last_block
+
+    def submit(self, state: BoostDriverState, queries: Sequence[BoostQueryRecord],
+               rng: RandomSource) -> Tuple[BoostDriverState, List[Any]]:
+        """Answers ``queries`` (and the pending ones they join) in query-id order."""
+        out: List[Any] = []
+        pending = list(state.pending)
+        for q in sorted(queries, key=lambda r: str(getattr(r, 'query_id', ''))):
+            stored = state.processed.get(q.query_id) if isinstance(q, BoostQueryRecord) else None
+            if stored is not None:
+                out.extend(r._replace(replay=True) for r in stored
+                           if isinstance(r, (BoostAnswerRecord, BoostRefusal)))
+                continue
+            if not isinstance(q, BoostQueryRecord) or q.dataset != self.dataset:
+                state, rows = self._finish(state, q, 'wrong_dataset' if isinstance(
+                    q, BoostQueryRecord) else 'invalid_query', None)
+                out.extend(rows)
+                continue
+            first, last = self._window(state, q)
+            if (last >= state.mech.num_blocks and first <= last) or last < 0 <= q.latest:
+                if all(p.query_id != q.query_id for p in pending):
+                    pending.append(q)
+                continue
+            state, rows = self._answer(state, q, first, last, rng)
+            out.extend(rows)
+        pending.sort(key=lambda r: r.query_id)
+        return dataclasses.replace(state, pending=tuple(pending)), out
+
+    def _parse(self, q: BoostQueryRecord) -> Optional[LinearQuery]:
+        try:
+            if q.vector:
+                return LinearQuery.from_vector(q.vector, query_id=q.query_id)
+            return rectangle_query(self.shape, q.subsets, q.query_id)
+        except (InvalidParamsError, TypeError, ValueError):
+            return None
+
+    def _answer(self, state: BoostDriverState, q: BoostQueryRecord, first: int, last: int,
+                rng: RandomSource):
+        query = self._parse(q)
+        if query is None or (q.vector and len(q.vector) != self.mechanism.domain_size):
+            return self._finish(state, q, 'invalid_query', None)
+        request = BoostRequest(query, first, last, q.query_id)
+        answer, mech = self.mechanism.answer(state.mech, request,
+                                             rng.derive('boost', self.dataset, q.query_id))
+        state = dataclasses.replace(state, mech=mech)
+        if answer.status != 'ok':
+            return self._finish(state, q, answer.reason, (first, last))
+        size = sum(mech.sizes[first:last + 1])
+        record = BoostAnswerRecord(self.dataset, q.query_id, answer.value, answer.value * size,
+                                   answer.path, first, last, answer.epsilon,
+                                   self.mechanism.alpha, self.mechanism.beta, False)
+        ledger, running = [], {}
+        for block, purpose, eps in answer.charges:
+            running[block] = running.get(block, 0.0) + eps
+            before = mech.filters.spent(block) - sum(
+                e for b, _, e in answer.charges if b == block)
+            ledger.append(BoostLedgerRow(self.dataset, q.query_id, block, purpose, eps,
+                                         before + running[block], self.mechanism.epsilon_budget))
+        rows = [record] + ledger
+        processed = state.processed.set(q.query_id, (record,))
+        return dataclasses.replace(state, processed=processed), rows
+
+    def _finish(self, state: BoostDriverState, q, reason: str, window):
+        first, last = window if window else (getattr(q, 'first_block', -1),
+                                             getattr(q, 'last_block', -1))
+        qid = str(getattr(q, 'query_id', ''))
+        refusal = BoostRefusal(self.dataset, qid, reason, first, last, False)
+        if isinstance(q, BoostQueryRecord):
+            state = dataclasses.replace(state, processed=state.processed.set(qid, (refusal,)))
+        return state, [refusal]
