@@ -29,6 +29,7 @@ from beam_dp.noise import discrete_gaussian_variance
 from beam_dp.noise import discrete_laplace
 from beam_dp.noise import discrete_laplace_variance
 from beam_dp.noise.samplers import as_rational_up
+from beam_dp.noise.samplers import check_noise_scale
 
 ESTIMATORS = ('textbook', 'variance_reduced')
 _INT64_MAX = int(np.iinfo(np.int64).max)
@@ -111,6 +112,16 @@ def check_privacy_params(owner: str, epsilon, rho, l1_sensitivity, l2_sensitivit
         if l2_sensitivity > l1_sensitivity:
             raise InvalidParamsError(f'{owner}: l2_sensitivity must not exceed l1_sensitivity, got '
                                      f'{l2_sensitivity:g} > {l1_sensitivity:g}.')
+
+
+def check_node_noise(owner: str, noise: NodeNoise) -> None:
+    """Refuses, at construction, a node noise outside the exact samplers' range (2**40)."""
+    if noise.kind == 'laplace':
+        change = 'raise epsilon or lower l1_sensitivity'
+    else:
+        change = 'raise rho or lower l2_sensitivity'
+    check_noise_scale(owner, noise.param, change + ' (in a transform: raise the budget, or lower '
+                      "upper/lower, grid_bits or the privacy unit's bounds K, m, S)", noise.kind)
 
 
 def node_noise(epsilon: Optional[float], rho: Optional[float], share: float, l1: float,

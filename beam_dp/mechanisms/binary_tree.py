@@ -124,6 +124,7 @@ class BinaryTreeCounter:
                                      self.l2_sensitivity)
         v.check_positive_int(owner, 'dimension', self.dimension)
         v.check_choice(owner, 'estimator', self.estimator, _dyadic.ESTIMATORS)
+        _dyadic.check_node_noise(owner, self.node_noise)
 
     @property
     def levels(self) -> int:

@@ -17,12 +17,15 @@ from typing import Union
 
 import numpy as np
 
+from beam_dp.errors import InvalidParamsError
 from beam_dp.noise.rng import RandomSource
 
 __all__ = [
+    'MAX_SCALE',
     'SCALE_GRID_BITS',
     'as_rational_up',
     'bernoulli_exp',
+    'check_noise_scale',
     'discrete_gaussian',
     'discrete_laplace',
     'uniform_below',
@@ -30,7 +33,10 @@ __all__ = [
 
 #: Float scales are rounded up to a multiple of 2**-20 before sampling.
 SCALE_GRID_BITS = 20
-_MAX_SCALE = 2 ** 40
+#: The largest Laplace scale / Gaussian σ² the vectorised samplers take (int64 arithmetic).
+MAX_SCALE = 2 ** 40
+_MAX_SCALE = MAX_SCALE
+_INT64_MAX = (1 << 63) - 1
 
 Rational = Union[int, float, fractions.Fraction]
 
@@ -50,6 +56,24 @@ def as_rational_up(x: Rational, name: str = 'scale') -> fractions.Fraction:
     if frac.denominator > grid:
         frac = fractions.Fraction(-((-frac.numerator * grid) // frac.denominator), grid)
     return frac
+
+
+def check_noise_scale(owner: str, scale: float, change: str, kind: str = 'laplace') -> None:
+    """Raises InvalidParamsError at construction if a noise parameter is outside the samplers'
+    range, naming what to change; mechanisms call it where they compute a scale.
+
+    Args:
+      owner: the class (or transform) in the message.
+      scale: the discrete Laplace scale b, or the discrete Gaussian σ² (``kind='gaussian'``).
+      change: the parameters that set it, e.g. "lower l1_sensitivity or raise epsilon".
+    """
+    what = 'discrete Gaussian variance sigma2' if kind == 'gaussian' else 'discrete Laplace scale'
+    if not (isinstance(scale, numbers.Real) and math.isfinite(scale) and scale > 0):
+        raise InvalidParamsError(f'{owner}: the {what} must be positive and finite, got '
+                                 f'{scale!r}; {change}.')
+    if scale > MAX_SCALE:
+        raise InvalidParamsError(f'{owner}: the {what} {float(scale):.4g} exceeds the exact '
+                                 f'samplers\' range (2**40 = {MAX_SCALE:.4g}); {change}.')
 
 
 def _bit_length(x: np.ndarray) -> np.ndarray:
@@ -113,8 +137,14 @@ def _bernoulli_exp_le1(rng: RandomSource, num: np.ndarray, den: np.ndarray) -> n
     """Bernoulli(exp(-num/den)) for 0 ≤ num/den ≤ 1 (CKS Algorithm 1, first case)."""
     out = np.zeros(num.shape, dtype=bool)
     active = np.arange(num.size)
+    den_max = int(den.max()) if den.size else 1
     k = 1
     while active.size:
+        if den_max * k > _INT64_MAX:
+            # den*k would wrap in int64 (huge rational scales): finish with Python ints.
+            for i in active.tolist():
+                out[i] = _bernoulli_exp_le1_scalar(rng, int(num[i]), int(den[i]), k)
+            break
         # A ~ Bernoulli(gamma / k): uniform in [0, den*k) below num.
         a = uniform_below(rng, den[active] * k) < num[active]
         stopped = active[~a]
@@ -189,7 +219,11 @@ def discrete_laplace(rng: RandomSource, scale: Rational, size=None):
         u = uniform_below(rng, n, m)
         accept_u = bernoulli_exp(rng, u, n)            # Bernoulli(exp(-U/n))
         v = _geometric_exp1(rng, m)                     # Geometric(1 - exp(-1))
-        y = (u + n * v) // d                            # Geometric(1 - exp(-d/n))
+        if (int(v.max()) + 1) * n <= _INT64_MAX:
+            y = (u + n * v) // d                        # Geometric(1 - exp(-d/n))
+        else:                                           # n*v would wrap: exact Python ints
+            y = np.asarray([(a + n * b) // d for a, b in zip(u.tolist(), v.tolist())],
+                           dtype=np.int64)
         b = (rng.uint64(m) & np.uint64(1)).astype(bool)
         ok = accept_u & ~(b & (y == 0))
         rate = max(0.05, min(1.0, ok.mean()))
@@ -234,8 +268,8 @@ def _bernoulli_exp_scalar(rng: RandomSource, num: int, den: int) -> bool:
     return _bernoulli_exp_le1_scalar(rng, frac, den)
 
 
-def _bernoulli_exp_le1_scalar(rng: RandomSource, num: int, den: int) -> bool:
-    k = 1
+def _bernoulli_exp_le1_scalar(rng: RandomSource, num: int, den: int, k: int = 1) -> bool:
+    """Bernoulli(exp(-num/den)), num ≤ den, by CKS Algorithm 1 (from round k, Python ints)."""
     while _uniform_below_int(rng, den * k) < num:
         k += 1
     return k % 2 == 1

@@ -134,3 +134,25 @@ def test_pmfs_sum_to_one_and_variances():
     assert abs(var - noise.discrete_laplace_variance(2.0)) < 1e-9
     assert noise.discrete_gaussian_variance(4.0) <= 4.0 + 1e-9
     assert noise.discrete_gaussian_variance(0.25) < 0.22
+
+
+def test_discrete_laplace_is_exact_for_huge_numerators():
+    """A rational scale near 2**40 with denominator 2**20 has numerator ~2**60: the int64
+    intermediates (n·v, den·k) used to wrap and cut the tail off (no |Y| ≥ 8·scale at all)."""
+    scale = fractions.Fraction(2 ** 60 - 1, 2 ** 20)
+    x = noise.discrete_laplace(noise.seeded(11), scale, 100_000)
+    tail = int((np.abs(x) >= 8 * float(scale)).sum())
+    assert 10 <= tail <= 70                           # expected 100000·e^-8 ≈ 34
+    assert abs(x.var() / (2 * float(scale) ** 2) - 1) < 0.05
+
+
+def test_check_noise_scale_names_the_parameter():
+    from beam_dp.errors import InvalidParamsError
+    samplers.check_noise_scale('Owner', 2.0 ** 40, 'lower l1_sensitivity')
+    with pytest.raises(InvalidParamsError, match=r'Owner: the discrete Laplace scale 1\.1e\+12 '
+                                                 r'.*2\*\*40.*lower l1_sensitivity'):
+        samplers.check_noise_scale('Owner', 1.1e12, 'lower l1_sensitivity')
+    with pytest.raises(InvalidParamsError, match='Gaussian variance sigma2 .*raise rho'):
+        samplers.check_noise_scale('Owner', 2.0 ** 41, 'raise rho', kind='gaussian')
+    with pytest.raises(InvalidParamsError, match='positive and finite'):
+        samplers.check_noise_scale('Owner', float('inf'), 'x')
