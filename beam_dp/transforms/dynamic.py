@@ -17,6 +17,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.dynamic import FullyDynamicCounter
 from beam_dp.mechanisms.dynamic import TwoStreamCounter
 from beam_dp.mechanisms.time_partition import PAPER_C_THETA
+from beam_dp.transforms import shell
 from beam_dp.transforms.segmented import SegmentedPerKey
 
 __all__ = [
@@ -77,29 +78,21 @@ class DynamicCountPerKey(SegmentedPerKey):
                  c_theta: float = PAPER_C_THETA, max_segment_ticks: Optional[int] = None,
                  monotone: bool = False, **kwargs):
         super().__init__(budget=budget, **kwargs)
-        owner = self._owner
+        owner = self.owner
         if construction not in CONSTRUCTIONS:
             raise InvalidParamsError(f"{owner}: construction must be one of 'two_stream', "
                                      f"'fenwick', got {construction!r}.")
-        if not callable(update_fn):
-            raise InvalidParamsError(f'{owner}: update_fn must be callable, got '
-                                     f'{update_fn!r}.')
+        shell.check_callable(owner, 'update_fn', update_fn)
         self._construction = construction
         self._update_fn = update_fn
-        try:
+        with self.params():
             if construction == 'two_stream':
                 self._mechanism = TwoStreamCounter(budget.epsilon, partition_fraction, beta,
                                                    c_theta, 2, max_segment_ticks, monotone)
             else:
                 self._mechanism = FullyDynamicCounter(budget.epsilon, partition_fraction, beta,
                                                       c_theta, 1, max_segment_ticks, monotone)
-        except InvalidParamsError as e:
-            raise InvalidParamsError(f'{owner}: {str(e).split(": ", 1)[-1]}') from e
-        self._finish_init()
-
-    @property
-    def mechanism(self):
-        return self._mechanism
+        self.check_budget()
 
     @property
     def driver(self) -> DynamicDriver:

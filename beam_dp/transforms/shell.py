@@ -52,8 +52,10 @@ __all__ = [
     'ContinualOutputs',
     'DEAD_LETTER',
     'DriverFn',
+    'MAX_MICROS',
     'SHARD_ELEMENT',
     'ShellTransform',
+    'arm_end_of_input',
     'check_callable',
     'dead_letter',
     'extract_key',
@@ -78,6 +80,8 @@ DEAD_LETTER = 'dead_letter'
 SHARD_ELEMENT = typing.Tuple[int, typing.Any]
 _MAX_RECORD_CHARS = 2000
 _KEY_CODER = FastPrimitivesCoder()
+#: The largest event time a timer can be set to (the end of the global window).
+MAX_MICROS = GlobalWindow().max_timestamp().micros
 
 
 class ContinualOutputs(NamedTuple):
@@ -331,10 +335,12 @@ def seeds_at_start(pipeline: beam.Pipeline, keys: Sequence, start_micros: int,
         ).with_output_types(typing.Tuple[key_type, typing.Any]))
 
 
-def merge_seeds(partials: beam.PCollection, seeds: beam.PCollection,
+def merge_seeds(partials: beam.PCollection, seeds: Optional[beam.PCollection],
                 key_type=int) -> beam.PCollection:
-    """'MergeSeeds': the stateful DoFn's input, typed so that its key coder is deterministic."""
-    return (partials, seeds) | 'MergeSeeds' >> beam.Flatten().with_output_types(
+    """'MergeSeeds': the stateful DoFn's input, typed so that its key coder is deterministic
+    (``seeds`` None: no seeds, e.g. private keys, which start at their first record)."""
+    inputs = (partials,) if seeds is None else (partials, seeds)
+    return inputs | 'MergeSeeds' >> beam.Flatten().with_output_types(
         typing.Tuple[key_type, typing.Any])
 
 
@@ -343,6 +349,12 @@ def start_timers(clock: StepClock, release_timer, end_timer) -> None:
     end-of-input timer, which fires only when the input ends (bounded input, drain) and stops
     the release loop, which would otherwise run forever at watermark +inf."""
     release_timer.set(Timestamp(micros=clock.release_time_micros(0)))
+    arm_end_of_input(clock, end_timer)
+
+
+def arm_end_of_input(clock: StepClock, end_timer) -> None:
+    """Without a last step: the end-of-input timer (fires only when the input ends), for a
+    DoFn that arms its own release timer (e.g. at a driver's next wake-up step)."""
     if clock.last_step is None:
         end_timer.set(GlobalWindow().max_timestamp())
 

@@ -46,7 +46,7 @@ class SparseContinualCountPerKey(SegmentedPerKey):
 
     Args:
       public_keys / keys: public key list, or ``keys=PrivateKeys(...)``.
-      start, tick: the public step clock (step s covers [start+s·tick, start+(s+1)·tick)).
+      start, step: the public step clock (step s covers [start+s·step, start+(s+1)·step)).
       budget: ``PrivacyBudget(epsilon=ε)`` (pure).
       partition_fraction, beta, c_theta, max_segment_ticks, monotone: the partitioner's.
       key_fn: record → key (default ``record[0]``).
@@ -70,17 +70,11 @@ class SparseContinualCountPerKey(SegmentedPerKey):
         super().__init__(budget=budget, **kwargs)
         self._bins = tuple(bins)
         self._value_fn = value_fn
-        try:
+        with self.params():
             self._mechanism = SparseCounter(budget.epsilon, partition_fraction, beta, c_theta,
                                             max(1, len(self._bins)), max_segment_ticks,
                                             monotone)
-        except InvalidParamsError as e:
-            raise InvalidParamsError(f'{self._owner}: {str(e).split(": ", 1)[-1]}') from e
-        self._finish_init()
-
-    @property
-    def mechanism(self) -> SparseCounter:
-        return self._mechanism
+        self.check_budget()
 
     def _parse(self, record):
         return (1,)

@@ -57,12 +57,12 @@ def _check_dead(reasons):
     assert sum(r.startswith('deletion of a record that is not live') for r in reasons) == 1
     assert sum(r.startswith('duplicate insertion of a live record id') for r in reasons) == 1
     assert sum(r.startswith('update without a record id') for r in reasons) == 1
-    assert sum(r.startswith('late: step 2 was already processed') for r in reasons) == 1
+    assert sum(r.startswith('late: step 2 was already released') for r in reasons) == 1
 
 
 @pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
 def test_deletion_heavy_stream_noise_free(construction):
-    t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, end=50, budget=NOISE_FREE,
+    t = DynamicCountPerKey(public_keys=['a'], start=0, step=1, end=50, budget=NOISE_FREE,
                            construction=construction)
     # Noise-free: every data step closes a segment; forced closes at steps 1, 3, 15 when empty.
     # step 2: 4 live; step 6: 2 live (r1, r2 deleted; zz invalid; r3 duplicate; None id);
@@ -76,7 +76,7 @@ def test_deletion_heavy_stream_noise_free(construction):
 @pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
 def test_invalid_updates_are_counted_by_the_partitioner(construction):
     """§17.5: a stream of ONLY invalid updates moves the SVT like valid ones would."""
-    t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, budget=NOISE_FREE,
+    t = DynamicCountPerKey(public_keys=['a'], start=0, step=1, budget=NOISE_FREE,
                            construction=construction)
     invalid = [(4, (('x', -1),)), (7, ((None, 1),))]
     out, _ = reference_releases(t.driver, 'a', 'L', 0, invalid, 11)
@@ -87,7 +87,7 @@ def test_invalid_updates_are_counted_by_the_partitioner(construction):
 
 @pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
 def test_parity_with_the_pure_driver_under_a_seed(construction):
-    t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, end=300,
+    t = DynamicCountPerKey(public_keys=['a'], start=0, step=1, end=300,
                            budget=PrivacyBudget(epsilon=2.0), c_theta=1.0,
                            construction=construction, testing_seed=3, label='Dyn')
     # Sliding window: one insert per 3 steps, each deleted 30 steps later.
@@ -115,7 +115,7 @@ def test_parity_with_the_pure_driver_under_a_seed(construction):
     ({'c_theta': -1}, 'c_theta must be positive'),
 ])
 def test_validation(kwargs, match):
-    params = dict(public_keys=['a'], start=0, tick=1, budget=PrivacyBudget(epsilon=1.0))
+    params = dict(public_keys=['a'], start=0, step=1, budget=PrivacyBudget(epsilon=1.0))
     params.update(kwargs)
     with pytest.raises(InvalidParamsError, match=match):
         DynamicCountPerKey(**params)
@@ -124,7 +124,7 @@ def test_validation(kwargs, match):
 def test_bad_op_is_dead_lettered_at_extraction():
     stream = (TestStream().advance_watermark_to(0).add_elements([tv(('a', 'r', 7), 1)])
               .advance_watermark_to(5).advance_watermark_to_infinity())
-    t = DynamicCountPerKey(public_keys=['a'], start=0, tick=1, end=4, budget=NOISE_FREE)
+    t = DynamicCountPerKey(public_keys=['a'], start=0, step=1, end=4, budget=NOISE_FREE)
     run(stream, t, dead=lambda reasons: _assert_one(reasons, "op must be +1/'insert'"))
 
 

@@ -45,7 +45,7 @@ def run(stream, transform, extract=lambda r: (r.key, r.step, round(r.value, 6)),
 def sparse(**kw):
     kw.setdefault('budget', NOISE_FREE)
     kw.setdefault('public_keys', ['a', 'b'])
-    return SparseContinualCountPerKey(start=0, tick=1, **kw)
+    return SparseContinualCountPerKey(start=0, step=1, **kw)
 
 
 def test_empty_stream_closes_at_2_4_16_and_sparse_data_closes_its_segment():
@@ -64,7 +64,7 @@ def test_empty_stream_closes_at_2_4_16_and_sparse_data_closes_its_segment():
 
 
 def _one_late(reasons):
-    assert len(reasons) == 1 and reasons[0].startswith('late: step 3 was already processed'), \
+    assert len(reasons) == 1 and reasons[0].startswith('late: step 3 was already released'), \
         reasons
 
 
@@ -72,7 +72,7 @@ def test_histogram_per_bin_values():
     stream = (TestStream().advance_watermark_to(0)
               .add_elements([tv(('a', 'x'), 0.5), tv(('a', 'y'), 0.7), tv(('a', 'q'), 0.8)])
               .advance_watermark_to(10).advance_watermark_to_infinity())
-    t = SparseContinualHistogramPerKey(public_keys=['a'], bins=['x', 'y'], start=0, tick=1,
+    t = SparseContinualHistogramPerKey(public_keys=['a'], bins=['x', 'y'], start=0, step=1,
                                        end=5, budget=NOISE_FREE)
     run(stream, t, extract=lambda r: (r.step, tuple(round(v, 6) for v in r.values)),
         expected=[(0, (1.0, 1.0)), (1, (1.0, 1.0)), (3, (1.0, 1.0))],
@@ -145,7 +145,7 @@ def test_private_keys_on_the_sparse_transform():
               .add_elements([tv(('big', None), 1.5)] * 150 + [tv(('solo', None), 1.5)])
               .advance_watermark_to(30).advance_watermark_to_infinity())
     keys = PrivateKeys(budget=PrivacyBudget(epsilon=2.0, delta=1e-3))
-    t = SparseContinualCountPerKey(keys=keys, start=0, tick=1, end=20, budget=NOISE_FREE,
+    t = SparseContinualCountPerKey(keys=keys, start=0, step=1, end=20, budget=NOISE_FREE,
                                    testing_seed=2, label='PK')
     ref, _ = reference_releases(t.driver, 'big', 'PK', 2, [(1, (150,))], 19, private=True)
     expected = [('big', close.step, close.answer[0]) for close in ref.closes]
@@ -160,7 +160,7 @@ def test_budget_and_validation():
     sparse(budget=PrivacyBudget(epsilon=0.5), accountant=acc)
     with pytest.raises(BudgetExceededError, match='asks for'):
         SparseContinualCountPerKey(keys=PrivateKeys(PrivacyBudget(epsilon=0.6, delta=1e-7)),
-                                   start=0, tick=1, budget=PrivacyBudget(epsilon=0.5),
+                                   start=0, step=1, budget=PrivacyBudget(epsilon=0.5),
                                    accountant=BudgetAccountant(PrivacyBudget(epsilon=1.0,
                                                                              delta=1e-6)))
 
@@ -174,7 +174,7 @@ ok = contextlib.nullcontext
     ({'public_keys': []}, pytest.raises(InvalidParamsError, match='public_keys must not be empty')),
     ({'keys': ['x']}, pytest.raises(InvalidParamsError, match='either public_keys or keys')),
     ({'budget': PrivacyBudget(rho=1.0)}, pytest.raises(InvalidParamsError, match='pure epsilon budget')),
-    ({'tick': 0}, pytest.raises(InvalidParamsError, match='tick must be positive')),
+    ({'step': 0}, pytest.raises(InvalidParamsError, match='step must be positive')),
     ({'c_theta': 0}, pytest.raises(InvalidParamsError, match='c_theta must be positive')),
     ({'partition_fraction': 1.0}, pytest.raises(InvalidParamsError, match=r'partition_fraction must be in \(0, 1\)')),
     ({'beta': 0}, pytest.raises(InvalidParamsError, match='beta must be in')),
@@ -184,7 +184,7 @@ ok = contextlib.nullcontext
     ({'testing_seed': 'x'}, pytest.raises(InvalidParamsError, match='testing_seed must be an int')),
 ])
 def test_validation(kwargs, expectation):
-    params = dict(public_keys=['a'], start=0, tick=1, budget=PrivacyBudget(epsilon=1.0))
+    params = dict(public_keys=['a'], start=0, step=1, budget=PrivacyBudget(epsilon=1.0))
     params.update(kwargs)
     with expectation:
         SparseContinualCountPerKey(**params)
