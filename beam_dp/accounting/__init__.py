@@ -6,6 +6,9 @@ from beam_dp.accounting.accountant import basel_weight
 from beam_dp.accounting.accountant import compose_parallel
 from beam_dp.accounting.accountant import compose_sequential
 from beam_dp.accounting.accountant import series_weight
+from beam_dp.accounting.budget import ADD_REMOVE
+from beam_dp.accounting.budget import RELATIONS
+from beam_dp.accounting.budget import SWAP_ONE
 from beam_dp.accounting.budget import PrivacyBudget
 from beam_dp.accounting.budget import PrivacyCost
 from beam_dp.accounting.budget import epsilon_from_rho
@@ -13,10 +16,13 @@ from beam_dp.accounting.budget import epsilon_from_rho_simple
 from beam_dp.accounting.budget import rho_for_epsilon_delta
 
 __all__ = [
+    'ADD_REMOVE',
     'BudgetAccountant',
     'LedgerEntry',
     'PrivacyBudget',
     'PrivacyCost',
+    'RELATIONS',
+    'SWAP_ONE',
     'basel_weight',
     'compose_parallel',
     'compose_sequential',

@@ -11,15 +11,22 @@ Every transform calls ``accountant.spend(label, cost)`` from ``expand()``; the c
 ``BudgetExceededError`` if the composition of everything spent so far exceeds the budget.
 Sequential composition is the default; ``spend_parallel`` composes costs of mechanisms that read
 disjoint parts of the data fixed in advance (a max, McSherry 2009 / Qiu & Yi Theorem 3).
+
+One accountant composes costs of ONE neighbouring relation (``PrivacyCost.relation``): fixed by
+``relation=`` or by the first non-zero cost spent; a cost of the other relation is refused with
+``InvalidParamsError`` (its total would hold under neither). ``cost.as_swap_one()`` is the
+documented explicit conversion of an add/remove cost (ε ⇒ 2ε).
 """
 
 import dataclasses
 import functools
 import math
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
+from beam_dp.accounting.budget import RELATIONS
 from beam_dp.accounting.budget import PrivacyBudget
 from beam_dp.accounting.budget import PrivacyCost
+from beam_dp.accounting.budget import check_same_relation
 from beam_dp.accounting.budget import epsilon_from_rho
 from beam_dp.errors import BudgetExceededError
 from beam_dp.errors import InvalidParamsError
@@ -65,16 +72,20 @@ def compose_parallel(costs: Sequence[PrivacyCost]) -> PrivacyCost:
     costs = list(costs)
     if not costs:
         return PrivacyCost()
+    relation = check_same_relation('compose_parallel', costs)
     if any(c.is_zcdp for c in costs):
-        return PrivacyCost(rho=max(c.to_rho() for c in costs))
-    return PrivacyCost(epsilon=max(c.epsilon for c in costs), delta=max(c.delta for c in costs))
+        return PrivacyCost(rho=max(c.to_rho() for c in costs), relation=relation)
+    return PrivacyCost(epsilon=max(c.epsilon for c in costs), delta=max(c.delta for c in costs),
+                       relation=relation)
 
 
 def compose_sequential(costs: Sequence[PrivacyCost], delta: float = 0.0) -> Tuple[float, float]:
     """(ε, δ) of the sequential composition of ``costs``; zCDP parts are converted at ``delta``.
 
     Pure costs are composed either linearly or as zCDP, whichever gives the smaller ε.
+    All costs must hold for the same neighbouring relation.
     """
+    check_same_relation('compose_sequential', costs)
     approx = [c for c in costs if not c.is_zcdp and c.delta > 0]
     pure = [c for c in costs if c.is_pure]
     zcdp = [c for c in costs if c.is_zcdp]
@@ -107,17 +118,40 @@ class BudgetAccountant:
 
     Args:
       budget: the total budget for everything this accountant is handed.
+      relation: 'add_remove' or 'swap_one'; None adopts the relation of the first non-zero cost.
 
     Raises:
       BudgetExceededError: from ``spend`` when a cost would exceed the budget; nothing is
         recorded then, so the pipeline under construction can be fixed and rebuilt.
     """
 
-    def __init__(self, budget: PrivacyBudget):
+    def __init__(self, budget: PrivacyBudget, relation: Optional[str] = None):
         if not isinstance(budget, PrivacyBudget):
             raise InvalidParamsError(f'BudgetAccountant: budget must be a PrivacyBudget, got {budget!r}.')
+        if relation is not None and relation not in RELATIONS:
+            raise InvalidParamsError(f'BudgetAccountant: relation must be one of {RELATIONS} or '
+                                     f'None, got {relation!r}.')
         self._budget = budget
+        self._relation = relation
         self._ledger: List[LedgerEntry] = []
+
+    @property
+    def relation(self) -> Optional[str]:
+        """The neighbouring relation of this accountant (None until the first non-zero cost)."""
+        if self._relation is not None:
+            return self._relation
+        return next((e.cost.relation for e in self._ledger if not e.cost.is_zero), None)
+
+    def _check_relation(self, label: str, cost: PrivacyCost) -> None:
+        relation = self.relation
+        if cost.is_zero or relation is None or cost.relation == relation:
+            return
+        first = next((e.label for e in self._ledger if not e.cost.is_zero), 'its constructor')
+        raise InvalidParamsError(
+            f'BudgetAccountant: {label} declares a {cost.relation} cost ({cost}), but this '
+            f'accountant composes {relation} costs (set by {first}); a total across neighbouring '
+            f'relations holds under neither. Use one accountant per relation, or convert an '
+            f'add_remove cost explicitly with cost.as_swap_one() (epsilon => 2*epsilon).')
 
     @property
     def budget(self) -> PrivacyBudget:
@@ -146,7 +180,8 @@ class BudgetAccountant:
         return compose_sequential(costs, zcdp_delta)
 
     def fits(self, cost: PrivacyCost) -> bool:
-        """Whether ``cost`` could still be spent."""
+        """Whether ``cost`` could still be spent (InvalidParamsError for a foreign relation)."""
+        self._check_relation('fits', cost)
         costs = [e.cost for e in self._ledger] + [cost]
         if self._budget.is_zcdp:
             if any(c.delta > 0 for c in costs):
@@ -160,6 +195,7 @@ class BudgetAccountant:
         """Records ``cost`` (sequential composition) or raises ``BudgetExceededError``."""
         if not isinstance(cost, PrivacyCost):
             raise InvalidParamsError(f'BudgetAccountant.spend: cost must be a PrivacyCost, got {cost!r}.')
+        self._check_relation(label, cost)
         if self._budget.is_zcdp and cost.delta > 0:
             raise BudgetExceededError(
                 f'BudgetAccountant: {label} asks for ({cost}) with delta > 0, which a zCDP budget '
@@ -173,7 +209,7 @@ class BudgetAccountant:
     def check(self, costs: Sequence[Tuple[str, PrivacyCost]]) -> None:
         """Raises ``BudgetExceededError`` unless all ``(label, cost)`` pairs fit together on top
         of the ledger; records nothing (a transform calls it at construction)."""
-        scratch = BudgetAccountant(self._budget)
+        scratch = BudgetAccountant(self._budget, self._relation)
         scratch._ledger = list(self._ledger)  # pylint: disable=protected-access
         for label, cost in costs:
             scratch.spend(label, cost)

@@ -4,6 +4,16 @@ A ``PrivacyBudget`` is what the user grants (ε with δ ≥ 0, or ρ for ρ-zCDP
 is what one mechanism or transform consumes for one privacy unit whose contribution is bounded as
 it declares. Both are frozen and validated on construction.
 
+Neighbouring relations. Every cost holds for one relation: ``'add_remove'`` (neighbouring
+streams differ by adding or removing one privacy unit: the continual counts, key selection,
+sparse/dynamic release) or ``'swap_one'`` (same size, one unit's records replaced: the growing-
+database mechanisms PMWG, BBScheduler/BBImprover and their sparse vector, whose schedules read
+the public size). Costs of different relations never compose (``__add__`` and the accountant
+refuse); the one explicit conversion is ``as_swap_one()``: a swap is a removal followed by an
+addition, so group privacy for two add/remove steps gives ε ⇒ 2ε, ρ ⇒ 4ρ (Bun & Steinke 2016,
+Proposition 1.9: k²ρ for groups of k) and (ε, δ) ⇒ (2ε, (1 + e^ε)δ). The reverse has no general
+conversion (a swap-one mechanism may publish the exact size) and is not offered.
+
 Conversions (all for one and the same neighbouring relation):
   * ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Proposition 1.4);
   * ρ-zCDP ⇒ (ε, δ)-DP with ε = inf_{α>1} ρα + (ln(1/δ) + (α-1)ln(1-1/α) - ln α)/(α-1)
@@ -19,12 +29,32 @@ from beam_dp import _validation as v
 from beam_dp.errors import InvalidParamsError
 
 __all__ = [
+    'ADD_REMOVE',
+    'RELATIONS',
+    'SWAP_ONE',
     'PrivacyBudget',
     'PrivacyCost',
     'epsilon_from_rho',
     'epsilon_from_rho_simple',
     'rho_for_epsilon_delta',
 ]
+
+
+ADD_REMOVE = 'add_remove'
+SWAP_ONE = 'swap_one'
+RELATIONS = (ADD_REMOVE, SWAP_ONE)
+
+
+def check_same_relation(owner: str, costs) -> str:
+    """The common relation of the non-zero ``costs`` (ADD_REMOVE if none), or InvalidParamsError."""
+    relations = {c.relation for c in costs if not c.is_zero}
+    if len(relations) > 1:
+        raise InvalidParamsError(
+            f'{owner}: cannot compose costs of different neighbouring relations '
+            f'({" and ".join(sorted(relations))}); the total would hold under neither. Keep one '
+            f'accountant per relation, or convert add/remove costs explicitly with '
+            f'cost.as_swap_one() (epsilon => 2*epsilon).')
+    return relations.pop() if relations else ADD_REMOVE
 
 
 def epsilon_from_rho_simple(rho: float, delta: float) -> float:
@@ -119,11 +149,11 @@ class PrivacyBudget:
             return tuple(PrivacyBudget(rho=self.rho * f) for f in fractions)
         return tuple(PrivacyBudget(epsilon=self.epsilon * f, delta=self.delta * f) for f in fractions)
 
-    def as_cost(self) -> 'PrivacyCost':
-        """The cost of spending this whole budget."""
+    def as_cost(self, relation: str = ADD_REMOVE) -> 'PrivacyCost':
+        """The cost of spending this whole budget (under ``relation``)."""
         if self.is_zcdp:
-            return PrivacyCost(rho=self.rho)
-        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+            return PrivacyCost(rho=self.rho, relation=relation)
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta, relation=relation)
 
     def __str__(self) -> str:
         if self.is_zcdp:
@@ -135,11 +165,14 @@ class PrivacyBudget:
 class PrivacyCost:
     """What one mechanism consumes: ``PrivacyCost(epsilon=.., delta=..)`` or ``PrivacyCost(rho=..)``.
 
-    Zero costs are allowed (a public computation costs nothing).
+    Zero costs are allowed (a public computation costs nothing, under either relation).
+    ``relation`` is the neighbouring relation the cost holds for: ``'add_remove'`` (default) or
+    ``'swap_one'`` (module docstring).
     """
     epsilon: float = 0.0
     delta: float = 0.0
     rho: float = 0.0
+    relation: str = ADD_REMOVE
 
     def __post_init__(self):
         owner = 'PrivacyCost'
@@ -147,6 +180,9 @@ class PrivacyCost:
         object.__setattr__(self, 'delta', v.check_probability(owner, 'delta', self.delta,
                                                               allow_one=True))
         object.__setattr__(self, 'rho', v.check_non_negative(owner, 'rho', self.rho))
+        if self.relation not in RELATIONS:
+            raise InvalidParamsError(f'{owner}: relation must be one of {RELATIONS}, got '
+                                     f'{self.relation!r}.')
         if self.rho and (self.epsilon or self.delta):
             raise InvalidParamsError(f'{owner}: a cost is either (epsilon, delta) or rho, got '
                                      f'epsilon={self.epsilon:g}, delta={self.delta:g}, '
@@ -160,20 +196,38 @@ class PrivacyCost:
     def is_pure(self) -> bool:
         return not self.rho and not self.delta
 
+    @property
+    def is_zero(self) -> bool:
+        return not (self.epsilon or self.delta or self.rho)
+
     def __add__(self, other: 'PrivacyCost') -> 'PrivacyCost':
-        """Sequential composition within one notion."""
+        """Sequential composition within one notion and one neighbouring relation."""
+        relation = check_same_relation('PrivacyCost', (self, other))
         if self.is_zcdp or other.is_zcdp:
             if not (self.is_pure or self.is_zcdp) or not (other.is_pure or other.is_zcdp):
                 raise InvalidParamsError('PrivacyCost: cannot add a zCDP cost to an (epsilon, delta) '
                                          'cost with delta > 0; use a BudgetAccountant.')
-            return PrivacyCost(rho=self.to_rho() + other.to_rho())
-        return PrivacyCost(epsilon=self.epsilon + other.epsilon, delta=min(1.0, self.delta + other.delta))
+            return PrivacyCost(rho=self.to_rho() + other.to_rho(), relation=relation)
+        return PrivacyCost(epsilon=self.epsilon + other.epsilon,
+                           delta=min(1.0, self.delta + other.delta), relation=relation)
 
     def scale(self, k: float) -> 'PrivacyCost':
         """k-fold sequential composition (group privacy for pure/zCDP uses k and k² instead)."""
         if self.is_zcdp:
-            return PrivacyCost(rho=self.rho * k)
-        return PrivacyCost(epsilon=self.epsilon * k, delta=min(1.0, self.delta * k))
+            return PrivacyCost(rho=self.rho * k, relation=self.relation)
+        return PrivacyCost(epsilon=self.epsilon * k, delta=min(1.0, self.delta * k),
+                           relation=self.relation)
+
+    def as_swap_one(self) -> 'PrivacyCost':
+        """This cost under swap-one neighbours (the one documented conversion, see the module
+        docstring): add/remove ε ⇒ 2ε, ρ ⇒ 4ρ, (ε, δ) ⇒ (2ε, (1 + e^ε)δ); swap-one unchanged."""
+        if self.relation == SWAP_ONE:
+            return self
+        if self.is_zcdp:
+            return PrivacyCost(rho=4 * self.rho, relation=SWAP_ONE)
+        return PrivacyCost(epsilon=2 * self.epsilon,
+                           delta=min(1.0, (1 + math.exp(self.epsilon)) * self.delta),
+                           relation=SWAP_ONE)
 
     def to_rho(self) -> float:
         """As zCDP: ρ itself, or ε²/2 for a pure cost."""
@@ -189,6 +243,7 @@ class PrivacyCost:
         return self.epsilon
 
     def __str__(self) -> str:
+        tail = '' if self.relation == ADD_REMOVE else f', {self.relation}'
         if self.is_zcdp:
-            return f'rho={self.rho:g}'
-        return f'epsilon={self.epsilon:g}, delta={self.delta:g}'
+            return f'rho={self.rho:g}{tail}'
+        return f'epsilon={self.epsilon:g}, delta={self.delta:g}{tail}'

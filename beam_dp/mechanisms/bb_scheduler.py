@@ -22,6 +22,7 @@ import numpy as np
 
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
+from beam_dp.accounting import SWAP_ONE
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.errors import UnsupportedMechanismError
@@ -200,7 +201,7 @@ class LaplaceQueryVector:
         return 1.0 if k == 1 else k * (1 + math.log(k))
 
     def cost(self, epsilon: float) -> PrivacyCost:
-        return PrivacyCost(epsilon=epsilon)
+        return PrivacyCost(epsilon=epsilon, relation=SWAP_ONE)
 
     def noise_scale(self, epsilon: float, t: int) -> float:
         return len(self.queries) / (epsilon * t)
@@ -237,7 +238,7 @@ class StaticPMWBox:
         v.check_positive(owner, 'p', self.p)
 
     def cost(self, epsilon: float) -> PrivacyCost:
-        return PrivacyCost(epsilon=epsilon)
+        return PrivacyCost(epsilon=epsilon, relation=SWAP_ONE)
 
     def run(self, counts, t, epsilon, alpha, ln_inv_beta, rng):
         del ln_inv_beta, rng
@@ -270,7 +271,7 @@ class CallableBlackBox:
         v.check_positive(owner, 'g', self.g)
 
     def cost(self, epsilon: float) -> PrivacyCost:
-        return PrivacyCost(epsilon=epsilon)
+        return PrivacyCost(epsilon=epsilon, relation=SWAP_ONE)
 
     def run(self, counts, t, epsilon, alpha, ln_inv_beta, rng):
         return self.run_fn(counts, t, epsilon, alpha, ln_inv_beta, rng)
@@ -448,7 +449,7 @@ class BBScheduler(_Base):
         return self.epsilon * (1 - SAFETY_MARGIN)
 
     def privacy_cost(self) -> PrivacyCost:
-        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta, relation=SWAP_ONE)
 
     def start(self, i: int) -> int:
         return bbscheduler_start(self.n, self._gamma, i)
@@ -557,7 +558,7 @@ class BBImprover(_Base):
         v.check_non_negative(owner, 'p2', self.p2)
 
     def privacy_cost(self) -> PrivacyCost:
-        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta, relation=SWAP_ONE)
 
     def _params_for(self, t: int):
         eps_t = bbimprover_epsilon(t, self.epsilon * (1 - SAFETY_MARGIN), self.delta, self.c)

@@ -32,6 +32,7 @@ import numpy as np
 
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
+from beam_dp.accounting import SWAP_ONE
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.errors import UnsupportedMechanismError
@@ -296,7 +297,7 @@ class AboveThresholdGrowing(_GrowingSVTBase):
         return 0.0
 
     def privacy_cost(self) -> PrivacyCost:
-        return PrivacyCost(epsilon=self.noise.xi_delta(self.n))
+        return PrivacyCost(epsilon=self.noise.xi_delta(self.n), relation=SWAP_ONE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,7 +321,7 @@ class NumericAboveThresholdGrowing(_GrowingSVTBase):
         return self.noise.xi_delta(t) / 8
 
     def privacy_cost(self) -> PrivacyCost:
-        return PrivacyCost(epsilon=self.noise.xi_delta(self.n) * 9 / 8)
+        return PrivacyCost(epsilon=self.noise.xi_delta(self.n) * 9 / 8, relation=SWAP_ONE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,4 +366,5 @@ class NumericSparseGrowing(_GrowingSVTBase):
         if self.max_halts is None:
             raise UnsupportedMechanismError('NumericSparseGrowing: the privacy cost is unbounded '
                                             'without max_halts (Theorem 29).')
-        return PrivacyCost(epsilon=self.noise.xi_delta(self.n) * (1 + 9 * self.max_halts / 8))
+        return PrivacyCost(epsilon=self.noise.xi_delta(self.n) * (1 + 9 * self.max_halts / 8),
+                           relation=SWAP_ONE)

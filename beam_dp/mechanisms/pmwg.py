@@ -21,6 +21,7 @@ import numpy as np
 
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
+from beam_dp.accounting import SWAP_ONE
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms.growing_svt import PowerNoise
@@ -234,7 +235,7 @@ class PMWG:
         return self.cap(math.log(self.domain_size) + b_sum(self.n, t, self.domain_size))
 
     def privacy_cost(self) -> PrivacyCost:
-        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
+        return PrivacyCost(epsilon=self.epsilon, delta=self.delta, relation=SWAP_ONE)
 
     def privacy_bound(self, horizon: int = 1_000_000) -> float:
         """The privacy expression summed numerically (exact to ``n + horizon``, tail bounded).
