@@ -26,19 +26,15 @@ __all__ = [
 class _BBQueries(GrowingDatabaseTransform):
     _owner_name = ''
 
-    def _init(self, mechanism, domain_fn, data_key_fn, query_key_fn, accountant,
-              allowed_lateness, timer_granularity, testing_seed):
+    def _init(self, make_mechanism, domain_fn, data_key_fn, query_key_fn, allowed_lateness,
+              timer_granularity):
+        with self.params():
+            mechanism = make_mechanism()
         self._mechanism = mechanism
         box = getattr(mechanism.mechanism, 'name', 'black_box')
         self._engine = BBEngine(mechanism, f'{self._owner_name.lower()}/{box}')
-        self._cost = mechanism.privacy_cost()
         self._domain_size = mechanism.domain_size
-        self._setup(type(self).__name__, domain_fn, data_key_fn, query_key_fn, accountant,
-                    testing_seed, allowed_lateness, timer_granularity)
-
-    @property
-    def mechanism(self):
-        return self._mechanism
+        self._setup(domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity)
 
     def display_data(self):
         m = self._mechanism
@@ -95,11 +91,11 @@ class BBSchedulerQueries(_BBQueries):
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
                  accountant=None, allowed_lateness=0, timer_granularity=0,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
-        super().__init__(label)
-        scheduler = BBScheduler(mechanism=mechanism, epsilon=epsilon, beta=beta, n=n,
-                                domain_size=domain_size, delta=delta, p=p, g=g, lazy=lazy)
-        self._init(scheduler, domain_fn, data_key_fn, query_key_fn, accountant,
-                   allowed_lateness, timer_granularity, testing_seed)
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+        self._init(lambda: BBScheduler(mechanism=mechanism, epsilon=epsilon, beta=beta, n=n,
+                                       domain_size=domain_size, delta=delta, p=p, g=g,
+                                       lazy=lazy),
+                   domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity)
 
 
 class BBImproverQueries(_BBQueries):
@@ -127,11 +123,11 @@ class BBImproverQueries(_BBQueries):
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
                  accountant=None, allowed_lateness=0, timer_granularity=0,
                  testing_seed: Optional[int] = None, label: Optional[str] = None, **kwargs):
-        super().__init__(label)
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
         if kwargs.get('lazy', True) is not True or set(kwargs) - {'lazy'}:
-            raise InvalidParamsError('BBImproverQueries: only lazy=True is supported (one run per '
+            raise InvalidParamsError(f'{self.owner}: only lazy=True is supported (one run per '
                                      f'size at query times), got {kwargs!r}.')
-        improver = BBImprover(mechanism=mechanism, epsilon=epsilon, delta=delta, beta=beta, n=n,
-                              domain_size=domain_size, c=c, p1=p1, p2=p2, lazy=True)
-        self._init(improver, domain_fn, data_key_fn, query_key_fn, accountant,
-                   allowed_lateness, timer_granularity, testing_seed)
+        self._init(lambda: BBImprover(mechanism=mechanism, epsilon=epsilon, delta=delta,
+                                      beta=beta, n=n, domain_size=domain_size, c=c, p1=p1, p2=p2,
+                                      lazy=True),
+                   domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity)

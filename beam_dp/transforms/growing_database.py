@@ -43,19 +43,16 @@ from apache_beam.transforms.window import SlidingWindows
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_dp import noise
-from beam_dp.accounting import BudgetAccountant
-from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers import growing as driver
 from beam_dp.drivers.growing import QUERY
 from beam_dp.drivers.growing import RECORD
 from beam_dp.drivers.growing import GrowingEngine
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.queries import QueryAnswer
-from beam_dp.io.records import DeadLetter
 from beam_dp.queries import LinearQuery
-from beam_dp.transforms._common import DEAD_LETTER
-from beam_dp.transforms._common import dead_letter
-from beam_dp.transforms._common import to_micros
+from beam_dp.transforms import shell
+from beam_dp.transforms.shell import DEAD_LETTER
+from beam_dp.transforms.shell import dead_letter
 
 __all__ = [
     'GrowingDatabaseOutputs',
@@ -64,7 +61,9 @@ __all__ = [
 
 RELEASES = 'releases'
 _REFUSED = 'refused'
-_MAX_MICROS = GlobalWindow().max_timestamp().micros
+_MAX_MICROS = shell.MAX_MICROS
+# Instances are keyed by the deterministic encoding of (key, window id) (``shell.key_bytes``).
+_INSTANCE_ELEMENT = typing.Tuple[bytes, typing.Any]
 
 
 class GrowingDatabaseOutputs(NamedTuple):
@@ -114,10 +113,10 @@ def check_windowing(owner: str, *pcolls) -> bool:
 
 
 @beam.typehints.with_input_types(typing.Any)
-@beam.typehints.with_output_types(
-    typing.Tuple[typing.Tuple[typing.Any, typing.Any], typing.Tuple[int, int, typing.Any, typing.Any]])
+@beam.typehints.with_output_types(_INSTANCE_ELEMENT)
 class _TagFn(beam.DoFn):
-    """Validates one input and keys it by (key, window id); runs in the input's windows."""
+    """Validates one input and keys it by ``key_bytes((key, window id))``, carrying (key,
+    window id) and the item; runs in the input's windows."""
 
     def __init__(self, kind: int, label: str, mechanism: str, key_fn: Optional[Callable],
                  domain_fn: Optional[Callable], domain_size: int):
@@ -132,12 +131,13 @@ class _TagFn(beam.DoFn):
                 window=beam.DoFn.WindowParam):
         micros = timestamp.micros
         stage = 'TagData' if self._kind == RECORD else 'TagQueries'
-        try:
-            key = None if self._key_fn is None else self._key_fn(element)
-        except Exception as e:  # pylint: disable=broad-except
-            yield dead_letter(self._label, stage, f'key_fn raised {e!r}', element, micros)
-            return
         wid = window_id_of(window)
+        try:
+            key = None if self._key_fn is None else shell.extract_key(self._key_fn, element)
+            instance = shell.key_bytes((key, wid))
+        except Exception as e:  # pylint: disable=broad-except
+            yield dead_letter(self._label, stage, str(e), element, micros)
+            return
         if self._kind == RECORD:
             try:
                 index = self._domain_fn(element)
@@ -148,7 +148,7 @@ class _TagFn(beam.DoFn):
             if reason is not None:
                 yield dead_letter(self._label, stage, reason, element, micros)
                 return
-            yield (key, wid), (micros, RECORD, int(index), int(index))
+            yield instance, ((key, wid), (micros, RECORD, int(index), int(index)))
             return
         qid, query = driver.normalise_query(element, self._domain_size)
         if not qid:
@@ -162,11 +162,12 @@ class _TagFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(_REFUSED, driver.answer_record(
                 qid, self._mechanism, micros, refusal='INVALID_QUERY', message=str(query)))
             return
-        yield (key, wid), (micros, QUERY, qid, (qid, query))
+        yield instance, ((key, wid), (micros, QUERY, qid, (qid, query)))
 
 
 class _GrowingFn(beam.DoFn):
-    """Keyed by (key, window id): the mechanism's state, the pending items and the timers."""
+    """Keyed by the encoded (key, window id): the mechanism's state, the pending items, the
+    timers, and in ``meta`` the instance's (key, window id) and query count."""
 
     INSTANCE = ReadModifyWriteStateSpec('instance', PickleCoder())
     META = ReadModifyWriteStateSpec('meta', PickleCoder())
@@ -194,11 +195,14 @@ class _GrowingFn(beam.DoFn):
                 pending=beam.DoFn.StateParam(PENDING), armed=beam.DoFn.StateParam(ARMED),
                 flush=beam.DoFn.TimerParam(FLUSH_TIMER),
                 expire=beam.DoFn.TimerParam(EXPIRE_TIMER)):
-        (_, wid), item = element
+        _, ((user_key, wid), item) = element
         info = meta.read() or {}
         if info.get('closed'):
             yield from self._closed(wid, item)
             return
+        if 'instance' not in info:
+            info['instance'] = (user_key, wid)
+            meta.write(info)
         pending.add(item)
         fire = self._fire_time(item[0])
         current = armed.read()
@@ -222,28 +226,28 @@ class _GrowingFn(beam.DoFn):
             yield dead_letter(self._label, 'AnswerQueries', f'late: {reason}', payload, micros)
 
     @on_timer(FLUSH_TIMER)
-    def on_flush(self, key=beam.DoFn.KeyParam, fire=beam.DoFn.TimestampParam,
+    def on_flush(self, fire=beam.DoFn.TimestampParam,
                  instance=beam.DoFn.StateParam(INSTANCE), meta=beam.DoFn.StateParam(META),
                  pending=beam.DoFn.StateParam(PENDING), armed=beam.DoFn.StateParam(ARMED),
                  flush=beam.DoFn.TimerParam(FLUSH_TIMER)):
-        yield from self._flush_release(key, fire.micros, instance, meta, pending, armed, flush,
+        yield from self._flush_release(fire.micros, instance, meta, pending, armed, flush,
                                        close=False)
 
     @on_timer(EXPIRE_TIMER)
-    def on_expire(self, key=beam.DoFn.KeyParam, instance=beam.DoFn.StateParam(INSTANCE),
+    def on_expire(self, instance=beam.DoFn.StateParam(INSTANCE),
                   meta=beam.DoFn.StateParam(META), pending=beam.DoFn.StateParam(PENDING),
                   armed=beam.DoFn.StateParam(ARMED), flush=beam.DoFn.TimerParam(FLUSH_TIMER)):
-        yield from self._flush_release(key, _MAX_MICROS, instance, meta, pending, armed, flush,
+        yield from self._flush_release(_MAX_MICROS, instance, meta, pending, armed, flush,
                                        close=True)
 
-    def _flush_release(self, key, upto: int, instance, meta, pending, armed, flush, close: bool):
+    def _flush_release(self, upto: int, instance, meta, pending, armed, flush, close: bool):
         """Processes every pending item stamped ≤ ``upto`` in order, emits, and re-arms (or, on
         ``close``, finalises the window's instance and clears its state)."""
         items = list(pending.read())
         due = driver.order(i for i in items if i[0] <= upto)
         rest = [i for i in items if i[0] > upto]
-        user_key, wid = key
         info = meta.read() or {}
+        user_key, wid = info.get('instance', (None, None))
         if due:
             state = instance.read()
             if state is None:
@@ -276,52 +280,49 @@ class _GrowingFn(beam.DoFn):
         meta.write(info)
 
 
-class GrowingDatabaseTransform(beam.PTransform):
+class GrowingDatabaseTransform(shell.ShellTransform):
     """Base of the public transforms: validation of the shared arguments and the wiring.
 
-    Subclasses set ``self._engine`` (a ``GrowingEngine``), ``self._cost`` (a ``PrivacyCost``) and
-    ``self._domain_size`` before calling ``_setup``."""
+    Subclasses call ``super().__init__(label, accountant=..., testing_seed=...)``, build their
+    mechanism inside ``with self.params():``, set ``self._engine`` (a ``GrowingEngine``) and
+    ``self._domain_size``, and call ``_setup``, which checks the budget."""
 
-    def _setup(self, owner: str, domain_fn, data_key_fn, query_key_fn, accountant,
-               testing_seed, allowed_lateness, timer_granularity) -> None:
-        if not callable(domain_fn):
-            raise InvalidParamsError(f'{owner}: domain_fn must be callable, got {domain_fn!r}.')
-        for name, fn in (('data_key_fn', data_key_fn), ('query_key_fn', query_key_fn)):
-            if fn is not None and not callable(fn):
-                raise InvalidParamsError(f'{owner}: {name} must be callable or None, got {fn!r}.')
-        if accountant is not None and not isinstance(accountant, BudgetAccountant):
-            raise InvalidParamsError(f'{owner}: accountant must be a BudgetAccountant, got '
-                                     f'{accountant!r}.')
-        if testing_seed is not None and (isinstance(testing_seed, bool)
-                                         or not isinstance(testing_seed, int)):
-            raise InvalidParamsError(f'{owner}: testing_seed must be an int or None, got '
-                                     f'{testing_seed!r}.')
-        self._lateness = to_micros(owner, 'allowed_lateness', allowed_lateness, duration=True)
-        self._granularity = to_micros(owner, 'timer_granularity', timer_granularity,
-                                      duration=True)
-        if accountant is not None and not accountant.fits(self._cost):
-            accountant.spend(owner, self._cost)     # raises BudgetExceededError now
-        self._owner = owner
+    def _setup(self, domain_fn, data_key_fn, query_key_fn, allowed_lateness,
+               timer_granularity) -> None:
+        owner = self.owner
+        shell.check_callable(owner, 'domain_fn', domain_fn)
+        shell.check_callable(owner, 'data_key_fn', data_key_fn, optional=True)
+        shell.check_callable(owner, 'query_key_fn', query_key_fn, optional=True)
+        self._lateness = shell.to_micros(owner, 'allowed_lateness', allowed_lateness,
+                                         duration=True)
+        self._granularity = shell.to_micros(owner, 'timer_granularity', timer_granularity,
+                                            duration=True)
         self._domain_fn = domain_fn
         self._data_key_fn = data_key_fn
         self._query_key_fn = query_key_fn
-        self._accountant = accountant
-        self._rng = noise.seeded(testing_seed) if testing_seed is not None else noise.secure_rng()
+        self.check_budget()
 
-    def privacy_cost(self) -> PrivacyCost:
+    def privacy_costs(self):
         """The cost per privacy unit (one record): spent once whatever the number of keys or
         fixed windows (each record is in exactly one instance: parallel composition)."""
-        return self._cost
+        return [(self.label, self._engine.mechanism.privacy_cost())]
+
+    @property
+    def mechanism(self):
+        return self._engine.mechanism
+
+    @property
+    def engine(self) -> GrowingEngine:
+        """The pure driver of one instance (drive it with ``drivers.growing.run_instance``)."""
+        return self._engine
 
     def expand(self, inputs):
         if isinstance(inputs, dict):
             data, queries = inputs['data'], inputs['queries']
         else:
             data, queries = inputs
-        fixed = check_windowing(self._owner, data, queries)
-        del fixed
-        if self._accountant is not None:
-            self._accountant.spend(self.label, self._cost)
+        check_windowing(self.owner, data, queries)
+        self.spend_budget()
         label, name, n_dom = self.label, self._engine.name, self._domain_size
         tagged_data = data | 'TagData' >> beam.ParDo(_TagFn(
             RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom)).with_outputs(
@@ -333,18 +334,18 @@ class GrowingDatabaseTransform(beam.PTransform):
         items = (
             (tagged_data.items | 'DataToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
              tagged_queries.items | 'QueriesToGlobalWindow' >> beam.WindowInto(GlobalWindows()))
-            | 'MergeInputs' >> beam.Flatten())
+            | 'MergeInputs' >> beam.Flatten().with_output_types(_INSTANCE_ELEMENT))
         processed = items | 'AnswerQueries' >> beam.ParDo(_GrowingFn(
-            self._engine, label, self._rng, bounded, self._granularity,
+            self._engine, label, self.rng, bounded, self._granularity,
             self._lateness)).with_outputs(DEAD_LETTER, RELEASES, main='answers')
         refused = tagged_queries[_REFUSED] | 'RefusedToGlobalWindow' >> beam.WindowInto(
             GlobalWindows())
         answers = (processed.answers, refused) | 'MergeAnswers' >> beam.Flatten()
         answers.element_type = QueryAnswer
-        dead = ((tagged_data[DEAD_LETTER]
-                 | 'DataDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
-                 tagged_queries[DEAD_LETTER]
-                 | 'QueryDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
-                 processed[DEAD_LETTER])
-                | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
+        dead = shell.merge_dead_letters([
+            tagged_data[DEAD_LETTER]
+            | 'DataDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
+            tagged_queries[DEAD_LETTER]
+            | 'QueryDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
+            processed[DEAD_LETTER]])
         return GrowingDatabaseOutputs(answers, processed[RELEASES], dead)

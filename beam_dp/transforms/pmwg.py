@@ -92,18 +92,13 @@ class WindowedPMWG(GrowingDatabaseTransform):
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
                  accountant=None, allowed_lateness=0, timer_granularity=0,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
-        super().__init__(label)
-        self._mechanism = PMWG(epsilon=epsilon, alpha=alpha, n=n, domain_size=domain_size,
-                               delta=delta, p=p)
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+        with self.params():
+            self._mechanism = PMWG(epsilon=epsilon, alpha=alpha, n=n, domain_size=domain_size,
+                                   delta=delta, p=p)
         self._engine = PMWGEngine(self._mechanism)
-        self._cost = self._mechanism.privacy_cost()
         self._domain_size = self._mechanism.domain_size
-        self._setup('WindowedPMWG', domain_fn, data_key_fn, query_key_fn, accountant,
-                    testing_seed, allowed_lateness, timer_granularity)
-
-    @property
-    def mechanism(self) -> PMWG:
-        return self._mechanism
+        self._setup(domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity)
 
     def display_data(self):
         m = self._mechanism
