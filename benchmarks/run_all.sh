@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Runs every benchmark and writes benchmarks/results/*.json, *.png and profile_*.txt.
+# Runs the single-machine benchmarks, each writing benchmarks/<area>/results/ (see README.md).
 # Usage: benchmarks/run_all.sh [--quick]
-#   --quick: 100k events instead of 1M for the throughput benchmark.
+#   --quick: 100k events instead of 1M for the throughput benchmark, smoke runs of pmwg and
+#            partitioning.
 # PipelineDP is installed into a separate virtualenv (with the system site-packages, so beam_dp
 # and apache-beam are shared) so that it cannot change the project's environment.
+# Flink (benchmarks/flink) needs a running cluster and is not run here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 EVENTS=1000000
-if [[ "${1:-}" == "--quick" ]]; then EVENTS=100000; fi
+QUICK=()
+if [[ "${1:-}" == "--quick" ]]; then EVENTS=100000; QUICK=(--quick); fi
 
 PDP_VENV=${PDP_VENV:-/tmp/pdp_venv}
 if [[ ! -x "$PDP_VENV/bin/python" ]]; then
@@ -17,22 +20,26 @@ if [[ ! -x "$PDP_VENV/bin/python" ]]; then
 fi
 PY_PDP="$PDP_VENV/bin/python"
 
-# (a) variance: textbook vs variance-reduced, closed form + empirical (~10 min on 2 busy CPUs).
-python benchmarks/tree_variance.py --dim-small 1000 --dim-large 64 --empirical-steps-large 4096 \
-  --workers 2
+# Variance: textbook vs variance-reduced, closed form + empirical (~10 min on 2 busy CPUs).
+python benchmarks/tree_variance/run.py --dim-small 1000 --dim-large 64 \
+  --empirical-steps-large 4096 --workers 2
 
-# (c) state size at T = 2^20 (< 2 min).
-python benchmarks/state_size.py --check-log2-steps 10
+# State size at T = 2^20 (< 2 min).
+python benchmarks/state_size/run.py --check-log2-steps 10
 
-# (b) throughput vs the non-DP windowed CombinePerKey, plus PipelineDP, same runner, same input.
-"$PY_PDP" benchmarks/throughput.py --events "$EVENTS" --repeats 2 \
+# Throughput vs the non-DP windowed CombinePerKey, plus PipelineDP, same runner, same input.
+"$PY_PDP" benchmarks/throughput/run.py --events "$EVENTS" --repeats 2 \
   --pipelines source baseline dp_sharded pipelinedp --tag "events$((EVENTS / 1000))k"
-# (b-i) simple design (one stateful key per public key) vs sharded: 10k keys x 64 steps is
-# infeasible on the FnApiRunner (see README), so it runs at 100 keys x 16 steps.
-"$PY_PDP" benchmarks/throughput.py --events 20000 --keys 100 --steps 16 --repeats 2 \
+# Simple design (one stateful key per public key) vs sharded: 10k keys x 64 steps is
+# infeasible on the FnApiRunner (see throughput/README.md), so it runs at 100 keys x 16 steps.
+"$PY_PDP" benchmarks/throughput/run.py --events 20000 --keys 100 --steps 16 --repeats 2 \
   --pipelines baseline dp_sharded dp_simple --tag simple_vs_sharded
-# Profiles (cProfile, top entries by own time and cumulative time).
-python benchmarks/throughput.py --profile dp_sharded --events 20000 --tag events20k
-python benchmarks/throughput.py --profile baseline --events 20000 --tag events20k
-python benchmarks/throughput.py --profile dp_simple --events 5000 --keys 100 --steps 16 \
-  --tag keys100_steps16
+
+# Private partitioning, C5/C6/C9, key selection (~13 min), then the plots.
+for section in empty c5 dynamic keys; do
+  python benchmarks/partitioning/run.py "$section" ${QUICK[@]+"${QUICK[@]}"}
+done
+python benchmarks/partitioning/run.py plot
+
+# PMWG and BBScheduler (~35 min; --quick: a few minutes).
+python benchmarks/pmwg/run.py all ${QUICK[@]+"${QUICK[@]}"}

@@ -1,7 +1,7 @@
 """Plot the Flink parallelism-1 vs 2 runs recorded by throughput.py.
 
-    python benchmarks/flink/plot.py benchmarks/flink/results_event.json \
-        benchmarks/flink/results_user.json --out benchmarks/flink/speedup.png
+    python benchmarks/flink/plot.py benchmarks/flink/results/results_event.json \
+        benchmarks/flink/results/results_user.json --out benchmarks/flink/results/speedup.png
 """
 
 import argparse

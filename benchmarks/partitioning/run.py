@@ -1,8 +1,8 @@
 """Spec 001 §16 benchmarks: empty-stream schedule, C5 vs per-tick C2 on a 1%-dense stream, C6 vs
 C9 on a sliding window, continual key selection vs static (PipelineDP) selection.
 
-Usage: python -m benchmarks.partitioning.run {empty,c5,dynamic,keys,plot} [--quick]
-Writes benchmarks/partitioning/results_<section>.json (and PNGs with 'plot')."""
+Usage: python benchmarks/partitioning/run.py {empty,c5,dynamic,keys,plot} [--quick]
+Writes benchmarks/partitioning/results/results_<section>.json (and PNGs with 'plot')."""
 
 import argparse
 import json
@@ -20,16 +20,17 @@ from beam_dp.mechanisms.dynamic import Update
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
 from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
-from beam_dp.mechanisms.keyed_release import PrivateKeys
+from beam_dp import PrivateKeys
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 from beam_dp.mechanisms.time_partition import TimePartitioner
 from beam_dp.accounting import PrivacyBudget
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, 'results')
 
 
 def save(name, data):
-    with open(os.path.join(HERE, f'results_{name}.json'), 'w') as f:
+    with open(os.path.join(RESULTS, f'results_{name}.json'), 'w') as f:
         json.dump(data, f, indent=1)
     print(json.dumps(data, indent=1)[:3000])
 
@@ -203,7 +204,7 @@ def plot():
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    with open(os.path.join(HERE, 'results_keys.json')) as f:
+    with open(os.path.join(RESULTS, 'results_keys.json')) as f:
         k = json.load(f)
     ns = sorted(int(n) for n in k['curve'])
     plt.figure(figsize=(6, 4))
@@ -212,8 +213,8 @@ def plot():
     plt.axhline(0.5, ls=':', c='grey')
     plt.xlabel('distinct users of the key'); plt.ylabel('P(released)')
     plt.title(f"key selection, eps={k['epsilon']}, delta={k['delta']}")
-    plt.legend(); plt.tight_layout(); plt.savefig(os.path.join(HERE, 'key_selection.png'))
-    with open(os.path.join(HERE, 'results_c5.json')) as f:
+    plt.legend(); plt.tight_layout(); plt.savefig(os.path.join(RESULTS, 'key_selection.png'))
+    with open(os.path.join(RESULTS, 'results_c5.json')) as f:
         c = json.load(f)
     plt.figure(figsize=(7, 4))
     labels = [r['mechanism'] + (f" c={r['c_theta']:g} f={r['partition_fraction']:g}"
@@ -223,8 +224,8 @@ def plot():
     plt.bar(x + 0.2, [r['p95'] for r in c['rows']], 0.4, label='p95 |err|')
     plt.xticks(x, labels, rotation=30, ha='right', fontsize=7); plt.legend()
     plt.title(f"C5 vs per-tick C2, 1% dense, t<={c['until']}"); plt.tight_layout()
-    plt.savefig(os.path.join(HERE, 'c5_vs_c2.png'))
-    with open(os.path.join(HERE, 'results_dynamic.json')) as f:
+    plt.savefig(os.path.join(RESULTS, 'c5_vs_c2.png'))
+    with open(os.path.join(RESULTS, 'results_dynamic.json')) as f:
         d = json.load(f)
     plt.figure(figsize=(7, 4))
     x = np.arange(len(d['rows']))
@@ -233,7 +234,7 @@ def plot():
     plt.yscale('log'); plt.xticks(x, [r['mechanism'] for r in d['rows']], rotation=20,
                                   ha='right', fontsize=7)
     plt.legend(); plt.title(f"sliding window W={d['window']}, t<={d['until']}"); plt.tight_layout()
-    plt.savefig(os.path.join(HERE, 'c6_vs_c9.png'))
+    plt.savefig(os.path.join(RESULTS, 'c6_vs_c9.png'))
 
 
 if __name__ == '__main__':

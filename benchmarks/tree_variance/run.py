@@ -15,12 +15,12 @@ same input; the headline number is the ratio textbook / ours (target: >= 1.5x lo
 variance for ours).
 
 Usage:
-  python benchmarks/tree_variance.py [--dim-small 2000] [--dim-large 64] [--workers 2]
+  python benchmarks/tree_variance/run.py [--dim-small 2000] [--dim-large 64] [--workers 2]
       [--empirical-steps-large 4096]
 For T = 2^16 the empirical pass covers t = 1..--empirical-steps-large (default 4096) of the
 T = 2^16 counters (ratios on those steps are reported next to the closed-form ones): a full
 2^16-step pass costs 2^16 x 3-20 ms per step with the exact samplers, too slow for this run.
-Outputs benchmarks/results/tree_variance.json and benchmarks/results/tree_variance.png.
+Outputs benchmarks/tree_variance/results/tree_variance.json and tree_variance.png.
 """
 
 import argparse

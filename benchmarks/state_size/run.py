@@ -4,8 +4,9 @@ Measures, for shards of 1, 64 and 512 keys (the sharded ``_ReleaseFn`` keeps ONE
 dimension = keys-in-shard per shard; 512 is the default shard size):
 
 * finite ``BinaryTreeCounter(horizon=2^20)``: ``init_state().nbytes()`` (raw numpy payload) and
-  the size of the ``ShardState`` as the DoFn stores it in Beam state (``PickleCoder().encode``),
-  both for the state built by ``KeyedReleaseSpec.init_shard`` and after a few real release steps
+  the size of the ``PublicShardState`` as the DoFn stores it in Beam state
+  (``PickleCoder().encode``), both for the state built by ``KeyedReleaseDriver.init_shard`` and
+  after a few real release steps
   (the finite tree's arrays have a fixed shape, so its size does not grow with t);
 * the unbounded ``InfiniteTreeCounter`` after s = 2^20 - 1 and s = 2^20 steps. Stepping 2^20
   times is too slow for this benchmark (the exact samplers cost milliseconds per step, see
@@ -13,9 +14,10 @@ dimension = keys-in-shard per shard; 512 is the default shard size):
   block(s) = floor(log2 s), which the benchmark checks against states reached by really stepping
   (dimension 1 and the shard sizes) up to s = 2^S for a small S (``--check-log2-steps``).
 
-Target: <= 1 KiB per key. Writes benchmarks/results/state_size.json and state_size.png.
+Target: <= 1 KiB per key. Writes benchmarks/state_size/results/state_size.json and
+state_size.png.
 
-Usage: python benchmarks/state_size.py [--check-log2-steps 10]
+Usage: python benchmarks/state_size/run.py [--check-log2-steps 10]
 """
 
 import argparse
@@ -31,9 +33,10 @@ from apache_beam.coders import PickleCoder
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeState
-from beam_dp.mechanisms.keyed_release import KeyLayout
-from beam_dp.mechanisms.keyed_release import KeyedReleaseSpec
-from beam_dp.mechanisms.keyed_release import ShardState
+from beam_dp.drivers import KeyedReleaseDriver
+from beam_dp.drivers import KeyLayout
+from beam_dp.drivers import PublicShardState
+from beam_dp.drivers import StepClock
 from beam_dp.noise import seeded
 from beam_dp.privacy_unit import EventLevel
 
@@ -46,9 +49,9 @@ CODER = PickleCoder()
 
 def spec_for(keys_per_shard, horizon, estimator):
     keys = [f'k{i:05d}' for i in range(keys_per_shard)]
-    return KeyedReleaseSpec(
+    return KeyedReleaseDriver(
         metric='count', budget=PrivacyBudget(epsilon=1.0), privacy_unit=EventLevel(),
-        layout=KeyLayout.of(keys, 1), start_micros=0, step_micros=60_000_000,
+        clock=StepClock(start_micros=0, step_micros=60_000_000), layout=KeyLayout.of(keys, 1),
         horizon_steps=horizon, estimator=estimator)
 
 
@@ -119,12 +122,14 @@ def infinite_rows(check_log2):
                            for f in dataclasses.fields(InfiniteTreeState))
                 checks.append({'estimator': est, 'keys_per_shard': k, 's': s,
                                'stepped_nbytes': real.nbytes(), 'constructed_nbytes': built.nbytes(),
-                               'stepped_beam_state_bytes': encoded(ShardState(s, real)),
-                               'constructed_beam_state_bytes': encoded(ShardState(s, built)),
+                               'stepped_beam_state_bytes':
+                                   encoded(PublicShardState(s, real)),
+                               'constructed_beam_state_bytes':
+                                   encoded(PublicShardState(s, built)),
                                'shapes_match': bool(same), 'stepping_seconds_cumulative': secs})
             for s in ((1 << LOG2_T) - 1, 1 << LOG2_T):
                 built = constructed_infinite(counter, s, fill)
-                enc = encoded(ShardState(s, built))
+                enc = encoded(PublicShardState(s, built))
                 rows.append({'counter': 'infinite', 'estimator': est, 'keys_per_shard': k,
                              'steps': s, 'nbytes': built.nbytes(),
                              'nbytes_per_key': built.nbytes() / k, 'beam_state_bytes': enc,
@@ -144,7 +149,7 @@ def main():
     rows = finite_rows(args.steps_after_init)
     inf_rows, checks = infinite_rows(args.check_log2_steps)
     rows += inf_rows
-    # Pickled per-key overhead floor: what one empty ShardState costs.
+    # Pickled per-key overhead floor: what one empty PublicShardState costs.
     results = {'benchmark': 'state_size', 'log2_T': LOG2_T, 'target_bytes_per_key': 1024,
                'coder': 'apache_beam.coders.PickleCoder (as _ReleaseFn.SHARD_STATE)',
                'rows': rows, 'construction_checks': checks,
@@ -188,7 +193,7 @@ def plot(rows, path):
     ax.set_xticklabels([f'{k} key(s)/shard' for k in SHARD_SIZES])
     ax.set_yscale('log')
     ax.set_ylabel('pickled Beam state bytes per key')
-    ax.set_title('Counter state per key at T = 2^20 (ShardState via PickleCoder)')
+    ax.set_title('Counter state per key at T = 2^20 (PublicShardState via PickleCoder)')
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

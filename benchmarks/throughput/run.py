@@ -27,9 +27,9 @@ recorded, and the headline ratio is baseline_time / dp_time (throughput of DP re
 target >= 0.8). Each sink counts its outputs in a Beam counter, which is checked.
 
 Usage:
-  python benchmarks/throughput.py [--events 1000000] [--repeats 2] [--pipelines ...]
-  python benchmarks/throughput.py --profile dp_sharded --events 100000   # cProfile top entries
-Outputs benchmarks/results/throughput[_<tag>].json and .png.
+  python benchmarks/throughput/run.py [--events 1000000] [--repeats 2] [--pipelines ...]
+  python benchmarks/throughput/run.py --profile dp_sharded --events 100000   # cProfile top entries
+Outputs benchmarks/throughput/results/throughput[_<tag>].json and .png.
 """
 
 import argparse
@@ -210,7 +210,7 @@ def main():
         text = profile(args.profile, args, args.top)
         path = os.path.join(RESULTS, f'profile_{args.profile}{suffix}.txt')
         with open(path, 'w') as f:
-            f.write(f'# python benchmarks/throughput.py {" ".join(sys.argv[1:])}\n')
+            f.write(f'# python benchmarks/throughput/run.py {" ".join(sys.argv[1:])}\n')
             f.write(text)
         print(text)
         return
@@ -250,7 +250,7 @@ def main():
             'speedup_best': summary['dp_simple']['best'] / summary['dp_sharded']['best'],
             'speedup_median': summary['dp_simple']['median'] / summary['dp_sharded']['median']}
     target = ratios.get('dp_sharded', {}).get('throughput_ratio_best')
-    results = {'benchmark': 'throughput', 'command': 'python benchmarks/throughput.py ' +
+    results = {'benchmark': 'throughput', 'command': 'python benchmarks/throughput/run.py ' +
                ' '.join(sys.argv[1:]), 'events': args.events, 'keys': args.keys,
                'users': args.users, 'steps': args.steps, 'step_seconds': STEP,
                'repeats': args.repeats, 'beam_options': args.beam_options, 'runner': 'FnApiRunner (batch, in-process)',

@@ -1,7 +1,7 @@
 """Throughput of ContinualCountPerKey on a real Flink session cluster at parallelism 1 and 2.
 
     bash .ci/flink_cluster.sh start            # with BEAM_DP_WORKER_POOL=1
-    python benchmarks/flink/throughput.py --parallelism 1 2 --out benchmarks/flink/results.json
+    python benchmarks/flink/run.py --parallelism 1 2 --out benchmarks/flink/results/results.json
 
 Workload: PeriodicImpulse in catch-up mode (impulses in the past: emitted at full speed),
 Reshuffle (spreads the impulses over the workers), a generator of EVENTS_PER_IMPULSE ride events
