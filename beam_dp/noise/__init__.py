@@ -13,12 +13,14 @@ from beam_dp.noise.rng import secure_rng
 from beam_dp.noise.rng import seeded
 from beam_dp.noise.samplers import as_rational_up
 from beam_dp.noise.samplers import bernoulli_exp
+from beam_dp.noise.samplers import check_noise_scale
 from beam_dp.noise.samplers import discrete_gaussian
 from beam_dp.noise.samplers import discrete_laplace
 from beam_dp.noise.samplers import uniform_below
 from beam_dp.noise.secret_key import NoiseKeyRef
 from beam_dp.noise.sources import check_runner
 from beam_dp.noise.sources import noise_source
+from beam_dp.noise.sources import using_noise_key
 
 __all__ = [
     'KeyedRandom',
@@ -28,6 +30,7 @@ __all__ = [
     'SeededRandom',
     'as_rational_up',
     'bernoulli_exp',
+    'check_noise_scale',
     'check_runner',
     'discrete_gaussian',
     'discrete_gaussian_pmf',
@@ -40,4 +43,5 @@ __all__ = [
     'secure_rng',
     'seeded',
     'uniform_below',
+    'using_noise_key',
 ]

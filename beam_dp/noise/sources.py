@@ -5,8 +5,9 @@
 * ``noise_key='env:VAR' | 'file:/path' | 'gcpsm:projects/P/secrets/S/versions/V'`` -- a
   ``KeyedRandom``: every draw is a PRF of the secret key and its address, so replays release
   bit-identical values (docs/privacy_model.md). The reference, never the key, enters the graph.
-* neither -- ``SecureRandom``: fresh OS randomness for every draw (a re-fired timer redraws the
-  noise of values not yet held in state).
+* neither -- the key of an enclosing ``with using_noise_key(ref):`` block if any (how a launcher
+  gives one key to every transform it builds), else ``SecureRandom``: fresh OS randomness for
+  every draw (a re-fired timer redraws the noise of values not yet held in state).
 * ``testing_seed=int`` -- a ``SeededRandom``, only inside the testing opt-in
   (``beam_dp.noise.testing``); otherwise ``InvalidParamsError`` says how to opt in.
 
@@ -14,6 +15,8 @@
 known: a seeded source is refused on any runner that is not a local test runner.
 """
 
+import contextlib
+import threading
 from typing import Any, Mapping, Optional
 
 from beam_dp.errors import InvalidParamsError
@@ -28,7 +31,23 @@ __all__ = [
     'LOCAL_RUNNERS',
     'check_runner',
     'noise_source',
+    'using_noise_key',
 ]
+
+_scope = threading.local()
+
+
+@contextlib.contextmanager
+def using_noise_key(noise_key):
+    """Transforms built inside this block (in this thread) use ``KeyedRandom(noise_key)`` unless
+    given their own source; ``None`` changes nothing. The reference is validated here."""
+    ref = None if noise_key is None else NoiseKeyRef.of(noise_key, 'using_noise_key')
+    previous = getattr(_scope, 'ref', None)
+    _scope.ref = ref if ref is not None else previous
+    try:
+        yield ref
+    finally:
+        _scope.ref = previous
 
 #: Runners that execute on this machine (tests, local runs): the only ones a seed may reach.
 LOCAL_RUNNERS = frozenset({
@@ -65,6 +84,8 @@ def noise_source(owner: str, noise_key=None, testing_seed: Optional[int] = None)
             raise InvalidParamsError(f'{owner}: refusing testing_seed={testing_seed}. '
                                      f'{_HOW_TO_OPT_IN}')
         return SeededRandom(testing_seed)
+    if noise_key is None:
+        noise_key = getattr(_scope, 'ref', None)
     if noise_key is not None:
         return KeyedRandom(NoiseKeyRef.of(noise_key, owner))
     return secure_rng()

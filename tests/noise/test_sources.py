@@ -80,3 +80,18 @@ def test_runner_objects_are_recognised():
 
     with pytest.raises(InvalidParamsError, match='DataflowRunner'):
         noise.check_runner('T', noise.seeded(1), DataflowRunner())
+
+
+def test_using_noise_key_scopes_a_default_key(no_opt_in):
+    with noise.using_noise_key('env:OUTER') as ref:
+        assert ref.reference == 'env:OUTER'
+        assert noise.noise_source('T').noise_key.reference == 'env:OUTER'
+        with noise.using_noise_key(None):
+            assert noise.noise_source('T').noise_key.reference == 'env:OUTER'
+        with noise.using_noise_key('env:INNER'):
+            assert noise.noise_source('T').noise_key.reference == 'env:INNER'
+        assert noise.noise_source('T', noise_key='env:OWN').noise_key.reference == 'env:OWN'
+    assert isinstance(noise.noise_source('T'), SecureRandom)
+    with pytest.raises(InvalidParamsError, match='using_noise_key: noise_key is not a reference'):
+        with noise.using_noise_key('the-key-itself-0123456789abcdef0123456789'):
+            pass
