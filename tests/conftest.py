@@ -19,6 +19,7 @@ import pathlib
 
 import pytest
 
+from beam_dp.noise.testing import allow_seeded_noise
 from tests import runners
 
 _TESTS = pathlib.Path(__file__).resolve().parent
@@ -51,6 +52,14 @@ def pytest_collection_modifyitems(config, items):
         for name in wanted:
             if name not in present:
                 item.add_marker(getattr(pytest.mark, name))
+
+
+@pytest.fixture(autouse=True, scope='session')
+def _allow_seeded_noise():
+    """Tests may build transforms with ``testing_seed`` (production code cannot: see
+    ``beam_dp.noise.testing``)."""
+    with allow_seeded_noise():
+        yield
 
 
 @pytest.fixture

@@ -156,17 +156,15 @@ def parse_key_set(owner: str, public_keys, keys) -> Tuple[Optional[Sequence[str]
 
 
 def noise_source(owner: str, testing_seed: Optional[int]) -> noise.RandomSource:
-    """THE noise source of every transform: a seeded source for tests, else the CSPRNG.
+    """THE noise source of every transform (``beam_dp.noise.noise_source``): a seeded source
+    only inside the tests' opt-in (``beam_dp.noise.testing``), the key of an enclosing
+    ``beam_dp.noise.using_noise_key(...)`` block, else the CSPRNG.
 
     Raises:
-      InvalidParamsError: if ``testing_seed`` is not an int or None.
+      InvalidParamsError: if ``testing_seed`` is not an int or None, or is given outside the
+        testing opt-in.
     """
-    if testing_seed is None:
-        return noise.secure_rng()
-    if isinstance(testing_seed, bool) or not isinstance(testing_seed, int):
-        raise InvalidParamsError(f'{owner}: testing_seed must be an int or None, got '
-                                 f'{testing_seed!r}.')
-    return noise.seeded(testing_seed)
+    return noise.noise_source(owner, testing_seed=testing_seed)
 
 
 class ShellTransform(beam.PTransform):

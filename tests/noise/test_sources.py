@@ -95,3 +95,16 @@ def test_using_noise_key_scopes_a_default_key(no_opt_in):
     with pytest.raises(InvalidParamsError, match='using_noise_key: noise_key is not a reference'):
         with noise.using_noise_key('the-key-itself-0123456789abcdef0123456789'):
             pass
+
+
+def test_a_transform_refuses_a_seed_outside_the_opt_in(no_opt_in):
+    import beam_dp                                      # pylint: disable=import-outside-toplevel
+    kwargs = dict(public_keys=['a'], start=0, step=60,
+                  budget=beam_dp.PrivacyBudget(epsilon=1.0))
+    with pytest.raises(InvalidParamsError, match='ContinualCountPerKey: refusing testing_seed'):
+        beam_dp.ContinualCountPerKey(testing_seed=7, **kwargs)
+    with testing.allow_seeded_noise():
+        assert isinstance(beam_dp.ContinualCountPerKey(testing_seed=7, **kwargs).rng, SeededRandom)
+    with noise.using_noise_key('env:BDP_NOISE_KEY'):
+        assert isinstance(beam_dp.ContinualCountPerKey(**kwargs).rng, KeyedRandom)
+    assert isinstance(beam_dp.ContinualCountPerKey(**kwargs).rng, SecureRandom)
