@@ -1,7 +1,8 @@
 """beam_dp: differentially private continual release for Apache Beam.
 
 The public surface, one import per line. Layers: ``noise`` (the only randomness) →
-``accounting``, ``mechanisms``, ``queries`` (pure Python + numpy) → ``transforms`` (Beam).
+``accounting``, ``mechanisms``, ``queries`` (pure Python + numpy) → ``drivers`` (pure: what a
+family's DoFns call) → ``transforms`` (Beam: wiring, state and timers on one shared shell).
 Documentation (privacy model, algorithms with their papers, parameters, accuracy): ``docs/``,
 starting at ``docs/index.md``.
 """

@@ -1,4 +1,5 @@
-"""Beam PTransforms of beam_dp (thin: state, timers and wiring around pure mechanisms)."""
+"""Beam PTransforms of beam_dp (thin: wiring, state and timers around pure drivers, on the one
+shared shell ``beam_dp.transforms.shell``)."""
 
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
