@@ -163,6 +163,24 @@ class BoostDriver:
             open_blocks[block] = counts
         return dataclasses.replace(state, open_blocks=tuple(sorted(open_blocks.items()))), rejected
 
+    def add_block_counts(self, state: BoostDriverState, block: int, counts
+                         ) -> Tuple[BoostDriverState, List[BoostRowRejection]]:
+        """Adds a pre-aggregated histogram of block ``block`` (spec §5.1 step 3: rows combined
+        per event-time window upstream). A sealed block is refused ('late'), never changed."""
+        c = np.asarray(counts)
+        if (isinstance(block, bool) or not isinstance(block, numbers.Integral) or block < 0
+                or c.shape != (self.mechanism.domain_size,)
+                or not np.issubdtype(c.dtype, np.integer) or (c.size and c.min() < 0)):
+            return state, [self._reject('malformed', None, ('block', block))]
+        if block < state.mech.num_blocks:
+            return state, [self._reject('late', self.block_end(block) - 1, ('block', block))]
+        open_blocks = dict(state.open_blocks)
+        base = open_blocks.get(block)
+        total = c.astype(np.int64) if base is None else base + c.astype(np.int64)
+        total.setflags(write=False)
+        open_blocks[block] = total
+        return dataclasses.replace(state, open_blocks=tuple(sorted(open_blocks.items()))), []
+
     def _reject(self, reason: str, time, row) -> BoostRowRejection:
         return BoostRowRejection(self.dataset, reason, None if time is None else int(time),
                                  repr(row)[:1000])

@@ -17,6 +17,7 @@ value in fraction units depends on (α, β) alone (spec §2 "scale invariance").
 All functions are pure floating-point arithmetic on public parameters.
 """
 
+import functools
 import math
 import statistics
 from fractions import Fraction
@@ -74,6 +75,7 @@ def pmw_tail(x: float) -> float:
     return math.exp(-x) + (0.5 + x / 8.0) * math.exp(-x / 2.0)
 
 
+@functools.lru_cache(maxsize=256)
 def pmw_tight_x(beta: float) -> float:
     """Thm A.3 tight form: the least x with ``pmw_tail(x) ≤ β`` (15.609 at β = 1e-3)."""
     v.check_probability(_OWNER, 'beta', beta, allow_zero=False)
@@ -129,6 +131,7 @@ def k_laplace_tail(k: int, x: float) -> float:
     return min(1.0, 2.0 * math.exp(-x) * total)
 
 
+@functools.lru_cache(maxsize=1024)
 def k_laplace_x(k: int, beta: float) -> float:
     """The least x with Pr[|S_k| > x] ≤ β (C4 table: k = 2 → 9.3357 at β = 5e-4)."""
     v.check_probability(_OWNER, 'beta', beta, allow_zero=False)
