@@ -59,6 +59,7 @@ def test_neighbouring_statistics_differ_by_at_most_grid_sensitivity():
         assert abs(a - b) <= grid_sensitivity(1 / size, k)
 
 
+@pytest.mark.statistical
 def test_big_scale_path_matches_law():
     """Above the 2^40 cap the Python-int path is used; its samples are Laplace(scale)."""
     rng = seeded(5)
@@ -69,6 +70,7 @@ def test_big_scale_path_matches_law():
     assert isinstance(discrete_laplace_any(rng, scale), int)
 
 
+@pytest.mark.statistical
 def test_small_and_large_batches_have_the_same_law():
     rng = seeded(6)
     small = np.concatenate([discrete_laplace_any(rng, 7.5, size=10) for _ in range(800)])

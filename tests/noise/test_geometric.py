@@ -38,6 +38,7 @@ def _geometric_pvalue(samples, q, cells):
     return stats.chisquare(observed, expected * len(samples)).pvalue
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize('k, power', [(-2, False), (1, False), (4, True), (7, True)])
 def test_geometric_matches_closed_form_with_power(k, power):
     # Power (scale off by ±30% is rejected) only where q(k) depends on the scale strongly.
@@ -51,6 +52,7 @@ def test_geometric_matches_closed_form_with_power(k, power):
             assert _geometric_pvalue(samples, dlap_tail(4.0 * factor, k), cells) < 1e-4
 
 
+@pytest.mark.statistical
 def test_bernoulli_tail_frequency_agrees_with_discrete_laplace():
     rng = seeded(5)
     n = 6000
