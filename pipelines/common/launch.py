@@ -1,6 +1,7 @@
 """Launcher helpers shared by the jobs: argument types, output defaults, runner detection,
 running (local: wait; remote: submit and return), logging and local tidying."""
 
+import argparse
 import logging
 import os
 import time
@@ -10,8 +11,12 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
+from beam_dp.errors import InvalidParamsError
+from beam_dp.noise import NoiseKeyRef
+
 __all__ = [
     'LOCAL_RUNNERS',
+    'add_noise_key_argument',
     'configure_logging',
     'is_local_runner',
     'optional_int',
@@ -25,6 +30,38 @@ _LOG = logging.getLogger(__name__)
 #: Runners that execute in this process (or its subprocesses): the launcher waits for them.
 LOCAL_RUNNERS = ('DirectRunner', 'BundleBasedDirectRunner', 'SwitchingDirectRunner',
                  'PrismRunner')
+
+
+def _noise_key_reference(text: str) -> Optional[str]:
+    """argparse type of --noise_key: a validated reference; the value is never echoed."""
+    if text.strip() == '':
+        return None
+    try:
+        return NoiseKeyRef(text).reference
+    except InvalidParamsError:
+        raise argparse.ArgumentTypeError(
+            "must be a reference to the secret: 'env:VAR', 'file:/path' or "
+            "'gcpsm:projects/P/secrets/S/versions/V' (never the key itself)") from None
+
+
+def add_noise_key_argument(group) -> None:
+    """--noise_key: the job's releases become a PRF of this secret and their address, so a
+    retried or restored worker republishes bit-identical values (beam_dp.noise.KeyedRandom)."""
+    group.add_argument('--noise_key', type=_noise_key_reference, default=None,
+                       help="Reference to the secret noise key: 'env:VAR', 'file:/path' or "
+                            "'gcpsm:projects/P/secrets/S/versions/V' (read on the workers, "
+                            'never put in the graph). Never the key itself. Default: fresh OS '
+                            'randomness (a replay redraws noise).')
+    group.add_argument('--testing_seed', type=_refuse_seed, default=argparse.SUPPRESS,
+                       help=argparse.SUPPRESS)
+
+
+def _refuse_seed(text: str):
+    """A job never takes a seed (issue 10): refuse it loudly instead of passing it to Beam."""
+    del text
+    raise argparse.ArgumentTypeError(
+        'the jobs take no seed (seeded noise is predictable; tests opt in through '
+        'beam_dp.noise.testing). Use --noise_key for replay-identical noise.')
 
 
 def optional_int(text: str) -> Optional[int]:

@@ -13,6 +13,7 @@ import datetime
 import os
 from typing import List, Optional, Tuple
 
+from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import optional_int
 from pipelines.common.launch import resolve_output_defaults
 from pipelines.continual_counts import sample_data
@@ -102,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                          'sample end when reading the sample data, else none).')
     dp.add_argument('--num_shards', type=optional_int, default=None,
                     help='Stateful shards holding the keys (default: 512 keys per shard).')
-    dp.add_argument('--testing_seed', type=optional_int, default=None, help=argparse.SUPPRESS)
+    add_noise_key_argument(dp)
     run = parser.add_argument_group('local run')
     run.add_argument('--plot', default=None,
                      help="PNG of released vs true series after a local batch run, or 'none' "

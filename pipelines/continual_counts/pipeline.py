@@ -37,6 +37,7 @@ from beam_dp.io.records import DEAD_LETTER_SCHEMA
 from beam_dp.io.records import RELEASE_SCHEMA
 from beam_dp.io.records import dead_letter_to_avro
 from beam_dp.io.records import release_to_avro
+from beam_dp.noise import using_noise_key
 from pipelines.common import pubsub_codec
 from pipelines.common import sinks
 from pipelines.continual_counts import sample_data
@@ -211,12 +212,14 @@ def count_per_station(events: beam.PCollection, args,
                      max_keys_per_unit=args.max_keys_per_unit,
                      max_contributions_per_step=args.max_contributions_per_step,
                      max_steps_per_unit=args.max_steps_per_unit)
-    return events | 'ContinualCountPerStation' >> ContinualCountPerKey(
-        public_keys=public_keys(args), start=args.start, step=args.step_seconds, budget=budget,
-        privacy_unit=unit, key_fn=operator.attrgetter('station'), accountant=accountant,
-        allowed_lateness=args.allowed_lateness_seconds, horizon_steps=args.horizon_steps,
-        end=args.end, estimator=args.estimator, num_shards=args.num_shards,
-        testing_seed=args.testing_seed)
+    with using_noise_key(args.noise_key):
+        counts = ContinualCountPerKey(
+            public_keys=public_keys(args), start=args.start, step=args.step_seconds,
+            budget=budget, privacy_unit=unit, key_fn=operator.attrgetter('station'),
+            accountant=accountant, allowed_lateness=args.allowed_lateness_seconds,
+            horizon_steps=args.horizon_steps, end=args.end, estimator=args.estimator,
+            num_shards=args.num_shards)
+    return events | 'ContinualCountPerStation' >> counts
 
 
 # -- sinks -----------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import argparse
 import os
 from typing import List, Optional, Tuple
 
-from pipelines.common.launch import optional_int
+from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import resolve_output_defaults
 from pipelines.pmwg_queries import sample_data
 
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument('--window_seconds', type=int, default=0,
                     help='Fixed event-time windows (independent databases); 0: one growing '
                          'database (default).')
-    dp.add_argument('--testing_seed', type=optional_int, default=None, help=argparse.SUPPRESS)
+    add_noise_key_argument(dp)
     return parser
 
 

@@ -26,6 +26,7 @@ from beam_dp.io.queries import ANSWER_SCHEMA
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.io.queries import answer_to_avro
 from beam_dp.io.records import DEAD_LETTER_SCHEMA
+from beam_dp.noise import using_noise_key
 from beam_dp.io.records import dead_letter_to_avro
 from beam_dp.transforms.pmwg import WindowedPMWG
 from pipelines.common import sinks
@@ -115,11 +116,12 @@ def build_job(pipeline, args) -> JobOutputs:
         queries = queries | 'WindowQueries' >> beam.WindowInto(
             window.FixedWindows(args.window_seconds))
     budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta)
-    out = (trips, queries) | 'AnswerWithPMWG' >> WindowedPMWG(
-        epsilon=args.epsilon, delta=args.delta, alpha=args.alpha, n=INITIAL_SIZE,
-        domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),
-        accountant=BudgetAccountant(budget), testing_seed=args.testing_seed,
-        timer_granularity=1)
+    with using_noise_key(args.noise_key):
+        pmwg = WindowedPMWG(
+            epsilon=args.epsilon, delta=args.delta, alpha=args.alpha, n=INITIAL_SIZE,
+            domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),
+            accountant=BudgetAccountant(budget), timer_granularity=1)
+    out = (trips, queries) | 'AnswerWithPMWG' >> pmwg
     dead = ((dead_trips, dead_queries, out.dead_letter)
             | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
     return JobOutputs(out.answers, dead)

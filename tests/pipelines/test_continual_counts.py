@@ -41,6 +41,9 @@ from pipelines.continual_counts.events import validate_event
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 START = datetime.datetime(2024, 6, 2, tzinfo=datetime.timezone.utc)
 START_S = int(START.timestamp())
+#: A test noise key for --noise_key (read by the in-process runner; never a real secret).
+TEST_KEY_VAR = 'BDP_TEST_NOISE_KEY'
+os.environ.setdefault(TEST_KEY_VAR, '0123456789abcdef' * 4)
 STEP_S = 60
 KEYS = ('A', 'B', 'C')
 
@@ -143,7 +146,10 @@ def test_parse_args_defaults_and_passthrough():
     assert args.start == START_S + 3600
     assert args.uses_sample_data and args.end == sample_data.SAMPLE_END.timestamp()
     assert args.output_avro == job_options.DEFAULT_OUTPUT == args.dead_letter_avro
-    assert args.plot.endswith('releases.png') and args.testing_seed is None
+    assert args.plot.endswith('releases.png') and args.noise_key is None
+    assert not hasattr(args, 'testing_seed')           # the launchers expose no seed
+    with pytest.raises(SystemExit):
+        job_options.parse_args(['--testing_seed=7'])
     assert len(job.public_keys(args)) == 50
     args, _ = job_options.parse_args(['--input_subscription=projects/p/subscriptions/s',
                                    '--output_topic=projects/p/topics/t', '--plot=none',
@@ -159,7 +165,7 @@ def _streaming_args(tmp_path, extra=()):
         '--input_subscription=projects/p/subscriptions/s', f'--public_keys={",".join(KEYS)}',
         f'--start={START_S}', f'--step_seconds={STEP_S}', f'--end={START_S + 3 * STEP_S}',
         '--max_keys_per_unit=1', '--max_steps_per_unit=3', '--max_contributions_per_step=1',
-        '--testing_seed=7', f'--output_avro={tmp_path / "out"}',
+        f'--noise_key=env:{TEST_KEY_VAR}', f'--output_avro={tmp_path / "out"}',
         f'--dead_letter_avro={tmp_path / "dead"}', *extra])
     return args
 

@@ -18,10 +18,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_default_run_answers_every_valid_query_and_reports_refusals(tmp_path):
     out = tmp_path / 'out'
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=REPO, BDP_TEST_NOISE_KEY='0123456789abcdef' * 4)
     proc = subprocess.run([sys.executable, '-m', 'pipelines.pmwg_queries', '--output_avro',
-                           str(out), '--testing_seed', '3'], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+                           str(out), '--noise_key', 'env:BDP_TEST_NOISE_KEY'], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'answers by status' in proc.stdout and 'NOT_STARTED=' in proc.stdout
     answers = []
