@@ -8,6 +8,7 @@ mechanism is exported without a contract subclass.
 import dataclasses
 import importlib
 import inspect
+import os
 import pkgutil
 
 import numpy as np
@@ -34,6 +35,13 @@ from beam_dp.mechanisms import TimePartitioner
 from beam_dp.mechanisms import TruncatedGeometricSelection
 from beam_dp.mechanisms import TwoStreamCounter
 from beam_dp.mechanisms import Update
+from beam_dp.mechanisms.boost import BoostRequest
+from beam_dp.mechanisms.boost import TreePMWBypass
+from beam_dp.mechanisms.erm import PSGD
+from beam_dp.mechanisms.erm import BinaryLogistic
+from beam_dp.mechanisms.erm import DyadicERMSchedule
+from beam_dp.mechanisms.erm import ERMRelease
+from beam_dp.mechanisms.erm import clip_features
 from beam_dp.mechanisms.growing_svt import PowerNoise
 from beam_dp.queries import LinearQuery
 from tests.mechanisms import contract
@@ -279,7 +287,6 @@ class TestTreePMWBypassContract(InteractiveMechanismContract):
     """Boost (spec 002): blocks are sealed by ``add_data``, queries name a window of blocks."""
 
     def make(self, **overrides):
-        from beam_dp.mechanisms.boost import TreePMWBypass  # pylint: disable=import-outside-toplevel
         return TreePMWBypass(**{**dict(domain_size=DOMAIN, alpha=0.2, beta=0.05,
                                        epsilon_budget=5.0, window_bound=4), **overrides})
 
@@ -289,13 +296,32 @@ class TestTreePMWBypassContract(InteractiveMechanismContract):
                                            ({'mode': 'exact'}, 'mode')]
 
     def events(self):
-        from beam_dp.mechanisms.boost import BoostRequest  # pylint: disable=import-outside-toplevel
-        block = lambda i: np.bincount(_records(30, offset=i), minlength=DOMAIN)  # noqa: E731
+        def block(i):
+            return np.bincount(_records(30, offset=i), minlength=DOMAIN)
         return [('data', block(0)), ('query', BoostRequest(QUERIES[0], 0, 0, 'a')),
                 ('data', block(1)), ('query', BoostRequest(QUERIES[1], 0, 1, 'b')),
                 ('query', BoostRequest(QUERIES[1], 0, 1, 'c')), ('data', block(2)),
                 ('query', BoostRequest(QUERIES[2], 1, 2, 'd')),
                 ('query', BoostRequest(QUERIES[3], 0, 5, 'e'))]
+
+
+class TestERMReleaseContract(ContinualMechanismContract):
+    """Continual private ERM (spec 003): one step closes a block of at most n_max records."""
+
+    def make(self, **overrides):
+        return ERMRelease(**{**dict(schedule=DyadicERMSchedule(blocks_per_base=2, epsilon=1.0),
+                                     psgd=PSGD(BinaryLogistic(clip_norm=1.0), mu=1.0, passes=1),
+                                     records_per_block=6, feature_dim=3), **overrides})
+
+    def invalid_params(self):
+        return [({'records_per_block': 0}, 'records_per_block'),
+                ({'feature_dim': -1}, 'feature_dim'), ({'psgd': 'sgd'}, 'psgd'),
+                ({'schedule': object()}, 'schedule')]
+
+    def inputs(self):
+        gen = np.random.default_rng(4)
+        return [(clip_features(gen.normal(size=(6, 3)), 1.0), gen.integers(0, 2, 6))
+                for _ in range(6)]
 
 
 # -- coverage ------------------------------------------------------------------------------------
@@ -370,3 +396,31 @@ def test_contract_catches_a_mutating_mechanism():
     """The contract has power: a mechanism that updates its state in place fails it."""
     with pytest.raises(AssertionError, match='mutated its input state'):
         _InPlaceProbe().test_operations_do_not_mutate_their_input_state()
+
+
+@dataclasses.dataclass(frozen=True)
+class _UnseededCounter:
+    """A deliberately broken mechanism: its noise ignores the rng it is given."""
+    epsilon: float = 1.0
+
+    def init_state(self):
+        return _ProbeState(np.zeros(1))
+
+    def step(self, state, value, rng):
+        del rng
+        total = state.counts + value
+        total.setflags(write=False)
+        return float(total[0]) + int.from_bytes(os.urandom(2), 'big'), _ProbeState(total)
+
+
+class _UnseededProbe(_InPlaceProbe):
+
+    def make(self, **overrides):
+        return _UnseededCounter(**overrides)
+
+
+def test_contract_catches_noise_outside_the_rng():
+    with pytest.raises(AssertionError):
+        _UnseededProbe().test_seeded_runs_are_reproducible()
+    _UnseededProbe().test_operations_do_not_mutate_their_input_state()   # the rest holds
+
