@@ -30,6 +30,7 @@ from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.private_keys import PrivateKeysShard
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
+from beam_dp.mechanisms import exact_int
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.noise import RandomSource
@@ -375,10 +376,8 @@ class KeyedReleaseDriver:
           contributions).
         """
         keys = len(self.layout.shard_keys(shard))
-        vector = np.zeros(keys * self.bins_per_key, dtype=np.int64)
-        for positions, values in contributions:
-            np.add.at(vector, np.asarray(positions, dtype=np.int64),
-                      np.asarray(values, dtype=np.int64))
+        # Exact: int64 under a proven bound, Python ints beyond (no silent wrap, issue 10).
+        vector = exact_int.scatter_add(keys * self.bins_per_key, contributions)
         estimate, counter_state = self.counter(keys).step(state.counter_state, vector, rng)
         released = self.from_units(estimate).reshape(keys, self.bins_per_key)
         return released, PublicShardState(state.next_step + 1, counter_state)

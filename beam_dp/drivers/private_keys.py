@@ -23,6 +23,7 @@ from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms import exact_int
 from beam_dp.mechanisms.key_selection import ContinualKeySelection
 from beam_dp.mechanisms.key_selection import KeySelectionState
 from beam_dp.noise import RandomSource
@@ -183,7 +184,7 @@ class PrivateKeysShard:
             else:
                 start, counter_state = selected[key]
             estimate, counter_state = self.counter.step(counter_state,
-                                                        np.asarray(values, np.int64),
+                                                        exact_int.exact_ints(values, bins),
                                                         rng.derive('release', key, step))
             selected[key] = (start, counter_state)
             row = self.from_units(estimate).reshape(bins).tolist()

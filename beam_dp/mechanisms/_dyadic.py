@@ -23,6 +23,7 @@ import numpy as np
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms import exact_int
 from beam_dp.noise import RandomSource
 from beam_dp.noise import discrete_gaussian
 from beam_dp.noise import discrete_gaussian_variance
@@ -32,44 +33,10 @@ from beam_dp.noise.samplers import as_rational_up
 from beam_dp.noise.samplers import check_noise_scale
 
 ESTIMATORS = ('textbook', 'variance_reduced')
-_INT64_MAX = int(np.iinfo(np.int64).max)
-
-
-# --- Exact integer arithmetic: int64 while a bound proves it cannot wrap, Python ints after. ---
-# Exact totals can exceed int64 (a sum of grid units, 2^30 per unit with grid_bits=30, passes
-# 2^63 at ~8.6e9 value units): numpy would wrap silently. Every total of the counters goes through
-# these helpers: int64 arithmetic when max|a| + max|b| ≤ 2^63 - 1 (so the sum is exact), else an
-# object array of Python ints (exact, unbounded; slower, reached only by such totals).
-
-def _max_abs(x: np.ndarray) -> int:
-    return max(int(x.max()), -int(x.min())) if x.size else 0
-
-
-def exact_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a + b for integer arrays without wrap-around (floats add as floats)."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype.kind == 'f' or b.dtype.kind == 'f':
-        return a.astype(np.float64) + b.astype(np.float64)
-    if a.dtype != object and b.dtype != object and _max_abs(a) + _max_abs(b) <= _INT64_MAX:
-        return a + b
-    return a.astype(object) + b.astype(object)
-
-
-def exact_sum(rows) -> np.ndarray:
-    """The exact sum of integer rows (axis 0)."""
-    total = rows[0]
-    for row in rows[1:]:
-        total = exact_add(total, row)
-    return total
-
-
-def exact_ints(value, size: int) -> np.ndarray:
-    """``value`` as ``size`` integers: int64, or Python ints (object) beyond the int64 range."""
-    try:
-        return np.asarray(value, dtype=np.int64).reshape(size)
-    except OverflowError:
-        return np.asarray([int(x) for x in np.ravel(np.asarray(value, dtype=object))],
-                          dtype=object).reshape(size)
+# Exact totals: see exact_int.py (re-exported here for the counters).
+exact_add = exact_int.exact_add
+exact_ints = exact_int.exact_ints
+exact_sum = exact_int.exact_sum
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,6 +48,7 @@ from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.records import Release
+from beam_dp.mechanisms import exact_int
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.privacy_unit import UserLevel
@@ -119,7 +120,7 @@ class _PreAggregateFn(beam.DoFn):
     def finish_bundle(self):
         for (shard, step), sums in self._sums.items():
             positions = np.fromiter(sums.keys(), dtype=np.int64, count=len(sums))
-            values = np.fromiter(sums.values(), dtype=np.int64, count=len(sums))
+            values = exact_int.exact_ints(list(sums.values()), len(sums))   # no int64 wrap
             yield WindowedValue((shard, (step, positions, values)),
                                 Timestamp(micros=self._clock.step_end(step) - 1),
                                 [GlobalWindow()])

@@ -71,3 +71,28 @@ def test_a_single_step_beyond_int64_is_exact():
     big = 2 ** 70
     release, _ = counter.step(counter.init_state(), [big, -big], noise.seeded(1))
     assert abs(int(release[0]) - big) < 200 and abs(int(release[1]) + big) < 200
+
+
+def test_scatter_add_is_exact_past_int64():
+    from beam_dp.mechanisms import exact_int       # pylint: disable=import-outside-toplevel
+    small = exact_int.scatter_add(3, [([0, 2, 0], [1, 2, 3]), (np.array([1]), np.array([-4]))])
+    assert small.dtype == np.int64 and small.tolist() == [4, -4, 2]
+    big = exact_int.scatter_add(2, [([0], [6 * 10 ** 18]), ([0, 1], [6 * 10 ** 18, 2 ** 70])])
+    assert big.tolist() == [12 * 10 ** 18, 2 ** 70]
+
+
+def test_keyed_driver_sums_bundles_exactly():
+    """Two bundles' pre-aggregated sums of one key at one step, 6e18 grid units each."""
+    from beam_dp.accounting import PrivacyBudget    # pylint: disable=import-outside-toplevel
+    from beam_dp.drivers.clock import StepClock     # pylint: disable=import-outside-toplevel
+    from beam_dp.drivers.keyed import KeyLayout     # pylint: disable=import-outside-toplevel
+    from beam_dp.drivers.keyed import KeyedReleaseDriver  # pylint: disable=import-outside-toplevel
+    from beam_dp.privacy_unit import EventLevel     # pylint: disable=import-outside-toplevel
+    driver = KeyedReleaseDriver(metric='sum', budget=PrivacyBudget(epsilon=1.0),
+                                privacy_unit=EventLevel(), clock=StepClock(0, 60_000_000),
+                                layout=KeyLayout.of(['a'], 1), horizon_steps=16,
+                                estimator='textbook', grid_bits=30)
+    released, _ = driver.release_step(0, driver.init_shard(0),
+                                      [([0], [6 * 10 ** 18]), ([0], [6 * 10 ** 18])],
+                                      noise.seeded(2))
+    assert released[0, 0] == pytest.approx(12e18 / GRID, abs=200)
