@@ -13,6 +13,7 @@ notebook, a benchmark and the Beam job (which calls the same driver from its tim
 same values under a seed (the seeded parity tests).
 """
 
+import bisect
 import dataclasses
 import math
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
@@ -143,18 +144,21 @@ class KeyDriver:
         merged = {}
         for step, payload in batches:
             merged[step] = payload if step not in merged else self.merge(merged[step], payload)
-        data = sorted(merged.items())
+        data_steps = sorted(merged)
         closes, rejected = [], []
-        i = 0
         mech = self.mechanism
+
+        def take(state, step):
+            """The step's payload (empty if none) and what the mechanism is fed."""
+            payload = merged.pop(step, None)
+            payload = self.empty() if payload is None else payload
+            fed, bad, registry = self.prepare(state, step, payload)
+            rejected.extend(Rejected(step, reason, u) for reason, u in bad)
+            return payload, fed, registry
+
         while state.origin_step is None and state.last_step < until:   # candidate: every step
             s = state.last_step + 1
-            payload = self.empty()
-            if i < len(data) and data[i][0] == s:
-                payload = data[i][1]
-                i += 1
-            fed, bad, registry = self.prepare(state, s, payload)
-            rejected.extend(Rejected(s, reason, u) for reason, u in bad)
+            payload, fed, registry = take(state, s)
             candidate_input = self.merge(state.candidate_input, fed)
             chosen, sel = self.selection.advance(state.selection, mechanism_tick(s),
                                                  self.units(payload), selection_rng)
@@ -169,16 +173,11 @@ class KeyDriver:
             if release.closes:
                 closes.append(self._close(s, release, ms))
         while state.origin_step is not None:
-            event = self._next_event(state)
-            nxt = min(event, data[i][0] if i < len(data) else math.inf)
+            j = bisect.bisect_right(data_steps, state.last_step)
+            nxt = min(self._next_event(state), data_steps[j] if j < len(data_steps) else math.inf)
             if nxt > until:
                 break
-            payload = self.empty()
-            if i < len(data) and data[i][0] == nxt:
-                payload = data[i][1]
-                i += 1
-            fed, bad, registry = self.prepare(state, nxt, payload)
-            rejected.extend(Rejected(nxt, reason, u) for reason, u in bad)
+            _, fed, registry = take(state, nxt)
             release, ms = mech.advance(state.mechanism_state,
                                        mechanism_tick(nxt, state.origin_step), fed, rng,
                                        prime=True)

@@ -7,12 +7,12 @@ from beam_dp.mechanisms.bb_scheduler import BBAnswer
 from beam_dp.mechanisms.bb_scheduler import BBImprover
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
 from beam_dp.mechanisms.bb_scheduler import BBState
-from beam_dp.mechanisms.bb_scheduler import CallableBlackBox
 from beam_dp.mechanisms.bb_scheduler import EpochRelease
-from beam_dp.mechanisms.bb_scheduler import LaplaceQueryVector
-from beam_dp.mechanisms.bb_scheduler import StaticMechanism
-from beam_dp.mechanisms.bb_scheduler import StaticPMWBox
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
+from beam_dp.mechanisms.black_boxes import CallableBlackBox
+from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
+from beam_dp.mechanisms.black_boxes import StaticMechanism
+from beam_dp.mechanisms.black_boxes import StaticPMWBox
 from beam_dp.mechanisms.binary_tree import TreeState
 from beam_dp.mechanisms.dynamic import DynamicRelease
 from beam_dp.mechanisms.dynamic import FullyDynamicCounter

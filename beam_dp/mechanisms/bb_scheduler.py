@@ -2,8 +2,8 @@
 Krehbiel, Lai, Tantipongpipat, "Differential Privacy for Growing Databases", NeurIPS 2018,
 Algorithms 1-2, Theorems 10-13; docs/growing_databases.md).
 
-A black box (``StaticMechanism``) is pure ε-DP on a database snapshot and returns an *epoch
-object* that answers every query of its epoch by post-processing:
+A black box (``StaticMechanism``, ``beam_dp.mechanisms.black_boxes``) is pure ε-DP on a database
+snapshot and returns an *epoch object* that answers every query of its epoch by post-processing:
 ``LaplaceQueryVector`` (Lap(k/(εt)) on k fixed linear queries), ``StaticPMWBox`` (static PMW run
 on the snapshot) or ``CallableBlackBox`` (any user function that promises pure ε-DP).
 
@@ -16,7 +16,7 @@ BBScheduler runs the box once per epoch, at sizes t_i = ⌈(1+γ)^i n⌉, with
 
 import dataclasses
 import math
-from typing import Any, Callable, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -26,10 +26,9 @@ from beam_dp.accounting import SWAP_ONE
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.errors import UnsupportedMechanismError
+from beam_dp.mechanisms.black_boxes import check_black_box
 from beam_dp.mechanisms.growing_svt import add_records
-from beam_dp.mechanisms.pmw import PrivateMultiplicativeWeights
 from beam_dp.noise import RandomSource
-from beam_dp.noise.extra_samplers import grid_laplace
 from beam_dp.queries import LinearQuery
 
 __all__ = [
@@ -37,11 +36,7 @@ __all__ = [
     'BBImprover',
     'BBScheduler',
     'BBState',
-    'CallableBlackBox',
     'EpochRelease',
-    'LaplaceQueryVector',
-    'StaticMechanism',
-    'StaticPMWBox',
     'bbimprover_alpha',
     'bbimprover_epsilon',
     'bbscheduler_alpha',
@@ -141,144 +136,6 @@ def bbimprover_alpha(t: int, epsilon_t: float, beta: float, p: float, p1: float,
 def cdp_epsilon(sum_squares: float, delta: float) -> float:
     """Theorem 4: ε_i-DP pieces compose to (½Σε_i² + √(2Σε_i² ln(1/δ)), δ)-DP."""
     return sum_squares / 2 + math.sqrt(2 * sum_squares * math.log(1 / delta))
-
-
-# Black boxes ---------------------------------------------------------------------------------
-
-@runtime_checkable
-class StaticMechanism(Protocol):
-    """A (p, g)-black box (Def 4/5): pure ε-DP on a snapshot; w.p. ≥ 1−β every answer is within
-    α ≥ g(ln(1/β)/(εn))^p. ``run`` returns an immutable epoch object; ``answer`` post-processes
-    it (it may return an updated epoch object, e.g. PMW's public histogram); ``cost(ε)`` must be
-    a pure cost of at most ε."""
-    name: str
-    p: float
-    g: float
-
-    def run(self, counts: np.ndarray, t: int, epsilon: float, alpha: float, ln_inv_beta: float,
-            rng: RandomSource) -> Any:
-        ...
-
-    def answer(self, epoch: Any, query: LinearQuery, rng: RandomSource) -> Tuple[Any, Any]:
-        ...
-
-    def cost(self, epsilon: float) -> PrivacyCost:
-        ...
-
-
-@dataclasses.dataclass(frozen=True)
-class _VectorRelease:
-    values: Tuple[float, ...]
-    index: Any   # dict: query (without id) -> position
-
-
-@dataclasses.dataclass(frozen=True)
-class LaplaceQueryVector:
-    """The Laplace mechanism on k fixed linear queries: each answer + Lap(k/(εt)) (L1 sensitivity
-    k/t), released on the exact grid. A (1, k(1+ln k))-black box for β ≤ 1/e (g = 1 for k = 1;
-    from its exact failure bound α = k ln(k/β)/(εt)). Queries outside the fixed set get
-    'unknown_query'."""
-    queries: Tuple[LinearQuery, ...]
-    name: str = 'laplace_query_vector'
-
-    def __post_init__(self):
-        owner = 'LaplaceQueryVector'
-        qs = tuple(self.queries)
-        if not qs or not all(isinstance(q, LinearQuery) for q in qs):
-            raise InvalidParamsError(f'{owner}: queries must be a non-empty sequence of '
-                                     f'LinearQuery, got {self.queries!r:.80}.')
-        if len({q.domain_size for q in qs}) != 1:
-            raise InvalidParamsError(f'{owner}: queries must share one domain size.')
-        object.__setattr__(self, 'queries', tuple(q.with_id(None) for q in qs))
-
-    @property
-    def p(self) -> float:
-        return 1.0
-
-    @property
-    def g(self) -> float:
-        k = len(self.queries)
-        return 1.0 if k == 1 else k * (1 + math.log(k))
-
-    def cost(self, epsilon: float) -> PrivacyCost:
-        return PrivacyCost(epsilon=epsilon, relation=SWAP_ONE)
-
-    def noise_scale(self, epsilon: float, t: int) -> float:
-        return len(self.queries) / (epsilon * t)
-
-    def run(self, counts, t, epsilon, alpha, ln_inv_beta, rng) -> _VectorRelease:
-        del alpha, ln_inv_beta
-        exact = np.array([q.evaluate(counts) for q in self.queries]) / t
-        # Each coordinate has sensitivity 1/t and costs ε/k: k coordinates cost ε.
-        noisy, _ = grid_laplace(rng, exact, self.noise_scale(epsilon, t), 1.0 / t)
-        return _VectorRelease(tuple(float(x) for x in noisy),
-                              {q: j for j, q in enumerate(self.queries)})
-
-    def answer(self, epoch: _VectorRelease, query: LinearQuery, rng) -> Tuple[Any, Any]:
-        del rng
-        j = epoch.index.get(query.with_id(None))
-        return (None if j is None else epoch.values[j]), epoch
-
-
-@dataclasses.dataclass(frozen=True)
-class StaticPMWBox:
-    """Static PMW (``PrivateMultiplicativeWeights``, pure ε) run on the epoch's snapshot with the
-    scheduler's ε_i and α_i (capped at 1). ``g`` is the constant of Theorem 8's
-    α ≥ g(ln N ln(k/β)/(εn))^{1/3}, which the paper leaves implicit: the caller supplies it.
-    Queries are answered by the epoch's PMW instance (which may halt: then None)."""
-    domain_size: int
-    g: float
-    p: float = 1.0 / 3.0
-    name: str = 'static_pmw'
-
-    def __post_init__(self):
-        owner = 'StaticPMWBox'
-        v.check_positive_int(owner, 'domain_size', self.domain_size)
-        v.check_positive(owner, 'g', self.g)
-        v.check_positive(owner, 'p', self.p)
-
-    def cost(self, epsilon: float) -> PrivacyCost:
-        return PrivacyCost(epsilon=epsilon, relation=SWAP_ONE)
-
-    def run(self, counts, t, epsilon, alpha, ln_inv_beta, rng):
-        del ln_inv_beta, rng
-        pmw = PrivateMultiplicativeWeights(epsilon=epsilon, alpha=min(1.0, alpha), n=t,
-                                           domain_size=self.domain_size)
-        return pmw, pmw.init_state(counts)
-
-    def answer(self, epoch, query, rng):
-        pmw, state = epoch
-        ans, state = pmw.answer(state, query, rng)
-        return (ans.value if ans.status in ('easy', 'hard') else None), (pmw, state)
-
-
-@dataclasses.dataclass(frozen=True)
-class CallableBlackBox:
-    """A user-supplied pure ε-DP box: ``run_fn(counts, t, epsilon, alpha, ln_inv_beta, rng)``
-    returns an epoch object, ``answer_fn(epoch, query)`` post-processes it (no data access).
-    The user declares (p, g) and is responsible for ``run_fn`` being ε-DP with Δ = 1/t."""
-    run_fn: Callable
-    answer_fn: Callable
-    p: float
-    g: float
-    name: str = 'user_black_box'
-
-    def __post_init__(self):
-        owner = 'CallableBlackBox'
-        if not callable(self.run_fn) or not callable(self.answer_fn):
-            raise InvalidParamsError(f'{owner}: run_fn and answer_fn must be callable.')
-        v.check_positive(owner, 'p', self.p)
-        v.check_positive(owner, 'g', self.g)
-
-    def cost(self, epsilon: float) -> PrivacyCost:
-        return PrivacyCost(epsilon=epsilon, relation=SWAP_ONE)
-
-    def run(self, counts, t, epsilon, alpha, ln_inv_beta, rng):
-        return self.run_fn(counts, t, epsilon, alpha, ln_inv_beta, rng)
-
-    def answer(self, epoch, query, rng):
-        del rng
-        return self.answer_fn(epoch, query), epoch
 
 
 # Scheduler state machines ---------------------------------------------------------------------
@@ -395,9 +252,10 @@ class BBScheduler(_Base):
     Queries are post-processing. The ledger is checked before every run.
 
     Releases: one run per epoch, at t_i = ⌈(1+γ)^i n⌉ (eager: in ``add_data``, on the snapshot
-    x_{t_i}; if one batch crosses several starts only the last runs, skipping is privacy-safe) or
-    at the first query of the epoch on the current x_t (``lazy``). Queries before n:
-    'not_started'.
+    x_{t_i}; if one batch crosses several starts only the last runs, skipping is privacy-safe —
+    ``beam_dp.drivers.growing.BBEngine`` cuts batches at the starts so every epoch runs, in a
+    notebook as in the Beam job) or at the first query of the epoch on the current x_t
+    (``lazy``). Queries before n: 'not_started'.
 
     Not guaranteed: accuracy, which is α_i + γ/(1+γ) per epoch w.p. 1 − β_i (Lemma 11), with
     α_i = γ(1+γ)^{2p} (δ = 0) or γ(1+γ)^{1.5p} (δ > 0) for every epoch; requires 0 < γ < 1.
@@ -424,7 +282,7 @@ class BBScheduler(_Base):
 
     def __post_init__(self):
         owner = 'BBScheduler'
-        _check_box(owner, self.mechanism)
+        check_black_box(owner, self.mechanism)
         v.check_positive(owner, 'epsilon', self.epsilon)
         v.check_probability(owner, 'beta', self.beta, allow_zero=False)
         v.check_probability(owner, 'delta', self.delta)
@@ -482,7 +340,8 @@ class BBScheduler(_Base):
     def add_data_with_releases(self, state: BBState, data,
                                rng: RandomSource) -> Tuple[Tuple[EpochRelease, ...], BBState]:
         """Appends records; in eager mode runs the box at the last epoch start crossed, on the
-        snapshot at that start. Returns (releases, new_state).
+        snapshot at that start (``BBEngine.add`` feeds one epoch at a time so none is skipped).
+        Returns (releases, new_state).
 
         Raises:
           InvalidRecordError: on a bad record (state unchanged).
@@ -540,7 +399,7 @@ class BBImprover(_Base):
 
     def __post_init__(self):
         owner = 'BBImprover'
-        _check_box(owner, self.mechanism)
+        check_black_box(owner, self.mechanism)
         eps = v.check_positive(owner, 'epsilon', self.epsilon)
         if eps >= 1:
             raise InvalidParamsError(f'{owner}: epsilon must be in (0, 1), got {eps:g}.')
@@ -578,9 +437,3 @@ class BBImprover(_Base):
             return (), new
         release, new = self._run(new, t, t, counts, rng)
         return (() if release is None else (release,)), new
-
-
-def _check_box(owner: str, box) -> None:
-    if not isinstance(box, StaticMechanism):
-        raise InvalidParamsError(f'{owner}: mechanism must implement StaticMechanism (name, p, g, '
-                                 f'run, answer, cost), got {box!r:.80}.')

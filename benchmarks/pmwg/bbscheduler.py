@@ -40,8 +40,8 @@ import numpy as np
 
 import workload as w
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
-from beam_dp.mechanisms.bb_scheduler import LaplaceQueryVector
 from beam_dp.mechanisms.bb_scheduler import bbscheduler_gamma
+from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
 from beam_dp.noise import seeded
 from beam_dp.queries import LinearQuery
 

@@ -19,8 +19,8 @@ from beam_dp.drivers.growing import run_instance
 from beam_dp.io.queries import query_to_avro
 from beam_dp.mechanisms.bb_scheduler import BBImprover
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
-from beam_dp.mechanisms.bb_scheduler import LaplaceQueryVector
 from beam_dp.mechanisms.bb_scheduler import bbscheduler_schedule
+from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
 from beam_dp.mechanisms.pmwg import PMWG
 from beam_dp.queries import LinearQuery
 

@@ -15,9 +15,6 @@ from beam_dp.errors import InvalidRecordError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms.bb_scheduler import BBImprover
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
-from beam_dp.mechanisms.bb_scheduler import CallableBlackBox
-from beam_dp.mechanisms.bb_scheduler import LaplaceQueryVector
-from beam_dp.mechanisms.bb_scheduler import StaticPMWBox
 from beam_dp.mechanisms.bb_scheduler import bbimprover_epsilon
 from beam_dp.mechanisms.bb_scheduler import bbscheduler_alpha
 from beam_dp.mechanisms.bb_scheduler import bbscheduler_epsilon
@@ -25,6 +22,9 @@ from beam_dp.mechanisms.bb_scheduler import bbscheduler_gamma
 from beam_dp.mechanisms.bb_scheduler import bbscheduler_ln_inv_beta
 from beam_dp.mechanisms.bb_scheduler import bbscheduler_schedule
 from beam_dp.mechanisms.bb_scheduler import cdp_epsilon
+from beam_dp.mechanisms.black_boxes import CallableBlackBox
+from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
+from beam_dp.mechanisms.black_boxes import StaticPMWBox
 from beam_dp.noise import seeded
 from beam_dp.queries import LinearQuery
 

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
-from beam_dp.mechanisms.bb_scheduler import LaplaceQueryVector
+from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
 from beam_dp.mechanisms.growing_svt import ETA_SCALE
 from beam_dp.mechanisms.growing_svt import NU_SCALE
 from beam_dp.mechanisms.growing_svt import NUMERIC_SCALE

@@ -11,12 +11,14 @@ from apache_beam.utils.timestamp import Timestamp
 from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import PrivacyCost
+from beam_dp.accounting import SWAP_ONE
 from beam_dp.errors import BudgetExceededError
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.bb_scheduler import BBImprover
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
-from beam_dp.mechanisms.bb_scheduler import LaplaceQueryVector
 from beam_dp.mechanisms.bb_scheduler import bbscheduler_schedule
+from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
 from beam_dp.drivers.growing import BBEngine
 from beam_dp.drivers.growing import QUERY
 from beam_dp.drivers.growing import RECORD
@@ -158,8 +160,8 @@ def test_bbimprover_runs_once_per_size_at_query_times():
 
 
 def test_budget_exceeded_at_construction_and_validation():
-    accountant = BudgetAccountant(PrivacyBudget(epsilon=1.0))
-    accountant.spend('other', PrivacyBudget(epsilon=0.5).as_cost())
+    accountant = BudgetAccountant(PrivacyBudget(epsilon=1.0), relation=SWAP_ONE)
+    accountant.spend('other', PrivacyCost(epsilon=0.5, relation=SWAP_ONE))
     with pytest.raises(BudgetExceededError):
         BBSchedulerQueries(**scheduler_args(), domain_fn=lambda r: r, accountant=accountant)
     with pytest.raises(InvalidParamsError, match='gamma must be in'):

@@ -15,10 +15,10 @@ from beam_dp import BudgetExceededError
 from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp import noise
+from beam_dp.drivers.segmented import reference_releases
 from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
-from beam_dp.drivers.segmented import reference_releases
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
