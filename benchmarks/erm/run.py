@@ -1,0 +1,162 @@
+"""ERM benchmark: Watson et al. continual / sliding-window release vs the independent-block
+baseline vs DP-FTRL on beam_dp's counters, at equal privacy (see README.md).
+
+    .venv/bin/python -m benchmarks.erm.run            # ~6 min on one core; writes results.json
+
+Every Watson-style model goes through the real pure driver (``beam_dp.drivers.erm.reference``):
+records timestamped by block, blocks padded to n_max, models noised and ledger-checked.
+Accuracy = test accuracy of each *published* model; per run we keep the mean over releases and
+the final release; tables show the median over seeds.
+"""
+
+import json
+import math
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+from beam_dp import noise
+from beam_dp.drivers.erm import ERMStreamDriver
+from beam_dp.drivers.erm import reference
+from beam_dp.mechanisms.erm import PSGD
+from beam_dp.mechanisms.erm import ContinualReleaseSchedule
+from beam_dp.mechanisms.erm import ERMRelease
+from beam_dp.mechanisms.erm import IndependentBlocks
+from beam_dp.mechanisms.erm import SlidingWindowChain
+from beam_dp.mechanisms.erm import SoftmaxCrossEntropy
+from beam_dp.mechanisms.erm import clip_features
+from benchmarks.erm import streams
+from benchmarks.erm.dpftrl import run_dpftrl
+
+HERE = pathlib.Path(__file__).resolve().parent
+INF = math.inf
+EPSILONS = (0.1, 1.0, 10.0, 100.0, INF)
+SEEDS = (0, 1, 2, 3, 4)
+
+
+def _design(x):
+    return clip_features(np.hstack([x, np.ones((len(x), 1))]), 1.0)
+
+
+def watson(stream, schedule, psgd, b0, seed):
+    """[(block t−1, weights)] of the published models, via the driver's reference run."""
+    d = stream.x.shape[1]
+    mech = ERMRelease(schedule, psgd, b0, d + 1)
+    driver = ERMStreamDriver(mech, d)
+    inputs = [('record', i // b0, stream.x[i], int(stream.y[i])) for i in range(len(stream.y))]
+    res = reference(driver, stream.name, inputs, noise.seeded(seed),
+                    until_block=len(stream.y) // b0 - 1)
+    return [(e.t - 1, np.asarray(e.model.weights)) for e in res.events if e.job.publish]
+
+
+def running_mean(models):
+    out, total = [], None
+    for n, (b, w) in enumerate(models, 1):
+        total = w.copy() if total is None else total + w
+        out.append((b, total / n))
+    return out
+
+
+def ftrl(stream, loss, b0, eps, seed, noise_kind, mu, inv_eta):
+    x = _design(stream.x)
+    nb = len(stream.y) // b0
+    xb = [x[i * b0:(i + 1) * b0] for i in range(nb)]
+    yb = [stream.y[i * b0:(i + 1) * b0] for i in range(nb)]
+    ws = run_dpftrl(loss, xb, yb, b0, eps, noise.seeded(seed).derive('ftrl'), mu=mu,
+                    inv_eta=inv_eta, noise=noise_kind)
+    return list(enumerate(ws))
+
+
+def score(stream, loss, models, from_block=0):
+    tests = [(_design(tx), ty) for tx, ty in zip(stream.test_x, stream.test_y)]
+    accs = [loss.accuracy(w, *tests[stream.regime(b)]) for b, w in models if b >= from_block]
+    return {'mean': float(np.mean(accs)), 'final': float(accs[-1]), 'releases': len(accs),
+            'curve': [[int(b), float(loss.accuracy(w, *tests[stream.regime(b)]))]
+                      for b, w in models]}
+
+
+def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ftrl_params):
+    loss = SoftmaxCrossEntropy(clip_norm=1.0, num_classes=stream.num_classes)
+    psgd = PSGD(loss, mu=mu, passes=passes, batch_size=batch)
+    out = {}
+    if 'continual' in which:
+        models = watson(stream, ContinualReleaseSchedule(blocks_per_base, eps), psgd, b0, seed)
+        out['continual'] = models
+        out['continual+avg'] = running_mean(models)
+    if 'independent' in which:
+        models = watson(stream, IndependentBlocks(eps), psgd, b0, seed)
+        out['independent'] = models
+        out['independent+avg'] = running_mean(models)
+    if 'sliding' in which:
+        out['sliding'] = watson(stream, SlidingWindowChain(3, eps), psgd, b0, seed)
+    if 'ftrl' in which:
+        out['ftrl_laplace'] = ftrl(stream, loss, b0, eps, seed, 'laplace', *ftrl_params)
+        out['ftrl_gauss_zcdp'] = ftrl(stream, loss, b0, eps, seed, 'gaussian', *ftrl_params)
+    if 'oneshot' in which:
+        x = _design(stream.x)
+        n = len(stream.y) // b0 * b0
+        m = psgd.release(x[:n], stream.y[:n], n, eps, noise.seeded(seed).derive('oneshot'), 'all')
+        out['cumulative_oneshot'] = [(n // b0 - 1, np.asarray(m.weights))]
+    return loss, out
+
+
+def sweep(name, make_stream, epsilons, seeds, from_block=0, **kw):
+    rows = {}
+    for eps in epsilons:
+        for seed in seeds:
+            stream = make_stream(seed)
+            loss, out = methods(stream, eps, seed, **kw)
+            for method, models in out.items():
+                rows.setdefault(method, {}).setdefault(str(eps), []).append(
+                    score(stream, loss, models, from_block if method != 'cumulative_oneshot'
+                          else 0))
+        print(f'  {name} eps={eps} done', flush=True)
+    return rows
+
+
+def median_table(rows, key):
+    return {m: {e: float(np.median([r[key] for r in runs])) for e, runs in per.items()}
+            for m, per in rows.items()}
+
+
+def main():
+    t0 = time.time()
+    results = {}
+    ftrl_digits = (0.002, 2.0)
+    print('digits: accuracy vs epsilon (b0=64, B=4*b0, mu=0.01, 10 passes)', flush=True)
+    results['digits_eps'] = sweep(
+        'digits', streams.digits, EPSILONS, SEEDS, b0=64, blocks_per_base=4, mu=0.01,
+        passes=10, batch=4, ftrl_params=ftrl_digits,
+        which=('continual', 'independent', 'sliding', 'ftrl', 'oneshot'))
+    print('digits: cumulative one-shot PSGD at the paper reference mu=2e-3', flush=True)
+    results['digits_oneshot_ref'] = sweep(
+        'digits-ref', streams.digits, EPSILONS, SEEDS, b0=64, blocks_per_base=4, mu=0.002,
+        passes=10, batch=1, ftrl_params=ftrl_digits, which=('oneshot',))
+    print('digits: accuracy vs block size (eps in {10, 100})', flush=True)
+    results['digits_block'] = {}
+    for b0 in (32, 64, 128):
+        results['digits_block'][str(b0)] = sweep(
+            f'digits b0={b0}', streams.digits, (10.0, 100.0), SEEDS[:3], b0=b0,
+            blocks_per_base=4, mu=0.01, passes=10, batch=4, ftrl_params=ftrl_digits,
+            which=('continual', 'independent', 'ftrl'))
+    print('synthetic stationary: 4-class mixture d=20, b0=512, B=8*b0, 32 blocks', flush=True)
+    results['gauss_eps'] = sweep(
+        'gauss', lambda s: streams.gaussian_stream(s, 32, 512), EPSILONS, SEEDS[:3], b0=512,
+        blocks_per_base=8, mu=0.2, passes=3, batch=16, ftrl_params=(0.2, 2.0),
+        which=('continual', 'independent', 'ftrl'))
+    drift, window = 20, 7
+    print(f'synthetic drift at block {drift}: b0=128, 44 blocks, sliding k=3', flush=True)
+    results['drift_eps'] = sweep(
+        'drift', lambda s: streams.gaussian_stream(s, 44, 128, drift_block=drift),
+        (1.0, 10.0, 100.0, INF), SEEDS[:3], from_block=drift + 2 * window, b0=128,
+        blocks_per_base=4, mu=0.2, passes=3, batch=16, ftrl_params=(0.2, 2.0),
+        which=('continual', 'independent', 'sliding', 'ftrl'))
+    results['seconds'] = time.time() - t0
+    (HERE / 'results.json').write_text(json.dumps(results, indent=1))
+    print(f'wrote results.json in {results["seconds"]:.0f} s')
+
+
+if __name__ == '__main__':
+    sys.exit(main())
