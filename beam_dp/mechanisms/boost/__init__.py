@@ -12,7 +12,6 @@ from beam_dp.mechanisms.boost.state import BoostAnswer
 from beam_dp.mechanisms.boost.state import BoostRequest
 from beam_dp.mechanisms.boost.state import BoostState
 from beam_dp.mechanisms.boost.pmw_bypass import TreePMWBypass
-from beam_dp.mechanisms.boost.presets import pmw_bypass
 from beam_dp.mechanisms.boost.presets import preset
 
 __all__ = [
@@ -25,6 +24,5 @@ __all__ = [
     'Readiness',
     'RenyiFilters',
     'TreePMWBypass',
-    'pmw_bypass',
     'preset',
 ]
