@@ -53,3 +53,20 @@ def test_correlated_noise_is_detected():
     assert np.corrcoef(a, dup)[0, 1] > 0.99
     # Adjacent draws within one stream are independent too.
     assert abs(np.corrcoef(a[:-1], a[1:])[0, 1]) < threshold
+
+
+@pytest.mark.parametrize('scale', [0.7, 20.0])
+def test_keyed_source_goodness_of_fit_with_power(scale, monkeypatch):
+    """The secret-keyed PRF source drives the exact samplers to the same law (and the test
+    still detects a ±30% scale error)."""
+    monkeypatch.setenv('BDP_STAT_NOISE_KEY', 'f00dfeed' * 8)
+    rng = noise.KeyedRandom('env:BDP_STAT_NOISE_KEY').derive('statistical', scale)
+    x = noise.discrete_laplace(rng, scale, SAMPLE_SIZE)
+    assert chi2_pvalue(x, lambda y: noise.discrete_laplace_pmf(y, scale)) > P_THRESHOLD
+    assert variance_pvalue(x, noise.discrete_laplace_variance(scale)) > P_THRESHOLD
+    for wrong in (scale * (1 - FUDGE_FACTOR), scale * (1 + FUDGE_FACTOR)):
+        assert chi2_pvalue(x, lambda y, w=wrong: noise.discrete_laplace_pmf(y, w)) < P_THRESHOLD
+        assert variance_pvalue(x, noise.discrete_laplace_variance(wrong)) < P_THRESHOLD
+    g = noise.discrete_gaussian(rng.derive('gaussian'), 9.0, SAMPLE_SIZE)
+    assert chi2_pvalue(g, lambda y: noise.discrete_gaussian_pmf(y, 9.0)) > P_THRESHOLD
+    assert chi2_pvalue(g, lambda y: noise.discrete_gaussian_pmf(y, 9.0 * 1.69)) < P_THRESHOLD
