@@ -6,7 +6,7 @@ per-record ε it spent. ``ERMLedgerRow`` is the audit side output: every model's
 block range and the ledger's bound on any record's total after it. Both are NamedTuples with a
 fastavro schema; ``*_to_avro`` / ``*_from_avro`` convert losslessly.
 
-This module does not import Beam; the DoFn turns the pure driver's events into these records
+The pure driver does not import this module; the DoFn turns the pure driver's events into these records
 (``model_release_from_event``, ``ledger_row_from_event``) and registers ``RowCoder`` for them.
 
 ``privacy`` says what a record guarantees: ``EVENT_LEVEL`` for the honest calibration, or
@@ -16,6 +16,9 @@ This module does not import Beam; the DoFn turns the pure driver's events into t
 from typing import List, NamedTuple, Optional
 
 import fastavro
+
+from beam_dp.io.records import _datetime_to_micros
+from beam_dp.mechanisms.erm.psgd import NOT_DP_LABEL
 
 __all__ = [
     'ERMLedgerRow',
@@ -84,53 +87,26 @@ class ERMLedgerRow(NamedTuple):
 
 
 _LONG, _DOUBLE, _STRING = 'long', 'double', 'string'
+_TYPES = {int: _LONG, float: _DOUBLE, str: _STRING, bool: 'boolean',
+          List[float]: {'type': 'array', 'items': _DOUBLE}}
+_MICROS = {'type': _LONG, 'logicalType': 'timestamp-micros'}
 
-MODEL_RELEASE_SCHEMA = fastavro.parse_schema({
-    'type': 'record',
-    'name': 'ModelRelease',
-    'namespace': 'beam_dp',
-    'doc': 'One differentially private model released by a continual/sliding-window ERM.',
-    'fields': [
-        {'name': 'stream', 'type': _STRING},
-        {'name': 'release_id', 'type': _STRING},
-        {'name': 'algo', 'type': _STRING},
-        {'name': 'kind', 'type': _STRING},
-        {'name': 'level', 'type': _LONG},
-        {'name': 'block_lo', 'type': _LONG},
-        {'name': 'block_hi', 'type': _LONG},
-        {'name': 't_block', 'type': _LONG},
-        {'name': 'block_start_micros', 'type': {'type': _LONG,
-                                                'logicalType': 'timestamp-micros'}},
-        {'name': 'center_release_id', 'type': _STRING},
-        {'name': 'noise_scale', 'type': _DOUBLE},
-        {'name': 'eps_cost_per_record', 'type': _DOUBLE},
-        {'name': 'epsilon_total', 'type': _DOUBLE},
-        {'name': 'published', 'type': 'boolean'},
-        {'name': 'n_nominal', 'type': _LONG},
-        {'name': 'num_classes', 'type': _LONG},
-        {'name': 'feature_dim', 'type': _LONG},
-        {'name': 'weights', 'type': {'type': 'array', 'items': _DOUBLE}},
-        {'name': 'privacy', 'type': _STRING},
-    ],
-})
 
-ERM_LEDGER_SCHEMA = fastavro.parse_schema({
-    'type': 'record',
-    'name': 'ERMLedgerRow',
-    'namespace': 'beam_dp',
-    'doc': 'One per-record privacy charge of an ERM release, with the running worst-case bound.',
-    'fields': [
-        {'name': 'stream', 'type': _STRING},
-        {'name': 'release_id', 'type': _STRING},
-        {'name': 'component', 'type': _STRING},
-        {'name': 'block_lo', 'type': _LONG},
-        {'name': 'block_hi', 'type': _LONG},
-        {'name': 'eps_cost', 'type': _DOUBLE},
-        {'name': 'worst_bound', 'type': _DOUBLE},
-        {'name': 'budget', 'type': _DOUBLE},
-        {'name': 'privacy', 'type': _STRING},
-    ],
-})
+def _schema(record, doc: str, overrides=None) -> dict:
+    """The Avro schema of a NamedTuple record, field by field from its annotations."""
+    overrides = overrides or {}
+    fields = [{'name': name, 'type': overrides.get(name, _TYPES[kind])}
+              for name, kind in record.__annotations__.items()]
+    return fastavro.parse_schema({'type': 'record', 'name': record.__name__,
+                                  'namespace': 'beam_dp', 'doc': doc, 'fields': fields})
+
+
+MODEL_RELEASE_SCHEMA = _schema(
+    ModelRelease, 'One differentially private model released by a continual/sliding-window ERM.',
+    {'block_start_micros': _MICROS})
+ERM_LEDGER_SCHEMA = _schema(
+    ERMLedgerRow, 'One per-record privacy charge of an ERM release, with the running worst-case '
+    'bound.')
 
 
 def model_release_to_avro(release: ModelRelease) -> dict:
@@ -143,7 +119,7 @@ def model_release_from_avro(record: dict) -> ModelRelease:
     fields = dict(record)
     value = fields['block_start_micros']
     if hasattr(value, 'timestamp'):       # fastavro decodes timestamp-micros to datetime
-        fields['block_start_micros'] = _micros(value)
+        fields['block_start_micros'] = _datetime_to_micros(value)
     fields['weights'] = list(fields['weights'])
     return ModelRelease(**fields)
 
@@ -156,14 +132,7 @@ def ledger_row_from_avro(record: dict) -> ERMLedgerRow:
     return ERMLedgerRow(**record)
 
 
-def _micros(value) -> int:
-    import datetime
-    delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
 def _privacy(event) -> str:
-    from beam_dp.mechanisms.erm.psgd import NOT_DP_LABEL
     return NOT_DP_LABEL if event.model.not_dp else EVENT_LEVEL
 
 

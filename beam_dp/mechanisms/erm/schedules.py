@@ -91,8 +91,15 @@ def _v2(x: int) -> int:
     return (x & -x).bit_length() - 1
 
 
-def _check_epsilon(owner: str, name: str, value: float) -> float:
-    return v.check_positive(owner, name, value, allow_inf=True)
+def _check_common(schedule) -> None:
+    """blocks_per_base, epsilon (∞ = the non-private reference), max_level, sampling."""
+    owner = type(schedule).__name__
+    v.check_positive_int(owner, 'blocks_per_base', schedule.blocks_per_base)
+    v.check_positive(owner, 'epsilon', schedule.epsilon, allow_inf=True)
+    if schedule.max_level is not None:
+        v.check_non_negative_int(owner, 'max_level', schedule.max_level)
+    if schedule.sampling and math.isinf(schedule.epsilon):
+        raise InvalidParamsError(f'{owner}: sampling needs a finite epsilon.')
 
 
 def _sized_job(eps: float, sampling: bool, k: int, **fields) -> TrainJob:
@@ -126,13 +133,7 @@ class DyadicERMSchedule:
     sampling: bool = False
 
     def __post_init__(self):
-        owner = type(self).__name__
-        v.check_positive_int(owner, 'blocks_per_base', self.blocks_per_base)
-        _check_epsilon(owner, 'epsilon', self.epsilon)
-        if self.max_level is not None:
-            v.check_non_negative_int(owner, 'max_level', self.max_level)
-        if self.sampling and math.isinf(self.epsilon):
-            raise InvalidParamsError(f'{owner}: sampling needs a finite epsilon.')
+        _check_common(self)
 
     def init_state(self) -> DyadicState:
         return DyadicState()
@@ -195,15 +196,10 @@ class ContinualReleaseSchedule:
     sampling: bool = False
 
     def __post_init__(self):
+        _check_common(self)
         owner = type(self).__name__
-        v.check_positive_int(owner, 'blocks_per_base', self.blocks_per_base)
-        _check_epsilon(owner, 'epsilon', self.epsilon)
         v.check_probability(owner, 'base_fraction', self.base_fraction, allow_zero=False)
         v.check_choice(owner, 'variant', self.variant, ('pseudocode', 'chain'))
-        if self.max_level is not None:
-            v.check_non_negative_int(owner, 'max_level', self.max_level)
-        if self.sampling and math.isinf(self.epsilon):
-            raise InvalidParamsError(f'{owner}: sampling needs a finite epsilon.')
 
     @property
     def epsilon_base(self) -> float:
