@@ -26,7 +26,7 @@ def test_costs_carry_a_relation():
     assert (swap + swap).relation == SWAP_ONE and (swap + PrivacyCost()).relation == SWAP_ONE
     assert swap.scale(3).relation == SWAP_ONE
     with pytest.raises(InvalidParamsError, match='different neighbouring relations'):
-        swap + PrivacyCost(epsilon=1)                       # pylint: disable=expression-not-assigned
+        _ = swap + PrivacyCost(epsilon=1)
     with pytest.raises(InvalidParamsError, match='as_swap_one'):
         compose_parallel([swap, PrivacyCost(epsilon=1)])
     with pytest.raises(InvalidParamsError, match='add_remove and swap_one'):
@@ -54,7 +54,7 @@ def test_one_accountant_refuses_mixed_relations():
     accountant.spend('ContinualCountPerKey', BinaryTreeCounter(horizon=8, epsilon=1).privacy_cost())
     pmwg = PMWG(epsilon=1.0, alpha=0.1, n=1000, domain_size=64).privacy_cost()
     with pytest.raises(InvalidParamsError, match='PMWGQueries declares a swap_one cost .* '
-                                                 'composes add_remove costs .*ContinualCountPerKey'):
+                       'composes add_remove costs .*ContinualCountPerKey'):
         accountant.spend('PMWGQueries', pmwg)
     with pytest.raises(InvalidParamsError, match='as_swap_one'):
         accountant.fits(pmwg)

@@ -57,7 +57,8 @@ def test_key_secure_and_bad_arguments(no_opt_in):
 @pytest.mark.parametrize('runner,options', [
     (None, None), ('DirectRunner', None), ('BundleBasedDirectRunner', {}),
     ('PrismRunner', {}), (None, {'runner': 'FnApiRunner'}),
-    ('FlinkRunner', {'flink_master': '[local]'}), ('FlinkRunner', {'flink_master': 'localhost:8081'}),
+    ('FlinkRunner', {'flink_master': '[local]'}),
+    ('FlinkRunner', {'flink_master': 'localhost:8081'}),
 ])
 def test_seed_allowed_on_local_runners(runner, options):
     noise.check_runner('T', noise.seeded(1), runner, options)
