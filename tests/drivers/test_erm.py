@@ -160,3 +160,14 @@ def test_reproduce_paper_outputs_are_labelled_not_dp():
     release = records.model_release_from_event('s', result.events[0], 1.0, 3, RAW + 1, 0)
     assert release.privacy == NOT_DP_LABEL
     assert records.ledger_row_from_event('s', result.events[0], 1.0).privacy == NOT_DP_LABEL
+
+
+def test_stream_state_pickles_for_beam_state():
+    import pickle
+    driver = make_driver(SlidingWindowChain(2, 1.0))
+    result = reference(driver, 's', stream(blocks=5), noise.seeded(1))
+    state = pickle.loads(pickle.dumps(result.state))
+    more = [('record', 5 * BLOCK + 3, [0.5] * RAW, 1)]
+    a = driver.close_through(driver.add(result.state, [more[0][1:]])[0], 5, noise.seeded(1), 's')
+    b = driver.close_through(driver.add(state, [more[0][1:]])[0], 5, noise.seeded(1), 's')
+    assert [tuple(e.model.weights) for e in a[0]] == [tuple(e.model.weights) for e in b[0]]

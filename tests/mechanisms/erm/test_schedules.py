@@ -216,3 +216,16 @@ def test_bad_parameters_name_the_argument():
         DyadicERMSchedule(0, 1.0)
     with pytest.raises(InvalidParamsError, match='in order'):
         SlidingWindowChain(3, 1.0).on_block(SlidingWindowChain(3, 1.0).init_state(), 2)
+
+
+@pytest.mark.parametrize('policy', ['newest_bucket', 'all_levels'])
+def test_alg5_release_policies(policy):
+    schedule = SlidingWindowChain(3, 1.0, release_policy=policy)
+    state = schedule.init_state()
+    for t in range(1, 40):
+        step, state = schedule.on_block(state, t)
+        published = [j for j in step.jobs if j.publish]
+        if policy == 'all_levels':
+            assert published == list(step.jobs)
+        elif step.jobs:
+            assert len(published) == 1 and published[0].lo <= t - 1 < published[0].hi
