@@ -14,6 +14,8 @@ from apache_beam.transforms.window import TimestampedValue
 from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import PrivacyCost
+from beam_dp.accounting import SWAP_ONE
 from beam_dp.errors import BudgetExceededError
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.pmwg import PMWG
@@ -271,9 +273,9 @@ def test_mismatched_windowing_is_refused():
 
 
 def test_budget_exceeded_at_construction_before_any_data():
-    accountant = BudgetAccountant(PrivacyBudget(epsilon=1.0))
+    accountant = BudgetAccountant(PrivacyBudget(epsilon=1.0), relation=SWAP_ONE)
     pmwg(epsilon=0.6, accountant=accountant, label='First')   # fits: checked, not yet spent
-    accountant.spend('other', PrivacyBudget(epsilon=0.6).as_cost())
+    accountant.spend('other', PrivacyCost(epsilon=0.6, relation=SWAP_ONE))
     with pytest.raises(BudgetExceededError):
         pmwg(epsilon=0.6, accountant=accountant)
 
