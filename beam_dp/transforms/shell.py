@@ -13,12 +13,15 @@ driver (``beam_dp/drivers/``) and a thin transform built on this shell:
    ``self.label``) and end ``__init__`` with ``self.check_budget()``: the accountant checks
    all costs together, before any data is read.
 2. **expand()** — start with ``self.spend_budget()`` (records the costs once, all or none);
-   route malformed records with ``dead_letter(...)`` to the ``DEAD_LETTER`` tagged output;
-   seed every stateful shard at ``start`` with ``seeds_at_start`` + ``merge_seeds`` (labels
+   in the extracting DoFn, ``extract_key``/``extract_unit`` and the driver raise
+   ``InvalidRecordError`` with the reason, which goes out as ``dead_letter(...)`` on the
+   ``DEAD_LETTER`` tagged output; seed every stateful shard at ``start`` with
+   ``seeds_at_start`` + ``merge_seeds`` (labels
    'ShardSeeds'/'SeedAtStart'/'MergeSeeds'; the merged collection is typed ``Tuple[int, Any]``
    so the stateful DoFn's key coder is deterministic); end with ``merge_dead_letters``
    ('MergeDeadLetters') and return ``ContinualOutputs``.
-3. **Stateful DoFns** — keyed by an int shard (or by ``key_bytes(...)`` of any other id, never a
+3. **Stateful DoFns** — subclass ``DriverFn`` (keeps the driver, label, noise source, clock),
+   keyed by an int shard (or by ``key_bytes(...)`` of any other id, never a
    ``FastPrimitivesCoder`` key); on the first element of a shard call ``start_timers`` (first
    release at ``release_time_micros(0)``; an end-of-input timer when the clock has no last
    step, which stops the loop when a bounded input ends); re-arm with ``next_release_time``;
