@@ -65,8 +65,8 @@ def classify(live: Dict[Hashable, int], record_id, op: int) -> Optional[str]:
 class DynamicDriver(KeyDriver):
     """Payloads are tuples of raw (record_id, op) updates; ``registry`` is {live id: bin}."""
 
-    def __init__(self, mechanism, selection, construction: str):
-        super().__init__(mechanism, selection)
+    def __init__(self, mechanism, selection, construction: str, clock=None):
+        super().__init__(mechanism, selection, clock)
         self.construction = construction
 
     def empty(self):

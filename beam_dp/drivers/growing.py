@@ -49,6 +49,7 @@ __all__ = [
     'process',
     'refusal_message',
     'run_instance',
+    'split_due',
 ]
 
 RECORD, QUERY = 0, 1
@@ -228,6 +229,11 @@ class InstanceOutput:
 def order(items: Sequence[tuple]) -> List[tuple]:
     """Event-time order: (timestamp, records before queries, domain element / query id)."""
     return sorted(items, key=lambda i: i[:3])
+
+
+def split_due(items: Sequence[tuple], upto: int) -> Tuple[List[tuple], List[tuple]]:
+    """(due, rest): the pending items stamped ≤ ``upto`` in ``order``, and the later ones."""
+    return order(i for i in items if i[0] <= upto), [i for i in items if i[0] > upto]
 
 
 def process(engine: GrowingEngine, state, due: Sequence[tuple], base: noise.RandomSource,

@@ -19,6 +19,7 @@ import math
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 from beam_dp import noise
+from beam_dp.drivers.clock import StepClock
 from beam_dp.mechanisms.key_selection import ContinualKeySelection
 from beam_dp.mechanisms.key_selection import KeySelectionState
 
@@ -86,9 +87,11 @@ class KeyDriver:
     clock), so step s is tick s + 1 — for the selection (global) and, shifted by the origin, for
     the mechanism. Every noise address is the mechanism's own, at that tick."""
 
-    def __init__(self, mechanism, selection: Optional[ContinualKeySelection]):
+    def __init__(self, mechanism, selection: Optional[ContinualKeySelection],
+                 clock: Optional[StepClock] = None):
         self.mechanism = mechanism
         self.selection = selection
+        self.clock = clock
 
     # Payload plumbing (overridden).
     def empty(self):
@@ -132,6 +135,21 @@ class KeyDriver:
         if state.origin_step is None:
             return state.last_step + 1        # a candidate is evaluated on every step
         return min([self._next_event(state)] + later)
+
+    def wake_micros(self, wake: Optional[int]) -> Optional[int]:
+        """When the timer of step ``wake`` fires (its release time on the clock), or None if
+        there is nothing to wake for (no step, or past the clock's last step)."""
+        if wake is None or not self.clock.is_released(wake):
+            return None
+        return self.clock.release_time_micros(wake)
+
+    @staticmethod
+    def split_due(pending: Sequence[Tuple[int, Any]], wake: int):
+        """(due, rest): the buffered (step, payload) up to ``wake``, and the later ones."""
+        due, rest = [], []
+        for item in pending:
+            (due if item[0] <= wake else rest).append(item)
+        return due, rest
 
     def _next_event(self, state: KeyState) -> int:
         return self.mechanism.next_event_tick(state.mechanism_state) + state.origin_step - 1

@@ -97,7 +97,7 @@ class DynamicCountPerKey(SegmentedPerKey):
     @property
     def driver(self) -> DynamicDriver:
         selection = None if self._private is None else self._private.selection(1)
-        return DynamicDriver(self._mechanism, selection, self._construction)
+        return DynamicDriver(self._mechanism, selection, self._construction, self._clock)
 
     def _parse(self, record):
         rid, op = self._update_fn(record)

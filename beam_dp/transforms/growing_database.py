@@ -243,9 +243,7 @@ class _GrowingFn(beam.DoFn):
     def _flush_release(self, upto: int, instance, meta, pending, armed, flush, close: bool):
         """Processes every pending item stamped ≤ ``upto`` in order, emits, and re-arms (or, on
         ``close``, finalises the window's instance and clears its state)."""
-        items = list(pending.read())
-        due = driver.order(i for i in items if i[0] <= upto)
-        rest = [i for i in items if i[0] > upto]
+        due, rest = driver.split_due(list(pending.read()), upto)
         info = meta.read() or {}
         user_key, wid = info.get('instance', (None, None))
         if due:

@@ -33,7 +33,6 @@ mechanism starts on a local clock whose first tick carries everything since the 
 record; nothing before it is released.
 """
 
-import typing
 from typing import Any, Callable, Optional, Sequence
 
 import apache_beam as beam
@@ -54,7 +53,6 @@ from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.segmented import KeyDriver
-from beam_dp.drivers.segmented import KeyState
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.records import Release
@@ -100,7 +98,7 @@ class _ExtractFn(beam.DoFn):
         yield key, (step, payload)
 
 
-class _SegmentReleaseFn(beam.DoFn):
+class _SegmentReleaseFn(shell.DriverFn):
     """Keyed by key: pending (step, payload) in a Bag, the KeyState in one cell, one timer."""
 
     KEY_STATE = ReadModifyWriteStateSpec('key_state', PickleCoder())
@@ -109,23 +107,19 @@ class _SegmentReleaseFn(beam.DoFn):
     RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
-    def __init__(self, driver: KeyDriver, clock: StepClock, label: str,
-                 rng: noise.RandomSource, metadata: dict, histogram: bool):
-        self._driver = driver
-        self._clock = clock
-        self._label = label
-        self._rng = rng
+    def __init__(self, driver: KeyDriver, label: str, rng: noise.RandomSource, metadata: dict,
+                 histogram: bool):
+        super().__init__(driver, label, rng)
         self._metadata = metadata
         self._histogram = histogram
 
-    def _arm(self, timer, state: KeyState, wake: Optional[int]):
-        if wake is None or not self._clock.is_released(wake):
-            return state, None
-        micros = self._clock.release_time_micros(wake)
-        if micros >= shell.MAX_MICROS:
-            return state, None
+    def _arm(self, timer, wake: Optional[int]) -> Optional[int]:
+        """Sets the timer for step ``wake``; returns the armed step (None: nothing armed)."""
+        micros = self._driver.wake_micros(wake)
+        if micros is None or micros >= shell.MAX_MICROS:
+            return None
         timer.set(Timestamp(micros=micros))
-        return state, wake
+        return wake
 
     def process(self, element, key_state=beam.DoFn.StateParam(KEY_STATE),
                 pending=beam.DoFn.StateParam(PENDING),
@@ -137,8 +131,7 @@ class _SegmentReleaseFn(beam.DoFn):
             shell.arm_end_of_input(self._clock, end_timer)
         if stored is None and item is None:          # a public key's seed at ``start``
             state = self._driver.init_state(None, self._rng.derive(self._label, key), False)
-            state, wake = self._arm(release_timer, state, self._driver.next_wake(state, []))
-            key_state.write((state, wake))
+            key_state.write((state, self._arm(release_timer, self._driver.next_wake(state, []))))
             return
         state, wake = stored if stored is not None else (None, None)
         step, payload = item
@@ -150,11 +143,8 @@ class _SegmentReleaseFn(beam.DoFn):
         # A private key's candidate state is created at its first firing, from the earliest
         # buffered step (elements arrive in any order).
         if wake is None or step < wake:
-            if state is None:
-                state, wake = self._arm(release_timer, None, step)
-            else:
-                state, wake = self._arm(release_timer, state,
-                                        self._driver.next_wake(state, [step]))
+            wake = self._arm(release_timer, step if state is None
+                             else self._driver.next_wake(state, [step]))
         key_state.write((state, wake))
 
     @on_timer(RELEASE_TIMER)
@@ -166,9 +156,7 @@ class _SegmentReleaseFn(beam.DoFn):
         state, wake = key_state.read()
         if wake is None:
             return
-        due, rest = [], []
-        for item in pending.read():
-            (due if item[0] <= wake else rest).append(item)
+        due, rest = self._driver.split_due(pending.read(), wake)
         if state is None:
             state = self._driver.init_state(min(s for s, _ in due), None, True)
         pending.clear()
@@ -176,9 +164,8 @@ class _SegmentReleaseFn(beam.DoFn):
             pending.add(item)
         out, state = self._driver.process(state, due, wake, self._rng.derive(self._label, key),
                                           self._rng.derive(self._label, 'select', key))
-        state, wake = self._arm(release_timer, state,
-                                self._driver.next_wake(state, [s for s, _ in rest]))
-        key_state.write((state, wake))
+        key_state.write((state, self._arm(release_timer,
+                                          self._driver.next_wake(state, [s for s, _ in rest]))))
         for step, reason, update in out.rejected:
             yield shell.dead_letter(self._label, 'ReleaseSegments', reason, update,
                                     self._clock.step_end(step) - 1)
@@ -251,7 +238,7 @@ class SegmentedPerKey(shell.ShellTransform):
     def driver(self) -> KeyDriver:
         """The pure per-key driver this transform runs (drive it by hand for a reference)."""
         selection = None if self._private is None else self._private.selection(1)
-        return self._driver_class(self._mechanism, selection)
+        return self._driver_class(self._mechanism, selection, self._clock)
 
     @property
     def clock(self) -> StepClock:
@@ -290,7 +277,7 @@ class SegmentedPerKey(shell.ShellTransform):
                                          key_type=str)
         inputs = shell.merge_seeds(extracted.valid, seeds, key_type=str)
         released = inputs | 'ReleaseSegments' >> beam.ParDo(_SegmentReleaseFn(
-            self.driver, clock, label, self.rng, self._metadata(),
+            self.driver, label, self.rng, self._metadata(),
             self._metric == 'histogram')).with_outputs(DEAD_LETTER, main='releases')
         releases = released.releases
         releases.element_type = Release

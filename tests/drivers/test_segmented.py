@@ -7,11 +7,13 @@ import pytest
 
 from beam_dp import PrivacyBudget
 from beam_dp import noise
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.segmented import CounterDriver
+from beam_dp.drivers.segmented import KeyDriver
 from beam_dp.drivers.segmented import KeyState
 from beam_dp.drivers.segmented import mechanism_tick
 from beam_dp.drivers.segmented import reference_releases
-from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 
 NOISE_FREE = SparseCounter(1e6)
@@ -102,3 +104,16 @@ def test_key_state_names_what_it_holds():
     fields = set(KeyState.__dataclass_fields__)
     assert fields == {'last_step', 'selection', 'origin_step', 'candidate_input',
                       'mechanism_state', 'registry'}
+
+
+def test_wake_times_come_from_the_clock_and_stop_after_the_last_step():
+    clock = StepClock(start_micros=1_000, step_micros=10, allowed_lateness_micros=5, last_step=3)
+    d = CounterDriver(NOISE_FREE, None, clock)
+    assert d.wake_micros(0) == 1_015          # end of step 0 + lateness
+    assert d.wake_micros(3) == 1_045
+    assert d.wake_micros(4) is None and d.wake_micros(None) is None
+
+
+def test_split_due():
+    due, rest = KeyDriver.split_due([(3, 'a'), (1, 'b'), (5, 'c'), (3, 'd')], 3)
+    assert due == [(3, 'a'), (1, 'b'), (3, 'd')] and rest == [(5, 'c')]
