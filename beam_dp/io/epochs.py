@@ -6,6 +6,8 @@ from typing import NamedTuple, Optional
 
 import apache_beam as beam
 
+from beam_dp.errors import InvalidRecordError
+
 __all__ = [
     'EPOCH_RELEASE_SCHEMA',
     'EpochReleaseRecord',
@@ -60,4 +62,12 @@ def epoch_release_to_avro(record: EpochReleaseRecord) -> dict:
 
 
 def epoch_release_from_avro(record: dict) -> EpochReleaseRecord:
-    return EpochReleaseRecord(**record)
+    """The ``EpochReleaseRecord`` of an Avro dict.
+
+    Raises:
+      InvalidRecordError: if a field is missing or unknown.
+    """
+    try:
+        return EpochReleaseRecord(**record)
+    except TypeError as e:
+        raise InvalidRecordError(f'epoch_release_from_avro: invalid epoch record: {e}') from e
