@@ -24,10 +24,12 @@ __all__ = [
     'COVID_LEARNING_RATE',
     'LearningRate',
     'Readiness',
+    'readonly',
 ]
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
+def readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only (states are immutable; shared by the Boost modules)."""
     a.setflags(write=False)
     return a
 
@@ -67,7 +69,7 @@ class Readiness:
 
     def initial_threshold(self, domain_size: int) -> np.ndarray:
         c0 = self.c0 if self.cap is None else min(self.c0, self.cap)
-        return _readonly(np.full(domain_size, float(c0)))
+        return readonly(np.full(domain_size, float(c0)))
 
     def is_ready(self, count: np.ndarray, thr: np.ndarray, support: np.ndarray) -> bool:
         """All (or all but ``quantile``) bins of supp(q) have count ≥ thr."""
@@ -87,7 +89,7 @@ class Readiness:
         if self.cap is not None:
             target = min(target, self.cap)
         new[support] = np.maximum(new[support], target)
-        return _readonly(new)
+        return readonly(new)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Optional
 import numpy as np
 
 from beam_dp.mechanisms.boost.heuristic import Readiness
+from beam_dp.mechanisms.boost.heuristic import readonly as _readonly
 from beam_dp.mechanisms.pmw import mw_update
 from beam_dp.mechanisms.pmw import public_estimate
 from beam_dp.mechanisms.pmw import uniform_log_histogram
@@ -29,11 +30,6 @@ __all__ = [
     'uniform_node',
     'warm_copy',
 ]
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 def query_support(query: LinearQuery) -> np.ndarray:

@@ -7,6 +7,7 @@ import numpy as np
 
 from beam_dp.mechanisms.boost.cache import PMap
 from beam_dp.mechanisms.boost.filters import BlockFilters
+from beam_dp.mechanisms.boost.heuristic import readonly
 from beam_dp.mechanisms.boost.histogram import NodeHistogram
 from beam_dp.queries import LinearQuery
 
@@ -17,11 +18,6 @@ __all__ = [
     'Run',
     'readonly',
 ]
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 @dataclasses.dataclass(frozen=True)
