@@ -342,6 +342,22 @@ class BLTCounter:
             j += 1
         return float(total)
 
+    def variances(self, horizon: int) -> np.ndarray:
+        """release_variance(t) for t = 1..T, vectorised (same sums)."""
+        n = 1 << max(4, (horizon - 1).bit_length())
+        cum = self._b_squared_cumsum(n)
+        t = np.arange(1, horizon + 1)
+        total = np.zeros(horizon)
+        lo, j = 1, 0
+        while lo <= horizon:
+            hi = 1 if j == 0 else 1 << j
+            reached = t >= lo
+            tt = t[reached]
+            top = np.minimum(tt, hi)
+            total[reached] += self.step_noise_variance(lo) * (cum[tt - lo + 1] - cum[tt - top])
+            lo, j = hi + 1, j + 1
+        return total
+
     @property
     def noise_stddev(self) -> float:
         """The largest per-step noise std up to the horizon (design horizon when unbounded)."""

@@ -15,17 +15,19 @@ from beam_dp.mechanisms import blt
 from beam_dp.mechanisms import blt_optimize
 from beam_dp.mechanisms import blt_tables
 from beam_dp.mechanisms.blt import BLTCounter
-from tests.mechanisms.contract import ContinualMechanismContract
+from tests.mechanisms.contract import CounterContract
 
 
-class TestBLTContract(ContinualMechanismContract):
+class TestBLTContract(CounterContract):
 
     def make(self, **overrides):
         kwargs = dict(horizon=64, rho=0.5, dimension=3)
         kwargs.update(overrides)
-        if 'epsilon' in kwargs:                 # The contract's frozen-ness probe uses epsilon.
-            kwargs['rho'] = kwargs.pop('epsilon') ** 2
         return BLTCounter(**kwargs)
+
+    def invalid_params(self):
+        return super().invalid_params() + [({'slack_fraction': 0.0}, 'slack_fraction'),
+                                           ({'theta': (0.5,)}, 'theta and weights')]
 
     def make_noise_free(self):
         return self.make(rho=1e16, slack_fraction=1e-12)

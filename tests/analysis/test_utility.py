@@ -1,0 +1,99 @@
+"""Utility analysis: closed forms match each mechanism's release_variance, the selector picks
+the lowest expected error, the CLI prints and plots."""
+
+import pytest
+
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.analysis import best_pure_counter
+from beam_dp.analysis import counter_variances
+from beam_dp.analysis import expected_error
+from beam_dp.analysis import select_counter
+from beam_dp.analysis.__main__ import main
+from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms import BinaryTreeCounter
+from beam_dp.mechanisms import InfiniteTreeCounter
+from beam_dp.mechanisms.blt import BLTCounter
+from beam_dp.mechanisms.kary_tree import KaryTreeCounter
+from beam_dp.mechanisms.per_step import PerStepCounter
+
+
+@pytest.mark.parametrize('mechanism', [
+    BinaryTreeCounter(horizon=300, epsilon=1.0),
+    BinaryTreeCounter(horizon=300, rho=0.5, estimator='textbook'),
+    InfiniteTreeCounter(epsilon=1.0),
+    InfiniteTreeCounter(rho=0.5, estimator='textbook'),
+    KaryTreeCounter(horizon=300, epsilon=1.0, k=7),
+    PerStepCounter(rho=0.2),
+    BLTCounter(rho=0.5, horizon=300),
+    BLTCounter(rho=0.5, design_horizon=256),
+])
+def test_vectorised_variances_equal_release_variance(mechanism):
+    curve = counter_variances(mechanism, 300)
+    for t in (1, 2, 3, 7, 8, 63, 64, 127, 255, 256, 299, 300):
+        assert curve[t - 1] == pytest.approx(mechanism.release_variance(t), rel=1e-9)
+
+
+def test_zcdp_picks_blt_and_reports_the_issue_numbers():
+    report = expected_error(PrivacyBudget(rho=0.5), 2 ** 16)
+    assert report.chosen.name == 'blt'
+    by_name = {e.name: e for e in report.estimates}
+    assert by_name['binary_tree[variance_reduced]'].rmse == pytest.approx(8.65, abs=0.01)
+    assert by_name['sqrt_factorization'].max_std == pytest.approx(4.60, abs=0.01)
+    assert by_name['blt'].max_std <= 1.02 * by_name['sqrt_factorization'].max_std
+    assert isinstance(select_counter(PrivacyBudget(rho=0.5), 2 ** 16), BLTCounter)
+
+
+def test_pure_epsilon_daily_year():
+    report = expected_error(PrivacyBudget(epsilon=1.0), 366)
+    by_name = {e.name: e for e in report.estimates}
+    assert report.chosen.name.startswith('kary_tree')
+    assert report.chosen.rmse < by_name['per_step_summed'].rmse < by_name[
+        'infinite_tree[variance_reduced]'].rmse
+    assert by_name['infinite_tree[variance_reduced]'].rmse == pytest.approx(28.2, abs=0.05)
+    unbounded = expected_error(PrivacyBudget(epsilon=1.0), None, evaluation_horizon=366)
+    assert unbounded.chosen.name == 'per_step_summed'
+
+
+@pytest.mark.parametrize('horizon', [1, 2, 5, 40, 366, 4096, 2 ** 20])
+def test_choice_is_never_worse_than_per_step_noise(horizon):
+    report = expected_error(PrivacyBudget(epsilon=1.0), horizon)
+    per_step = next(e for e in report.estimates if e.name == 'per_step_summed')
+    assert report.chosen.rmse <= per_step.rmse
+    assert isinstance(best_pure_counter(horizon, 1.0), (KaryTreeCounter, PerStepCounter,
+                                                         BinaryTreeCounter))
+
+
+def test_approximate_dp_compares_both_notions():
+    tight = expected_error(PrivacyBudget(epsilon=1.0, delta=1e-300), 64)
+    loose = expected_error(PrivacyBudget(epsilon=1.0, delta=1e-3), 2 ** 12)
+    assert {e.notion for e in tight.estimates} == {'pure', 'zcdp'}
+    assert loose.chosen.name == 'blt'
+    assert tight.chosen.notion == 'pure'          # δ = 1e-300: Laplace beats Gaussian
+
+
+def test_selector_is_a_pure_function_of_public_parameters():
+    a = select_counter(PrivacyBudget(rho=0.1), None, dimension=4, l1_sensitivity=3.0,
+                       l2_sensitivity=2.0, evaluation_horizon=1000)
+    b = select_counter(PrivacyBudget(rho=0.1), None, dimension=4, l1_sensitivity=3.0,
+                       l2_sensitivity=2.0, evaluation_horizon=1000)
+    assert a == b and a.dimension == 4 and a.privacy_cost().rho == pytest.approx(0.1)
+
+
+def test_bad_arguments():
+    with pytest.raises(InvalidParamsError, match='budget'):
+        expected_error(0.5, 10)
+    with pytest.raises(InvalidParamsError, match='objective'):
+        expected_error(PrivacyBudget(rho=0.5), 10, objective='median')
+    with pytest.raises(InvalidParamsError, match='horizon'):
+        expected_error(PrivacyBudget(rho=0.5), 0)
+
+
+def test_cli_prints_the_table_and_saves_a_plot(tmp_path, capsys):
+    path = tmp_path / 'errors.png'
+    assert main(['--rho', '0.5', '--horizon', '1024', '--plot', str(path)]) == 0
+    out = capsys.readouterr().out
+    assert '<- picked' in out and 'blt' in out and 'sqrt_factorization' in out
+    assert path.stat().st_size > 1000
+    assert main(['--epsilon', '1', '--horizon', 'none', '--evaluation-horizon', '100',
+                 '--json']) == 0
+    assert '"chosen"' in capsys.readouterr().out
