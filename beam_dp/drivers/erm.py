@@ -1,13 +1,15 @@
 """The continual / sliding-window ERM driver (pure, no Beam): what a DoFn keyed by stream calls.
 
-One stream (one key in the global window) is a sequence of event-time blocks of public length
-``block_micros`` starting at ``start_micros``; block b is [start + b·len, start + (b+1)·len).
+One stream (one key in the global window) is a sequence of event-time blocks on the shared public
+``StepClock`` (block b = the clock's step b, [start + b·len, start + (b+1)·len)); ``driver.clock``
+is what the shell's ``DriverFn`` caches.
 The DoFn keeps one ``StreamState`` in a ReadModifyWrite cell and
 
 * on each element calls ``add(state, [(timestamp_micros, x, y)])``: malformed records and
   records of already-released blocks (late) come back as (reason, record) for the dead-letter
   output and never enter state;
-* sets an event-time timer at ``release_time(b)`` = end of block b + allowed lateness, and when
+* sets an event-time timer at ``release_time(b)`` = end of block b + allowed lateness (the
+  clock's ``release_time_micros``), and when
   it fires calls ``close_through(state, b, rng, stream)``: blocks next_block..b are closed in
   index order (empty blocks included), each becomes exactly the mechanism's n_max nominal
   records — a uniform random subsample without replacement if more arrived (not first-come),
@@ -32,7 +34,9 @@ from typing import Any, Iterable, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from beam_dp import _validation as v
+from beam_dp.drivers.clock import StepClock
 from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms.erm.losses import clip_features
 from beam_dp.mechanisms.erm.psgd import permutation
 from beam_dp.mechanisms.erm.release import ERMRelease
@@ -68,21 +72,20 @@ class ReferenceResult(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class ERMStreamDriver:
-    """Drives an ``ERMRelease`` over event-time blocks of one stream.
+    """Drives an ``ERMRelease`` over the event-time blocks of one stream.
 
     Args:
       mechanism: the ``ERMRelease`` (schedule, optimiser, n_max, feature_dim).
       raw_dim: length of an input feature vector (feature_dim − 1 with ``fit_intercept``).
+      clock: the public block grid (``StepClock``: block b = step b, released at its end plus
+        the allowed lateness; a ``last_step`` ends the stream). Default: 1 µs blocks from 0,
+        i.e. a record's timestamp is its block index (count-based blocks, notebooks).
       fit_intercept: append a constant 1 before clipping.
-      start_micros, block_micros: the public block grid.
-      allowed_lateness_micros: how long after a block's end its records are still accepted.
     """
     mechanism: ERMRelease
     raw_dim: int
+    clock: StepClock = StepClock(0, 1)
     fit_intercept: bool = True
-    start_micros: int = 0
-    block_micros: int = 1
-    allowed_lateness_micros: int = 0
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -90,30 +93,27 @@ class ERMStreamDriver:
             raise InvalidParamsError(f'{owner}: mechanism must be an ERMRelease, got '
                                      f'{self.mechanism!r}.')
         v.check_positive_int(owner, 'raw_dim', self.raw_dim)
-        v.check_positive_int(owner, 'block_micros', self.block_micros)
-        v.check_non_negative_int(owner, 'allowed_lateness_micros', self.allowed_lateness_micros)
+        if not isinstance(self.clock, StepClock):
+            raise InvalidParamsError(f'{owner}: clock must be a StepClock, got {self.clock!r}.')
         if self.raw_dim + int(self.fit_intercept) != self.mechanism.feature_dim:
             raise InvalidParamsError(
                 f'{owner}: raw_dim + fit_intercept ({self.raw_dim + int(self.fit_intercept)}) '
                 f'must equal mechanism.feature_dim ({self.mechanism.feature_dim}).')
 
     # --- the block grid (public) ---
-    def block_of(self, timestamp_micros: int) -> Optional[int]:
-        if timestamp_micros < self.start_micros:
-            return None
-        return (int(timestamp_micros) - self.start_micros) // self.block_micros
-
     def block_start(self, block: int) -> int:
-        return self.start_micros + block * self.block_micros
+        return self.clock.step_bounds(block)[0]
 
     def release_time(self, block: int) -> int:
         """The event time at which block ``block`` is final (the DoFn's timer)."""
-        return self.block_start(block + 1) + self.allowed_lateness_micros
+        return self.clock.release_time_micros(block)
 
     def last_final_block(self, watermark_micros: int) -> int:
         """The last block whose release time is ≤ the watermark (−1 if none)."""
-        span = watermark_micros - self.start_micros - self.allowed_lateness_micros
-        return span // self.block_micros - 1
+        clock = self.clock
+        last = (watermark_micros - clock.start_micros - clock.allowed_lateness_micros
+                ) // clock.step_micros - 1
+        return last if clock.last_step is None else min(last, clock.last_step)
 
     # --- state ---
     def init_state(self) -> StreamState:
@@ -143,11 +143,13 @@ class ERMStreamDriver:
             if parsed is None:
                 rejected.append((reason, record))
                 continue
-            block = self.block_of(parsed[0])
-            if block is None:
-                rejected.append(('before start: timestamp precedes start_micros', record))
-            elif block < state.next_block:
-                rejected.append((f'late: block {block} was already released', record))
+            try:
+                block = self.clock.checked_step(parsed[0])
+            except InvalidRecordError as e:
+                rejected.append((str(e), record))
+                continue
+            if block < state.next_block:
+                rejected.append((self.clock.late_reason(block), record))
             else:
                 pending.setdefault(block, []).append((parsed[1], parsed[2]))
         new = dataclasses.replace(state, pending=tuple(
@@ -170,7 +172,10 @@ class ERMStreamDriver:
 
     def close_through(self, state: StreamState, block: int, rng: RandomSource, stream: str
                       ) -> Tuple[Tuple[ReleaseEvent, ...], StreamState]:
-        """Closes and releases blocks next_block..block in index order."""
+        """Closes and releases blocks next_block..block in index order (never past the clock's
+        last step)."""
+        if self.clock.last_step is not None:
+            block = min(block, self.clock.last_step)
         stream_rng = rng.derive('erm', stream)
         pending = dict(state.pending)
         mech, events = state.mech, []
@@ -202,7 +207,7 @@ def reference(driver: ERMStreamDriver, stream: str, inputs: Sequence, rng: Rando
         state, bad = driver.add(state, [record])
         rejected.extend(bad)
         if not bad:
-            last_seen = max(last_seen, driver.block_of(record[0]))
+            last_seen = max(last_seen, driver.clock.step_of(record[0]))
     final = last_seen if until_block is None else until_block
     if final >= state.next_block:
         out, state = driver.close_through(state, final, rng, stream)

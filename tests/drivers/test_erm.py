@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from beam_dp import noise
+from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.erm import ERMStreamDriver
 from beam_dp.drivers.erm import reference
 from beam_dp.errors import InvalidParamsError
@@ -29,8 +30,7 @@ RAW, N_MAX, BLOCK = 4, 6, 1000
 def make_driver(schedule=None, lateness=0, psgd=None):
     mech = ERMRelease(schedule or ContinualReleaseSchedule(2, 1.0),
                       psgd or PSGD(LOSS, mu=0.5, passes=2, batch_size=2), N_MAX, RAW + 1)
-    return ERMStreamDriver(mech, RAW, start_micros=0, block_micros=BLOCK,
-                           allowed_lateness_micros=lateness)
+    return ERMStreamDriver(mech, RAW, StepClock(0, BLOCK, lateness))
 
 
 def stream(blocks=10, per_block=5, seed=0):
@@ -82,7 +82,16 @@ def test_malformed_records_go_to_dead_letters():
            (5, [0.0] * RAW, True), ('x', [0.0] * RAW, 1), (-3, [0.0] * RAW, 1), 'garbage']
     state, rejected = driver.add(driver.init_state(), bad)
     assert len(rejected) == len(bad) and state.pending_records() == 0
-    assert all(reason.startswith(('malformed', 'before start')) for reason, _ in rejected)
+    assert all(reason.startswith(('malformed', 'event time is before')) for reason, _ in rejected)
+
+
+def test_a_last_step_ends_the_stream():
+    mech = ERMRelease(IndependentBlocks(1.0), PSGD(LOSS, mu=1.0, passes=1), N_MAX, RAW + 1)
+    driver = ERMStreamDriver(mech, RAW, StepClock(0, BLOCK, 0, last_step=2))
+    state, rejected = driver.add(driver.init_state(), [(3 * BLOCK, [0.0] * RAW, 1)])
+    assert rejected[0][0].startswith('event time is after the last released step')
+    events, state = driver.close_through(state, 10, noise.seeded(0), 's')
+    assert len(events) == 3 and state.next_block == 3
 
 
 def test_blocks_are_subsampled_or_padded_to_n_max_and_released_on_schedule():
@@ -113,7 +122,7 @@ def test_reference_equals_a_dofn_style_loop():
     ref = reference(driver, 'k', inputs, noise.seeded(5))
     state, events = driver.init_state(), []
     for item in sorted(inputs, key=lambda r: r[1]):           # one element at a time
-        block = driver.block_of(item[1])
+        block = driver.clock.step_of(item[1])
         if block > state.next_block:                          # the timer of the previous block
             out, state = driver.close_through(state, block - 1, noise.seeded(5), 'k')
             events.extend(out)
