@@ -24,6 +24,7 @@ constant L = (K−1)/(2mK)·‖X‖_F computed *from the private data*, and the 
 """
 
 import dataclasses
+import itertools
 import math
 from typing import Optional
 
@@ -139,7 +140,7 @@ class PSGD:
     def _batches(self, rng: RandomSource, n_slots: int):
         """Mini-batches of slot indices: whole permutation passes (paper: `iterations` steps)."""
         steps = 0
-        for p in range(10 ** 9):
+        for p in itertools.count():
             perm = permutation(rng.derive('perm', p), n_slots)
             for start in range(0, n_slots, self.batch_size):
                 if self.reproduce_paper and steps == self.iterations:
