@@ -91,9 +91,12 @@ def _laplace_sum_bound(scales: Tuple[float, ...], beta: float) -> float:
     b = np.asarray(scales)
     union = float(np.sum(b) * math.log(2 * k / beta))
     s = np.linspace(0.02, 0.98, 49)[:, None] / b.max()
-    a = np.exp(-1.0 / b)[None, :]
-    log_mgf = np.sum(2 * np.log1p(-a) - np.log1p(-a * np.exp(s)) - np.log1p(-a * np.exp(-s)),
-                     axis=1)
+    # In log space: a·e^{±s} = e^{±s - 1/b}, and ±s - 1/b ≤ -0.02/b_max < 0, so no exp
+    # overflows, however small the scales (e^s alone overflows once b_max < ~1/720, and then
+    # 0·inf made the whole Chernoff branch NaN).
+    inv_b = 1.0 / b[None, :]
+    log_mgf = np.sum(2 * np.log1p(-np.exp(-inv_b)) - np.log1p(-np.exp(s - inv_b))
+                     - np.log1p(-np.exp(-s - inv_b)), axis=1)
     chernoff = (log_mgf - math.log(beta / 2)) / s[:, 0]
     return min(union, float(chernoff.min()))
 
