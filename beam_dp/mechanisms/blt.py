@@ -289,17 +289,8 @@ class BLTCounter:
                 f'{type(self).__name__}: horizon {limit} reached; releasing step {state.t + 1} '
                 f'would exceed the declared privacy cost.')
         t = state.t + 1
-        x = np.asarray(value, dtype=np.int64).reshape(self.dimension).astype(object)
-        p, q = self._dyadic_params
-        shifted = x * (1 << FIXED_BITS)
-        v_t = shifted.copy()
-        encoder = np.empty_like(state.encoder)
-        for i in range(self.buffers):
-            v_t = v_t + ((state.encoder[i] * q[i]) >> PARAM_BITS)
-            encoder[i] = ((state.encoder[i] * p[i]) >> PARAM_BITS) + shifted
+        u, encoder = self.encode(state.encoder, value, t)
         k = self.grid_bits + grid_offset(t)
-        shift = FIXED_BITS - k
-        u = (v_t + (1 << (shift - 1))) >> shift         # Nearest grid point (a shifted floor).
         noise = discrete_gaussian_any(rng, self.grid_sigma2(t), self.dimension)
         y = u + noise.astype(object)
         y_value = np.array([math.ldexp(float(e), -k) for e in y.tolist()], dtype=float)
@@ -310,6 +301,20 @@ class BLTCounter:
         new_state = BLTState(t, _dyadic.readonly(encoder), _dyadic.readonly(decoder),
                              _dyadic.readonly(release))
         return release.copy(), new_state
+
+    def encode(self, encoder: np.ndarray, value, t: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(u_t, new encoder buffers): step t's exact integer grid values ⌊2^k_t (Cx)_t⌉ (object
+        array of Python ints) — the vector the noise is added to. Pure integer arithmetic."""
+        x = np.asarray(value, dtype=np.int64).reshape(self.dimension).astype(object)
+        p, q = self._dyadic_params
+        shifted = x * (1 << FIXED_BITS)
+        v_t = shifted.copy()
+        new = np.empty_like(encoder)
+        for i in range(self.buffers):
+            v_t = v_t + ((encoder[i] * q[i]) >> PARAM_BITS)
+            new[i] = ((encoder[i] * p[i]) >> PARAM_BITS) + shifted
+        shift = FIXED_BITS - (self.grid_bits + grid_offset(t))
+        return (v_t + (1 << (shift - 1))) >> shift, new      # Nearest grid point (shifted floor).
 
     # ----------------------------------------------------------------- closed forms
     @functools.lru_cache(maxsize=8)
