@@ -29,6 +29,7 @@ __all__ = [
     'DynamicDriver',
     'classify',
     'parse_op',
+    'parse_update',
 ]
 
 CONSTRUCTIONS = ('two_stream', 'fenwick')
@@ -44,6 +45,23 @@ def parse_op(op) -> int:
     if op not in _OPS:
         raise ValueError(f"op must be +1/'insert' or -1/'delete', got {op!r}")
     return _OPS[op]
+
+
+def parse_update(record_id, op) -> Tuple[Hashable, int]:
+    """(record_id, ±1) of one update, checked where the record enters.
+
+    Raises:
+      ValueError: for a bad op or a record id that cannot be a registry key (unhashable), so
+        the record is dead-lettered at extraction instead of failing in the release timer.
+    """
+    try:
+        hash(record_id)
+    except TypeError as e:
+        raise ValueError(f'record_id must be hashable, got {record_id!r:.80}') from e
+    try:
+        return record_id, parse_op(op)
+    except TypeError as e:
+        raise ValueError(f"op must be +1/'insert' or -1/'delete', got {op!r:.80}") from e
 
 
 def _sort_key(update):

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.dynamic import CONSTRUCTIONS
 from beam_dp.drivers.dynamic import DynamicDriver
-from beam_dp.drivers.dynamic import parse_op
+from beam_dp.drivers.dynamic import parse_update
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.dynamic import FullyDynamicCounter
 from beam_dp.mechanisms.dynamic import TwoStreamCounter
@@ -61,7 +61,7 @@ class DynamicCountPerKey(SegmentedPerKey):
     Args:
       construction: 'two_stream' or 'fenwick'.
       update_fn: record → (record_id, op).
-      others: as ``SparseContinualCountPerKey``.
+      others (``noise_key``, ``debug_metrics`` included): as ``SparseContinualCountPerKey``.
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``.
@@ -100,8 +100,7 @@ class DynamicCountPerKey(SegmentedPerKey):
         return DynamicDriver(self._mechanism, selection, self._construction, self._clock)
 
     def _parse(self, record):
-        rid, op = self._update_fn(record)
-        return ((rid, parse_op(op)),)
+        return (parse_update(*self._update_fn(record)),)
 
     def _mechanism_name(self) -> str:
         m = self._mechanism

@@ -83,10 +83,14 @@ class _ExtractFn(beam.DoFn):
         micros = timestamp.micros
         try:
             key = shell.extract_key(self._key_fn, record)
+            if not isinstance(key, str):
+                raise InvalidRecordError(f'key must be a string, got {key!r:.80}')
+            try:
+                key = str(key).encode('utf-8').decode('utf-8')   # numpy.str_ → str; surrogates
+            except UnicodeError as e:
+                raise InvalidRecordError(f'key is not valid UTF-8 text: {e}') from e
             if self._public_set is not None and key not in self._public_set:
                 raise InvalidRecordError(f'key {key!r} is not in the public key set')
-            if not isinstance(key, str):
-                raise InvalidRecordError(f'key must be a string, got {key!r}')
             step = self._clock.checked_step(micros)
             try:
                 payload = self._parse(record)
@@ -129,9 +133,13 @@ class _SegmentReleaseFn(shell.DriverFn):
         stored = key_state.read()
         if stored is None:
             shell.arm_end_of_input(self._clock, end_timer)
-        if stored is None and item is None:          # a public key's seed at ``start``
-            state = self._driver.init_state(None, self._rng.derive(self._label, key), False)
-            key_state.write((state, self._arm(release_timer, self._driver.next_wake(state, []))))
+            if self._driver.selection is None:
+                # A public key runs from step 0, whether its seed or its data arrives first
+                # (Flatten gives no order between them).
+                state = self._driver.init_state(None, self._rng.derive(self._label, key), False)
+                stored = (state, self._arm(release_timer, self._driver.next_wake(state, [])))
+                key_state.write(stored)
+        if item is None:                             # a public key's seed at ``start``
             return
         state, wake = stored if stored is not None else (None, None)
         step, payload = item
@@ -195,9 +203,10 @@ class SegmentedPerKey(shell.ShellTransform):
                  public_keys: Optional[Sequence[str]] = None, keys=None,
                  key_fn: Callable[[Any], Any] = lambda r: r[0],
                  accountant: Optional[BudgetAccountant] = None, allowed_lateness=0, end=None,
-                 privacy_unit=None, testing_seed: Optional[int] = None,
-                 label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+                 privacy_unit=None, noise_key: Optional[str] = None, debug_metrics: bool = False,
+                 testing_seed: Optional[int] = None, label: Optional[str] = None):
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
         owner = self.owner
         public_keys, private = shell.parse_key_set(owner, public_keys, keys)
         if private is None:
@@ -262,7 +271,7 @@ class SegmentedPerKey(shell.ShellTransform):
                     privacy_unit=EventLevel().describe())
 
     def expand(self, records):
-        self.spend_budget()
+        self.spend_budget(records)
         label, clock = self.label, self._clock
         extracted = (
             records
@@ -282,4 +291,4 @@ class SegmentedPerKey(shell.ShellTransform):
         releases = released.releases
         releases.element_type = Release
         return ContinualOutputs(releases, shell.merge_dead_letters(
-            [extracted[DEAD_LETTER], released[DEAD_LETTER]]))
+            [extracted[DEAD_LETTER], released[DEAD_LETTER]], self.debug_metrics, label))

@@ -5,6 +5,7 @@ import pytest
 from beam_dp.drivers.dynamic import DynamicDriver
 from beam_dp.drivers.dynamic import classify
 from beam_dp.drivers.dynamic import parse_op
+from beam_dp.drivers.dynamic import parse_update
 from beam_dp.drivers.segmented import KeyState
 from beam_dp.drivers.segmented import reference_releases
 from beam_dp.mechanisms.dynamic import FullyDynamicCounter
@@ -72,3 +73,12 @@ def test_the_fenwick_selection_input_is_the_live_set_plus_placeholders():
     first = d.first_input(state, pre)
     assert first == (Update('a', 1, 0), Update('b', 1, 0), Update(None, 1, 0),
                      Update(None, -1, 0))
+
+
+def test_parse_update_refuses_unhashable_ids_and_ops():
+    assert parse_update('r', 'insert') == ('r', 1)
+    assert parse_update(None, -1) == (None, -1)      # counted later, dead-lettered by the rule
+    with pytest.raises(ValueError, match='record_id must be hashable'):
+        parse_update(['r'], 1)
+    with pytest.raises(ValueError, match='op must be'):
+        parse_update('r', [1])

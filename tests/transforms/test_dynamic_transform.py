@@ -130,3 +130,18 @@ def test_bad_op_is_dead_lettered_at_extraction():
 
 def _assert_one(reasons, prefix):
     assert len(reasons) == 1 and reasons[0].startswith(prefix), reasons
+
+
+def test_batch_input_and_an_unhashable_record_id_is_dead_lettered_at_extraction():
+    records = [('a', 'r1', 1, 2.5), ('a', 'r2', 1, 2.5), ('a', ['r3'], 1, 2.5),
+               ('a', 'r1', -1, 6.5)]
+    t = DynamicCountPerKey(public_keys=['a'], start=0, step=1, end=10, budget=NOISE_FREE,
+                           construction='fenwick')
+    with beam.Pipeline(runner='DirectRunner') as p:
+        out = (p | beam.Create(records) | beam.Map(lambda r: TimestampedValue(r[:3], r[3]))
+               | t)
+        assert_that(out.releases | 'Extract' >> beam.Map(lambda r: (r.step, r.value)),
+                    equal_to([(1, 0.0), (2, 2.0), (6, 1.0)]), label='CheckReleases')
+        assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: (d.stage, d.reason[:28])),
+                    equal_to([('ExtractAndValidate', 'record_id must be hashable, ')]),
+                    label='CheckDead')

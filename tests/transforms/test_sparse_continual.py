@@ -188,3 +188,21 @@ def test_validation(kwargs, expectation):
     params.update(kwargs)
     with expectation:
         SparseContinualCountPerKey(**params)
+
+
+def test_batch_input_data_before_the_key_seeds_and_malformed_keys():
+    """Flatten gives no order between a key's data and its seed (batch runs the data first):
+    a public key starts at step 0 either way. Unhashable, non-UTF-8 and numpy keys are
+    dead-lettered or normalised at extraction, never raised."""
+    import numpy as np
+    keys = {'a': 'a', 'np': np.str_('b'), 'list': ['x'], 'bad': '\ud800'}
+    records = [('a', 5.5)] * 3 + [('np', 2.5), ('list', 1.0), ('bad', 1.0)]
+    with beam.Pipeline(runner='DirectRunner') as p:
+        out = (p | beam.Create(records) | beam.Map(lambda r: TimestampedValue(r, r[1]))
+               | sparse(end=10, key_fn=lambda r: keys[r[0]]))
+        assert_that(out.releases | 'Extract' >> beam.Map(lambda r: (r.key, r.step, r.value)),
+                    equal_to([('a', 1, 0.0), ('a', 3, 0.0), ('a', 5, 3.0),
+                              ('b', 1, 0.0), ('b', 2, 1.0), ('b', 8, 1.0)]), label='CheckReleases')
+        assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: d.reason.split(':')[0]),
+                    equal_to(['key must be a string, got [\'x\']', 'key is not valid UTF-8 text']),
+                    label='CheckDead')
