@@ -24,7 +24,7 @@ class SparseContinualCountPerKey(SegmentedPerKey):
     """Continual per-key counts on private time segments (C5), for sparse streams.
 
     Per key, the C4 partitioner (SVT on the segment's running count, exact skip-ahead over
-    empty ticks, θ̂ drawn once per segment and kept in state) cuts event time into segments; at
+    empty steps, θ̂ drawn once per segment and kept in state) cuts event time into segments; at
     each close the C2 counter takes one step with the segment's exact total. Between closes
     nothing is released.
 
@@ -50,7 +50,9 @@ class SparseContinualCountPerKey(SegmentedPerKey):
       budget: ``PrivacyBudget(epsilon=ε)`` (pure).
       partition_fraction, beta, c_theta, max_segment_ticks, monotone: the partitioner's.
       key_fn: record → key (default ``record[0]``).
-      accountant, allowed_lateness, end, testing_seed: as ``ContinualCountPerKey``.
+      accountant, allowed_lateness, end, noise_key, debug_metrics, testing_seed: as
+        ``ContinualCountPerKey`` (``noise_key``: a reference to the secret noise key, draws
+        replay bit-identically; ``debug_metrics``: SENSITIVE exact dead-letter counts).
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``.
