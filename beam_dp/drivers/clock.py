@@ -12,6 +12,7 @@ Every family uses this clock and this vocabulary: ``step`` is always the 0-based
 """
 
 import dataclasses
+import datetime
 from typing import Optional, Tuple
 
 from beam_dp import _validation as v
@@ -20,10 +21,28 @@ from beam_dp.errors import InvalidRecordError
 
 __all__ = [
     'MICROS_PER_SECOND',
+    'NO_EVENT_TIME_MICROS',
     'StepClock',
+    'format_micros',
 ]
 
 MICROS_PER_SECOND = 1_000_000
+#: Beam's minimum timestamp (``apache_beam.utils.timestamp.MIN_TIMESTAMP``) in microseconds:
+#: the timestamp of elements that were never given an event time.
+NO_EVENT_TIME_MICROS = -9_223_372_036_854_775_000
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def format_micros(micros: int) -> str:
+    """An event time for messages: '2024-06-02T00:00:00Z (1717286400 s since the epoch)'."""
+    try:
+        text = (_EPOCH + datetime.timedelta(microseconds=micros)).isoformat()
+        text = text.replace('+00:00', 'Z')
+    except OverflowError:
+        text = 'out of the calendar range'
+    seconds, fraction = divmod(abs(micros), MICROS_PER_SECOND)
+    digits = f'.{fraction:06d}'.rstrip('0') if fraction else ''
+    return f'{text} ({"-" if micros < 0 else ""}{seconds}{digits} s since the epoch)'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,11 +127,21 @@ class StepClock:
             step.
         """
         step = self.step_of(micros)
+        if micros <= NO_EVENT_TIME_MICROS:
+            raise InvalidRecordError(
+                f'record has no event timestamp (it carries Beam\'s minimum timestamp, as '
+                f'elements of beam.Create or of a file read do); the release start is '
+                f'{format_micros(self.start_micros)}: give each record its event time, e.g. '
+                f'beam.Map(lambda r: beam.window.TimestampedValue(r, <its time in seconds>))')
         if step < 0:
-            raise InvalidRecordError('event time is before the release start')
+            raise InvalidRecordError(
+                f'event time is before the release start: the record is at '
+                f'{format_micros(micros)}, the start is {format_micros(self.start_micros)}')
         if self.last_step is not None and step > self.last_step:
             raise InvalidRecordError(
-                f'event time is after the last released step {self.last_step}')
+                f'event time is after the last released step {self.last_step}: the record is '
+                f'at {format_micros(micros)}, step {self.last_step} ends at '
+                f'{format_micros(self.step_end(self.last_step))}')
         return step
 
     def late_reason(self, step: int) -> str:

@@ -2,7 +2,9 @@
 
 import pytest
 
+from beam_dp.drivers.clock import NO_EVENT_TIME_MICROS
 from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.clock import format_micros
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 
@@ -60,3 +62,17 @@ def test_validation(kwargs, match):
     params.update(kwargs)
     with pytest.raises(InvalidParamsError, match=f'StepClock: {match}'):
         StepClock(**params)
+
+
+def test_no_event_time_and_before_start_are_told_apart_with_both_times():
+    clock = StepClock(1_717_286_400_000_000, 3_600_000_000, last_step=1)
+    with pytest.raises(InvalidRecordError, match=r'record has no event timestamp .*Beam.s minimum '
+                       r'timestamp.*release start is 2024-06-02T00:00:00Z \(1717286400 s'):
+        clock.checked_step(NO_EVENT_TIME_MICROS)
+    with pytest.raises(InvalidRecordError, match=r'before the release start: the record is at '
+                       r'2024-06-01T23:59:59.500000Z \(1717286399.5 s.*start is 2024-06-02T00:00:00Z'):
+        clock.checked_step(1_717_286_399_500_000)
+    with pytest.raises(InvalidRecordError, match=r'after the last released step 1: the record is '
+                       r'at 2024-06-02T02:00:00Z .*step 1 ends at 2024-06-02T02:00:00Z'):
+        clock.checked_step(1_717_293_600_000_000)
+    assert format_micros(-1_500_000) == '1969-12-31T23:59:58.500000Z (-1.5 s since the epoch)'
