@@ -40,6 +40,7 @@ from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
+from beam_dp.mechanisms._counter_params import CounterPrivacy
 from beam_dp.noise import RandomSource
 
 __all__ = [
@@ -73,12 +74,12 @@ def _levels(horizon: int, k: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class KaryTreeCounter:
+class KaryTreeCounter(CounterPrivacy):
     """Continual prefix sums of a vector stream over a known horizon with a k-ary tree.
 
     Args:
       horizon: T, the number of steps; public.
-      epsilon: total ε for pure DP (discrete Laplace); or
+      epsilon: total ε for pure DP (discrete Laplace); or (keyword-only)
       rho: total ρ for ρ-zCDP (discrete Gaussian). Exactly one of the two.
       k: the branching factor, 2 ≤ k ≤ 64 (default: ``best_k(horizon)``).
       l1_sensitivity, l2_sensitivity, dimension: as ``BinaryTreeCounter``.
@@ -88,20 +89,13 @@ class KaryTreeCounter:
       InvalidParamsError: on a bad parameter, with the argument named.
     """
     horizon: int
-    epsilon: Optional[float] = None
-    rho: Optional[float] = None
     k: Optional[int] = None
-    l1_sensitivity: float = 1.0
-    l2_sensitivity: Optional[float] = None
-    dimension: int = 1
     estimator: str = 'variance_reduced'
 
     def __post_init__(self):
         owner = type(self).__name__
         v.check_positive_int(owner, 'horizon', self.horizon)
-        _dyadic.check_privacy_params(owner, self.epsilon, self.rho, self.l1_sensitivity,
-                                     self.l2_sensitivity)
-        v.check_positive_int(owner, 'dimension', self.dimension)
+        self.check_counter_privacy()
         v.check_choice(owner, 'estimator', self.estimator, _dyadic.ESTIMATORS)
         if self.k is None:
             object.__setattr__(self, 'k', best_k(self.horizon, self.estimator))
@@ -116,8 +110,7 @@ class KaryTreeCounter:
 
     @property
     def node_noise(self) -> _dyadic.NodeNoise:
-        return _dyadic.node_noise(self.epsilon, self.rho, 1.0 / self.levels, self.l1_sensitivity,
-                                  self.l2_sensitivity)
+        return self.noise_for_share(1.0 / self.levels)
 
     @functools.cached_property
     def level_variances(self) -> Tuple[float, ...]:

@@ -19,13 +19,13 @@ counting mechanism" baseline).
 
 import dataclasses
 import math
-from typing import Optional, Tuple
+from typing import Tuple
 
 import numpy as np
 
-from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
 from beam_dp.mechanisms import _dyadic
+from beam_dp.mechanisms._counter_params import CounterPrivacy
 from beam_dp.noise import RandomSource
 
 __all__ = [
@@ -45,7 +45,7 @@ class PerStepState:
 
 
 @dataclasses.dataclass(frozen=True)
-class PerStepCounter:
+class PerStepCounter(CounterPrivacy):
     """Continual prefix sums with independent noise on every step, summed (any horizon).
 
     Args:
@@ -55,22 +55,13 @@ class PerStepCounter:
     Raises:
       InvalidParamsError: on a bad parameter.
     """
-    epsilon: Optional[float] = None
-    rho: Optional[float] = None
-    l1_sensitivity: float = 1.0
-    l2_sensitivity: Optional[float] = None
-    dimension: int = 1
 
     def __post_init__(self):
-        owner = type(self).__name__
-        _dyadic.check_privacy_params(owner, self.epsilon, self.rho, self.l1_sensitivity,
-                                     self.l2_sensitivity)
-        v.check_positive_int(owner, 'dimension', self.dimension)
+        self.check_counter_privacy()
 
     @property
     def step_noise(self) -> _dyadic.NodeNoise:
-        return _dyadic.node_noise(self.epsilon, self.rho, 1.0, self.l1_sensitivity,
-                                  self.l2_sensitivity)
+        return self.noise_for_share(1.0)
 
     def privacy_cost(self) -> PrivacyCost:
         return _dyadic.cost(self.epsilon, self.rho)

@@ -10,7 +10,6 @@ import pytest
 
 from beam_dp import noise
 from beam_dp.errors import InvalidParamsError
-from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import blt
 from beam_dp.mechanisms import blt_optimize
 from beam_dp.mechanisms import blt_tables
@@ -148,15 +147,6 @@ def test_noise_free_release_is_the_prefix_sum_to_grid_precision():
         total += value
         release, state = m.step(state, value, rng)
         np.testing.assert_allclose(release, total, rtol=1e-12, atol=1e-6)
-
-
-def test_refuses_to_release_past_the_horizon():
-    m = BLTCounter(rho=1.0, horizon=3)
-    state, rng = m.init_state(), noise.seeded(0)
-    for _ in range(3):
-        _, state = m.step(state, 1, rng)
-    with pytest.raises(UnsupportedMechanismError, match='horizon 3 reached'):
-        m.step(state, 1, rng)
 
 
 def test_state_is_small():

@@ -8,6 +8,7 @@ from beam_dp import noise
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import BinaryTreeCounter
+from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
 from beam_dp.mechanisms.kary_tree import _digit_sum
 from beam_dp.mechanisms.kary_tree import _mean_variance
@@ -138,8 +139,9 @@ def test_per_step_release_is_integer_and_variance_is_linear():
     assert g.step_noise.kind == 'gaussian' and g.step_noise.param == pytest.approx(4.0)
 
 
-def test_kary_refuses_to_release_past_the_horizon():
-    m = KaryTreeCounter(horizon=3, epsilon=1.0, k=2)
+@pytest.mark.parametrize('m', [KaryTreeCounter(horizon=3, epsilon=1.0, k=2),
+                               BLTCounter(rho=1.0, horizon=3)])
+def test_new_counters_refuse_to_release_past_the_horizon(m):
     _, state = _run(m, [1, 1, 1])
     with pytest.raises(UnsupportedMechanismError, match='horizon 3 reached'):
         m.step(state, 1, noise.seeded(0))

@@ -1,0 +1,35 @@
+"""The privacy fields shared by the counters added with issue 14 (k-ary tree, per-step noise):
+a keyword-only frozen dataclass base, validated by ``check_counter_privacy``."""
+
+import dataclasses
+from typing import Optional
+
+from beam_dp import _validation as v
+from beam_dp.mechanisms import _dyadic
+
+__all__ = [
+    'CounterPrivacy',
+]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CounterPrivacy:
+    """epsilon (pure DP, discrete Laplace) or rho (zCDP, discrete Gaussian) — exactly one; the
+    contribution bounds of one privacy unit (L1 over all steps and bins; L2 of per-bin totals,
+    default L1); d bins per step."""
+    epsilon: Optional[float] = None
+    rho: Optional[float] = None
+    l1_sensitivity: float = 1.0
+    l2_sensitivity: Optional[float] = None
+    dimension: int = 1
+
+    def check_counter_privacy(self) -> None:
+        owner = type(self).__name__
+        _dyadic.check_privacy_params(owner, self.epsilon, self.rho, self.l1_sensitivity,
+                                     self.l2_sensitivity)
+        v.check_positive_int(owner, 'dimension', self.dimension)
+
+    def noise_for_share(self, share: float) -> _dyadic.NodeNoise:
+        """Noise for a set of disjoint cells that together get ``share`` of the budget."""
+        return _dyadic.node_noise(self.epsilon, self.rho, share, self.l1_sensitivity,
+                                  self.l2_sensitivity)
