@@ -11,7 +11,6 @@ row carries the raw input row: keep it as private as the input (like ``DeadLette
 
 from typing import Any, Dict, List, NamedTuple, Optional
 
-import apache_beam as beam
 import fastavro
 
 __all__ = [
@@ -106,10 +105,9 @@ class BoostRowRejection(NamedTuple):
     record: str
 
 
-_RECORDS = (BoostQueryRecord, BoostAnswerRecord, BoostRefusal, BoostLedgerRow, BoostBlockSealed,
-            BoostRowRejection)
-for _cls in _RECORDS:
-    beam.coders.registry.register_coder(_cls, beam.coders.RowCoder)
+RECORD_TYPES = (BoostQueryRecord, BoostAnswerRecord, BoostRefusal, BoostLedgerRow,
+                BoostBlockSealed, BoostRowRejection)
+"""Every Boost record type (their RowCoders are registered by ``beam_dp.io.coders``)."""
 
 _AVRO_TYPES = {str: 'string', int: 'long', float: 'double', bool: 'boolean',
                Optional[int]: ['null', 'long'],
@@ -130,7 +128,7 @@ BOOST_LEDGER_SCHEMA = _schema(BoostLedgerRow, 'One per-block budget charge.')
 BOOST_BLOCK_SCHEMA = _schema(BoostBlockSealed, 'A sealed time block.')
 BOOST_ROW_REJECTION_SCHEMA = _schema(BoostRowRejection, 'A data row that entered no block.')
 
-_SCHEMAS = {cls: schema for cls, schema in zip(_RECORDS, (
+_SCHEMAS = {cls: schema for cls, schema in zip(RECORD_TYPES, (
     BOOST_QUERY_SCHEMA, BOOST_ANSWER_SCHEMA, BOOST_REFUSAL_SCHEMA, BOOST_LEDGER_SCHEMA,
     BOOST_BLOCK_SCHEMA, BOOST_ROW_REJECTION_SCHEMA))}
 _PARSED: Dict[type, Any] = {}

@@ -4,7 +4,6 @@ its Avro schema (fastavro). Every field is public metadata of the run."""
 
 from typing import NamedTuple, Optional
 
-import apache_beam as beam
 
 from beam_dp.errors import InvalidRecordError
 
@@ -35,7 +34,7 @@ class EpochReleaseRecord(NamedTuple):
     timestamp: int
 
 
-beam.coders.registry.register_coder(EpochReleaseRecord, beam.coders.RowCoder)
+RECORD_TYPES = (EpochReleaseRecord,)
 
 EPOCH_RELEASE_SCHEMA = {
     'type': 'record',

@@ -2,14 +2,13 @@
 
 ``Release`` is one released value: a key's estimate for one event-time step, with the mechanism
 and privacy parameters that produced it. ``DeadLetter`` is an input the transform could not use,
-with the stage and the reason. Both are NamedTuples with a registered ``RowCoder`` (deterministic)
-and a fastavro schema; ``release_to_avro`` / ``release_from_avro`` convert losslessly.
+with the stage and the reason. Both are plain NamedTuples (their deterministic ``RowCoder`` is registered by
+``beam_dp.io.coders``, the only module of this package that imports Beam) with a fastavro schema; ``release_to_avro`` / ``release_from_avro`` convert losslessly.
 """
 
 import typing
 from typing import List, NamedTuple, Optional
 
-import apache_beam as beam
 import fastavro
 
 __all__ = [
@@ -60,8 +59,7 @@ class DeadLetter(NamedTuple):
     event_time_micros: Optional[int]
 
 
-beam.coders.registry.register_coder(Release, beam.coders.RowCoder)
-beam.coders.registry.register_coder(DeadLetter, beam.coders.RowCoder)
+RECORD_TYPES = (Release, DeadLetter)
 
 RELEASE_SCHEMA = fastavro.parse_schema({
     'type': 'record',

@@ -4,22 +4,24 @@ A family is three pieces: the paper's mechanism (``beam_dp/mechanisms/``), a pur
 driver (``beam_dp/drivers/``) and a thin transform built on this shell:
 
 1. **Construction** — subclass ``ShellTransform`` and call ``super().__init__(label,
-   accountant=..., testing_seed=...)``: it validates both (errors name the public class) and
-   picks the noise source (``self.rng``). Parse the shared arguments with ``parse_clock(owner,
+   accountant=..., noise_key=..., testing_seed=..., debug_metrics=...)``: it validates them
+   (errors name the public class) and picks the noise source (``self.rng``). Parse the shared arguments with ``parse_clock(owner,
    start=, step=, end=, allowed_lateness=)`` (→ ``StepClock``) and ``parse_key_set(owner,
    public_keys, keys)`` (→ public key list or ``PrivateKeys``); build the driver inside
    ``with self.params():`` so a driver's ``InvalidParamsError`` names the public transform.
    Implement ``privacy_costs()`` → ``[(ledger label, PrivacyCost), ...]`` (labels from
    ``self.label``) and end ``__init__`` with ``self.check_budget()``: the accountant checks
    all costs together, before any data is read.
-2. **expand()** — start with ``self.spend_budget()`` (records the costs once, all or none);
+2. **expand()** — start with ``self.spend_budget(inputs)`` (refuses a seeded noise source on a
+   production runner, then records the costs once, all or none);
    in the extracting DoFn, ``extract_key``/``extract_unit`` and the driver raise
    ``InvalidRecordError`` with the reason, which goes out as ``dead_letter(...)`` on the
    ``DEAD_LETTER`` tagged output; seed every stateful shard at ``start`` with
    ``seeds_at_start`` + ``merge_seeds`` (labels
    'ShardSeeds'/'SeedAtStart'/'MergeSeeds'; the merged collection is typed ``Tuple[int, Any]``
    so the stateful DoFn's key coder is deterministic); end with ``merge_dead_letters``
-   ('MergeDeadLetters') and return ``ContinualOutputs``.
+   ('MergeDeadLetters'; pass ``debug_metrics=self.debug_metrics``) and return
+   ``ContinualOutputs``.
 3. **Stateful DoFns** — subclass ``DriverFn`` (keeps the driver, label, noise source, clock),
    keyed by an int shard (or by ``key_bytes(...)`` of any other id, never a
    ``FastPrimitivesCoder`` key); on the first element of a shard call ``start_timers`` (first
@@ -48,6 +50,7 @@ from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
+from beam_dp.io import coders  # noqa: F401  (registers the records' RowCoders)
 from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
 
@@ -158,16 +161,34 @@ def parse_key_set(owner: str, public_keys, keys) -> Tuple[Optional[Sequence[str]
     return (None if private_keys is not None else public_keys), private_keys
 
 
-def noise_source(owner: str, testing_seed: Optional[int]) -> noise.RandomSource:
-    """THE noise source of every transform (``beam_dp.noise.noise_source``): a seeded source
-    only inside the tests' opt-in (``beam_dp.noise.testing``), the key of an enclosing
-    ``beam_dp.noise.using_noise_key(...)`` block, else the CSPRNG.
+def noise_source(owner: str, testing_seed: Optional[int],
+                 noise_key=None) -> noise.RandomSource:
+    """THE noise source of every transform (``beam_dp.noise.noise_source``): the secret-keyed
+    PRF source of ``noise_key`` (a reference: 'env:VAR', 'file:/path' or
+    'gcpsm:projects/P/secrets/S/versions/V'), a seeded source only inside the tests' opt-in
+    (``beam_dp.noise.testing``), the key of an enclosing ``beam_dp.noise.using_noise_key(...)``
+    block, else the CSPRNG.
 
     Raises:
-      InvalidParamsError: if ``testing_seed`` is not an int or None, or is given outside the
-        testing opt-in.
+      InvalidParamsError: for a malformed ``noise_key``, both arguments, a ``testing_seed``
+        that is not an int or None, or one given outside the testing opt-in.
     """
-    return noise.noise_source(owner, testing_seed=testing_seed)
+    return noise.noise_source(owner, noise_key=noise_key, testing_seed=testing_seed)
+
+
+def _pipeline_of(inputs) -> Optional[beam.Pipeline]:
+    """The pipeline of a PCollection, a PBegin/Pipeline, or a tuple/dict of them."""
+    if isinstance(inputs, beam.Pipeline):
+        return inputs
+    if isinstance(inputs, dict):
+        inputs = list(inputs.values())
+    if isinstance(inputs, (tuple, list)):
+        for item in inputs:
+            found = _pipeline_of(item)
+            if found is not None:
+                return found
+        return None
+    return getattr(inputs, 'pipeline', None)
 
 
 class ShellTransform(beam.PTransform):
@@ -179,13 +200,19 @@ class ShellTransform(beam.PTransform):
 
     def __init__(self, label: Optional[str] = None, *,
                  accountant: Optional[BudgetAccountant] = None,
-                 testing_seed: Optional[int] = None):
+                 testing_seed: Optional[int] = None, noise_key=None,
+                 debug_metrics: bool = False):
         super().__init__(label)
         if accountant is not None and not isinstance(accountant, BudgetAccountant):
             raise InvalidParamsError(f'{self.owner}: accountant must be a BudgetAccountant, got '
                                      f'{accountant!r}.')
+        if not isinstance(debug_metrics, bool):
+            raise InvalidParamsError(f'{self.owner}: debug_metrics must be True or False, got '
+                                     f'{debug_metrics!r}.')
         self._accountant = accountant
-        self.rng = noise_source(self.owner, testing_seed)
+        self.rng = noise_source(self.owner, testing_seed, noise_key)
+        #: SENSITIVE when True: exact per-stage dead-letter counts as Beam metrics (README).
+        self.debug_metrics = debug_metrics
 
     @property
     def owner(self) -> str:
@@ -216,8 +243,19 @@ class ShellTransform(beam.PTransform):
         if self._accountant is not None:
             self._accountant.check(self.privacy_costs())
 
-    def spend_budget(self) -> None:
-        """At expand: records all costs on the accountant, once."""
+    def spend_budget(self, inputs=None) -> None:
+        """At expand (``inputs``: what ``expand`` was given): refuses a seeded noise source on a
+        production runner (``beam_dp.noise.check_runner``), then records all costs on the
+        accountant, once.
+
+        Raises:
+          InvalidParamsError: for a seeded source on a runner that is not a local test runner.
+        """
+        pipeline = _pipeline_of(inputs)
+        if pipeline is not None:
+            options = getattr(pipeline, '_options', None)
+            noise.check_runner(self.owner, self.rng, getattr(pipeline, 'runner', None),
+                               options.get_all_options() if options is not None else None)
         if self._accountant is not None:
             self._accountant.spend_all(self.privacy_costs())
 
@@ -271,6 +309,11 @@ def extract_unit(unit_fn, record):
         raise InvalidRecordError(f'unit_fn raised {e!r}') from e
     if unit is None:
         raise InvalidRecordError('privacy unit id is None')
+    try:
+        hash(unit)
+        key_bytes(unit)
+    except Exception as e:  # pylint: disable=broad-except
+        raise InvalidRecordError(f'privacy unit id cannot be encoded as a key: {e!r}') from e
     return unit
 
 
@@ -301,9 +344,25 @@ def releases(clock: StepClock, step: int, rows: Iterable[Tuple[str, list, float]
                       noise_stddev=stddev, **metadata)
 
 
-def merge_dead_letters(dead_letters: Sequence[beam.PCollection]) -> beam.PCollection:
-    """'MergeDeadLetters': one ``DeadLetter`` collection from every stage's."""
-    return tuple(dead_letters) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter)
+def merge_dead_letters(dead_letters: Sequence[beam.PCollection], debug_metrics: bool = False,
+                       namespace: str = 'beam_dp') -> beam.PCollection:
+    """'MergeDeadLetters': one ``DeadLetter`` collection from every stage's.
+
+    With ``debug_metrics`` (SENSITIVE: exact counts of private records, e.g. how many records
+    exceeded a contribution bound) also 'CountDeadLetters': a Beam counter per stage,
+    ``namespace``/``dead_letters/<stage>``. Off by default: no metric is emitted.
+    """
+    merged = tuple(dead_letters) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(
+        DeadLetter)
+    if not debug_metrics:
+        return merged
+    return merged | 'CountDeadLetters' >> beam.Map(_count_dead_letter, namespace).with_output_types(
+        DeadLetter)
+
+
+def _count_dead_letter(dead: DeadLetter, namespace: str) -> DeadLetter:
+    beam.metrics.Metrics.counter(namespace, f'dead_letters/{dead.stage}').inc()
+    return dead
 
 
 # -- shards, seeds and timers -----------------------------------------------------------------------
