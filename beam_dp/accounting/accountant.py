@@ -191,38 +191,70 @@ class BudgetAccountant:
         return (eps <= self._budget.epsilon * (1 + _TOLERANCE)
                 and delta <= self._budget.delta * (1 + _TOLERANCE) + 1e-300)
 
-    def spend(self, label: str, cost: PrivacyCost) -> None:
-        """Records ``cost`` (sequential composition) or raises ``BudgetExceededError``."""
+    def spend(self, label: str, cost: PrivacyCost, owner: Optional[str] = None) -> None:
+        """Records ``cost`` (sequential composition) or raises ``BudgetExceededError``.
+
+        ``owner`` (e.g. the transform's class name) only makes the message read naturally:
+        "ContinualCountPerKey 'X' asks for ε=1 but the accountant has ε=0.5 left of ε=0.5
+        (spent: nothing yet)".
+        """
         if not isinstance(cost, PrivacyCost):
             raise InvalidParamsError(f'BudgetAccountant.spend: cost must be a PrivacyCost, got {cost!r}.')
         self._check_relation(label, cost)
+        who = f'{owner} {label!r}' if owner else repr(label)
         if self._budget.is_zcdp and cost.delta > 0:
             raise BudgetExceededError(
-                f'BudgetAccountant: {label} asks for ({cost}) with delta > 0, which a zCDP budget '
-                f'({self._budget}) cannot pay for.')
+                f'{who} asks for {_amount(cost)}, but a zCDP budget ({_amount(self._budget)}) '
+                f'cannot pay for delta > 0.')
         if not self.fits(cost):
             raise BudgetExceededError(
-                f'BudgetAccountant: {label} asks for ({cost}) but {self.spent()} of '
-                f'{self._budget} is already spent by {[e.label for e in self._ledger]}.')
+                f'{who} asks for {_amount(cost)} but the accountant has {self._left()} left of '
+                f'{_amount(self._budget)} (spent: {self._spent_by()}). Give this transform a '
+                f'smaller budget= or the accountant a larger one.')
         self._ledger.append(LedgerEntry(label, cost))
 
-    def check(self, costs: Sequence[Tuple[str, PrivacyCost]]) -> None:
+    def _left(self) -> str:
+        """What the budget still holds, in its own notion (composition is not always linear, so
+        this is the budget minus the composed total, floored at 0)."""
+        spent = self.spent()
+        if self._budget.is_zcdp:
+            return _amount(_RhoTotal(max(0.0, self._budget.rho - spent.rho)))
+        return _amount(_EpsTotal(max(0.0, self._budget.epsilon - spent.epsilon),
+                                 max(0.0, self._budget.delta - spent.delta)))
+
+    def _spent_by(self) -> str:
+        entries = [e for e in self._ledger if not e.cost.is_zero]
+        if not entries:
+            return 'nothing yet'
+        return ', '.join(f'{e.label!r} {_amount(e.cost)}' for e in entries)
+
+    def check(self, costs: Sequence[Tuple[str, PrivacyCost]], owner: Optional[str] = None) -> None:
         """Raises ``BudgetExceededError`` unless all ``(label, cost)`` pairs fit together on top
-        of the ledger; records nothing (a transform calls it at construction)."""
+        of the ledger; records nothing (a transform calls it at construction). ``owner``: as
+        in ``spend``."""
         scratch = BudgetAccountant(self._budget, self._relation)
         scratch._ledger = list(self._ledger)  # pylint: disable=protected-access
         for label, cost in costs:
-            scratch.spend(label, cost)
+            scratch.spend(label, cost, owner)
 
-    def spend_all(self, costs: Sequence[Tuple[str, PrivacyCost]]) -> None:
+    def spend_all(self, costs: Sequence[Tuple[str, PrivacyCost]],
+                  owner: Optional[str] = None) -> None:
         """Records all ``(label, cost)`` pairs, or none of them if they do not fit together."""
-        self.check(costs)
+        self.check(costs, owner)
         for label, cost in costs:
-            self.spend(label, cost)
+            self.spend(label, cost, owner)
 
     def spend_parallel(self, label: str, costs: Sequence[PrivacyCost]) -> None:
         """Spends the parallel composition of ``costs`` (parts disjoint and fixed in advance)."""
         self.spend(label, compose_parallel(costs))
+
+
+def _amount(value) -> str:
+    """'ε=1' / 'ε=1, δ=1e-06' / 'ρ=0.5' of a budget, cost or composed total."""
+    if isinstance(value, _RhoTotal) or getattr(value, 'is_zcdp', False):
+        return f'ρ={value.rho:g}'
+    text = f'ε={value.epsilon:g}'
+    return text + (f', δ={value.delta:g}' if value.delta else '')
 
 
 @dataclasses.dataclass(frozen=True)

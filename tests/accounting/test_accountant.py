@@ -98,11 +98,27 @@ def test_accountant_sequential_and_refusal_before_data():
     acc = BudgetAccountant(PrivacyBudget(epsilon=1.0))
     acc.spend('a', PrivacyCost(epsilon=0.6))
     assert acc.fits(PrivacyCost(epsilon=0.4))
-    with pytest.raises(BudgetExceededError, match=r"b asks for \(epsilon=0.5.*already spent by \['a'\]"):
+    with pytest.raises(BudgetExceededError, match=r"^'b' asks for ε=0.5 but the accountant has "
+                       r"ε=0.4 left of ε=1 \(spent: 'a' ε=0.6\)\."):
         acc.spend('b', PrivacyCost(epsilon=0.5))
     assert [e.label for e in acc.ledger] == ['a']   # A refused spend is not recorded.
     acc.spend('c', PrivacyCost(epsilon=0.4))
     assert acc.spent().epsilon == pytest.approx(1.0)
+
+
+def test_refusal_reads_naturally_and_names_the_owner():
+    acc = BudgetAccountant(PrivacyBudget(epsilon=0.5))
+    with pytest.raises(BudgetExceededError, match=r"^ContinualCountPerKey 'X' asks for ε=1 but the "
+                       r"accountant has ε=0.5 left of ε=0.5 \(spent: nothing yet\)\."):
+        acc.check([('X', PrivacyCost(epsilon=1.0))], owner='ContinualCountPerKey')
+    acc = BudgetAccountant(PrivacyBudget(rho=0.5))
+    acc.spend('A', PrivacyCost(rho=0.3))
+    with pytest.raises(BudgetExceededError, match=r"^'B' asks for ρ=0.5 but the accountant has "
+                       r"ρ=0.2 left of ρ=0.5 \(spent: 'A' ρ=0.3\)"):
+        acc.spend_all([('B', PrivacyCost(rho=0.5))])
+    with pytest.raises(BudgetExceededError, match=r"'C' asks for ε=0.1, δ=1e-07, but a zCDP "
+                       r"budget \(ρ=0.5\) cannot pay for delta > 0"):
+        acc.spend('C', PrivacyCost(epsilon=0.1, delta=1e-7))
 
 
 def test_accountant_zcdp_budget():
