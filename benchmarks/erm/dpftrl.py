@@ -3,8 +3,9 @@
 Each counter step is a mini-batch of m stream records (padding slots have zero gradient). Every
 record's gradient at the current model is computed once (its features are clipped, so
 ‖∇ℓ‖ ≤ L = √2·C for softmax), rounded onto the public grid 2^-k and summed; the counter releases
-noisy prefix sums S_s of these integer vectors (``BinaryTreeCounter`` with the known horizon, or
-``InfiniteTreeCounter`` for an unbounded stream; Honaker's variance-reduced estimator). The model
+noisy prefix sums S_s of these integer vectors (``BinaryTreeCounter`` with the known horizon or
+``InfiniteTreeCounter`` for an unbounded stream, Honaker's variance-reduced estimator; or the
+ρ-zCDP ``BLTCounter``, the library's best counter for zCDP). The model
 is the FTRL solution of the linearised, strongly-convex-regularised objective
 
     w_{s+1} = argmin_w ⟨S_s, w⟩ + ((μ·N_s + 1/η)/2)·‖w‖² = −S_s / (μ·N_s + 1/η),
@@ -22,12 +23,14 @@ import math
 import numpy as np
 
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
+from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 
 GRID_BITS = 8
 
 
 def _counter(kind: str, noise: str, eps: float, dim: int, lip: float, horizon: int):
+    """kind: 'tree' (known horizon), 'infinite' (unbounded) or 'blt' (BLT, ρ-zCDP only)."""
     scale = 1 << GRID_BITS
     l1 = 2.0 * (math.sqrt(dim) * lip * scale + dim / 2.0)
     l2 = 2.0 * (lip * scale + math.sqrt(dim) / 2.0)
@@ -35,6 +38,8 @@ def _counter(kind: str, noise: str, eps: float, dim: int, lip: float, horizon: i
         rho=eps * eps / 2.0, l1_sensitivity=l1, l2_sensitivity=l2)
     if kind == 'tree':
         return BinaryTreeCounter(horizon=horizon, dimension=dim, **privacy)
+    if kind == 'blt':
+        return BLTCounter(horizon=horizon, dimension=dim, **privacy)
     return InfiniteTreeCounter(dimension=dim, **privacy)
 
 

@@ -1,7 +1,8 @@
 """ERM benchmark: Watson et al. continual / sliding-window release vs the independent-block
 baseline vs DP-FTRL on beam_dp's counters, at equal privacy (see README.md).
 
-    .venv/bin/python -m benchmarks.erm.run            # ~6 min on one core; writes results.json
+    .venv/bin/python -m benchmarks.erm.run            # ~12 min on a shared box; results.json
+    .venv/bin/python -m benchmarks.erm.run --extra    # + DP-FTRL on the infinite tree and BLT
 
 Every Watson-style model goes through the real pure driver (``beam_dp.drivers.erm.reference``):
 records timestamped by block, blocks padded to n_max, models noised and ledger-checked.
@@ -59,13 +60,13 @@ def running_mean(models):
     return out
 
 
-def ftrl(stream, loss, b0, eps, seed, noise_kind, mu, inv_eta):
+def ftrl(stream, loss, b0, eps, seed, noise_kind, mu, inv_eta, counter='tree'):
     x = _design(stream.x)
     nb = len(stream.y) // b0
     xb = [x[i * b0:(i + 1) * b0] for i in range(nb)]
     yb = [stream.y[i * b0:(i + 1) * b0] for i in range(nb)]
     ws = run_dpftrl(loss, xb, yb, b0, eps, noise.seeded(seed).derive('ftrl'), mu=mu,
-                    inv_eta=inv_eta, noise=noise_kind)
+                    inv_eta=inv_eta, noise=noise_kind, counter=counter)
     return list(enumerate(ws))
 
 
@@ -94,6 +95,11 @@ def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ft
     if 'ftrl' in which:
         out['ftrl_laplace'] = ftrl(stream, loss, b0, eps, seed, 'laplace', *ftrl_params)
         out['ftrl_gauss_zcdp'] = ftrl(stream, loss, b0, eps, seed, 'gaussian', *ftrl_params)
+    if 'ftrl_more' in which:
+        out['ftrl_laplace_infinite'] = ftrl(stream, loss, b0, eps, seed, 'laplace',
+                                            *ftrl_params, counter='infinite')
+        out['ftrl_blt_zcdp'] = ftrl(stream, loss, b0, eps, seed, 'gaussian', *ftrl_params,
+                                    counter='blt')
     if 'oneshot' in which:
         x = _design(stream.x)
         n = len(stream.y) // b0 * b0
@@ -121,7 +127,25 @@ def median_table(rows, key):
             for m, per in rows.items()}
 
 
+def extra():
+    """Adds DP-FTRL on the infinite-horizon tree (ε-DP) and on BLT (ρ = ε²/2) to results.json."""
+    results = json.loads((HERE / 'results.json').read_text())
+    digits = sweep('digits', streams.digits, EPSILONS, SEEDS, b0=64, blocks_per_base=4,
+                   mu=0.01, passes=10, batch=4, ftrl_params=(0.002, 2.0), which=('ftrl_more',))
+    gauss = sweep('gauss', lambda s: streams.gaussian_stream(s, 32, 512), EPSILONS, SEEDS[:3],
+                  b0=512, blocks_per_base=8, mu=0.2, passes=3, batch=16,
+                  ftrl_params=(0.2, 2.0), which=('ftrl_more',))
+    drift = sweep('drift', lambda s: streams.gaussian_stream(s, 44, 128, drift_block=20),
+                  (1.0, 10.0, 100.0, INF), SEEDS[:3], from_block=34, b0=128, blocks_per_base=4,
+                  mu=0.2, passes=3, batch=16, ftrl_params=(0.2, 2.0), which=('ftrl_more',))
+    for name, rows in (('digits_eps', digits), ('gauss_eps', gauss), ('drift_eps', drift)):
+        results[name].update(rows)
+    (HERE / 'results.json').write_text(json.dumps(results, indent=1))
+
+
 def main():
+    if '--extra' in sys.argv:
+        return extra()
     t0 = time.time()
     results = {}
     ftrl_digits = (0.002, 2.0)
