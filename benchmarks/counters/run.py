@@ -68,7 +68,7 @@ def closed(max_log2: int) -> dict:
         row['blt_unbounded_max_std_over_sqrt'] = row['zcdp_unbounded']['blt']['max_std'] / ref
         honaker = row['pure']['binary_tree[variance_reduced]']['rmse'] ** 2
         row['pure_best_mean_var_gain_over_vr_binary'] = honaker / pure.chosen.rmse ** 2
-        out['horizons'][horizon] = row
+        out['horizons'][str(horizon)] = row
         print(f'T=2^{e}: BLT/sqrt {row["blt_max_std_over_sqrt"]:.4f} (unbounded '
               f'{row["blt_unbounded_max_std_over_sqrt"]:.4f}); pure {pure.chosen.name} '
               f'{row["pure_best_mean_var_gain_over_vr_binary"]:.2f}x vs VR binary '
@@ -155,30 +155,35 @@ def plot(results: dict, path: pathlib.Path):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    horizons = sorted(int(h) for h in results['closed']['horizons'])
-    rows = [results['closed']['horizons'][h] for h in horizons]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    for ax, notion, title in ((axes[0], 'zcdp', f'ρ = {RHO} zCDP'),
-                              (axes[1], 'pure', f'pure ε = {EPSILON}')):
-        names = sorted(rows[-1][notion], key=lambda n: rows[-1][notion][n]['max_std'])
+    by_t = {int(h): row for h, row in results['closed']['horizons'].items()}
+    horizons = sorted(by_t)
+    rows = [by_t[h] for h in horizons]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    panels = [(axes[r][c], notion, metric, f'{title}: {label}')
+              for r, (metric, label) in enumerate((('max_std', 'max std over t ≤ T'),
+                                                   ('rmse', 'RMSE over t ≤ T')))
+              for c, (notion, title) in enumerate((('zcdp', f'ρ = {RHO} zCDP'),
+                                                   ('pure', f'pure ε = {EPSILON}')))]
+    jax_rows = results.get('jax_privacy', {}).get('horizons', {})
+    for ax, notion, metric, title in panels:
+        names = sorted(rows[-1][notion], key=lambda n: rows[-1][notion][n][metric])
         for name in names:
             if name.endswith('(pure)'):
                 continue
-            ys = [r[notion][name]['max_std'] for r in rows]
+            ys = [r[notion][name][metric] for r in rows]
             ax.plot(horizons, ys, '--' if name == 'sqrt_factorization' else '-o', ms=3,
                     label=name)
         if notion == 'zcdp':
-            ys = [r['zcdp_unbounded']['blt']['max_std'] for r in rows]
+            ys = [r['zcdp_unbounded']['blt'][metric] for r in rows]
             ax.plot(horizons, ys, ':', label='blt (unbounded, design T)')
-        jax_rows = results.get('jax_privacy', {}).get('horizons', {})
-        if notion == 'zcdp' and jax_rows:
+        if notion == 'zcdp' and metric == 'max_std' and jax_rows:
             hs = sorted(int(h) for h in jax_rows)
             ax.plot(hs, [jax_rows[str(h)]['max_std'] for h in hs], 'x', color='k',
                     label='jax_privacy BLT (optimize)')
         ax.set_xscale('log', base=2)
         ax.set_yscale('log')
         ax.set_xlabel('horizon T')
-        ax.set_ylabel('max over t ≤ T of the release noise std')
+        ax.set_ylabel('release noise std (per bin)')
         ax.set_title(title)
         ax.legend(fontsize=7)
     fig.tight_layout()
