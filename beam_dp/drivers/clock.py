@@ -13,6 +13,8 @@ Every family uses this clock and this vocabulary: ``step`` is always the 0-based
 
 import dataclasses
 import datetime
+import math
+import numbers
 from typing import Optional, Tuple
 
 from beam_dp import _validation as v
@@ -24,6 +26,8 @@ __all__ = [
     'NO_EVENT_TIME_MICROS',
     'StepClock',
     'format_micros',
+    'refuse_milliseconds',
+    'require_public_end',
 ]
 
 MICROS_PER_SECOND = 1_000_000
@@ -31,6 +35,7 @@ MICROS_PER_SECOND = 1_000_000
 #: the timestamp of elements that were never given an event time.
 NO_EVENT_TIME_MICROS = -9_223_372_036_854_775_000
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_YEAR_3000_SECONDS = 32_503_680_000
 
 
 def format_micros(micros: int) -> str:
@@ -155,3 +160,35 @@ class StepClock:
             'step_seconds': self.step_micros / MICROS_PER_SECOND,
             'allowed_lateness_seconds': self.allowed_lateness_micros / MICROS_PER_SECOND,
         }
+
+
+def refuse_milliseconds(owner: str, name: str, value) -> None:
+    """At construction: a time in seconds after the year 3000 is almost surely milliseconds.
+
+    Raises:
+      InvalidParamsError: naming ``owner`` and ``name``, with the value in seconds.
+    """
+    if (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value) and value > _YEAR_3000_SECONDS):
+        raise InvalidParamsError(
+            f'{owner}: {name}={value!r} is after the year 3000 as seconds since the epoch: it '
+            f'looks like milliseconds. Pass seconds ({name}={value / 1000:.17g} if it is '
+            f'milliseconds), a Beam Timestamp or a timezone-aware datetime.')
+
+
+def require_public_end(owner: str, bounded: bool, clock: StepClock) -> None:
+    """At expand: a bounded (batch) input needs a public last step (``end=``).
+
+    Without one, the release loop would stop when the input ends, i.e. at a time set by the
+    data; the schedule must be public, so the transform refuses instead.
+
+    Raises:
+      InvalidParamsError: if the input is ``bounded`` and ``clock`` has no last step.
+    """
+    if bounded and clock.last_step is None:
+        raise InvalidParamsError(
+            f'{owner}: the input PCollection is bounded (batch) but no end was given: pass '
+            f'end=<the public end of the period to release, in seconds since the epoch>. The '
+            f'release schedule must not depend on the data, so it cannot be "until the last '
+            f'record"; without an end a bounded input would release only the steps that end '
+            f'before the input does.')

@@ -47,6 +47,7 @@ from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.clock import refuse_milliseconds
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
@@ -59,6 +60,7 @@ __all__ = [
     'DEAD_LETTER',
     'DriverFn',
     'MAX_MICROS',
+    'RecordText',
     'SHARD_ELEMENT',
     'ShellTransform',
     'arm_end_of_input',
@@ -75,6 +77,7 @@ __all__ = [
     'parse_clock',
     'parse_key_set',
     'releases',
+    'render_record',
     'seeds_at_start',
     'start_timers',
     'to_micros',
@@ -130,6 +133,8 @@ def parse_clock(owner: str, *, start, step, end=None, allowed_lateness=0,
     Raises:
       InvalidParamsError: naming ``owner`` and the parameter.
     """
+    for name, value in (('start', start), ('end', end)):
+        refuse_milliseconds(owner, name, value)
     start_micros = to_micros(owner, 'start', start)
     step_micros = to_micros(owner, step_name, step, allow_zero=False, duration=True)
     lateness = to_micros(owner, 'allowed_lateness', allowed_lateness, duration=True)
@@ -241,7 +246,7 @@ class ShellTransform(beam.PTransform):
     def check_budget(self) -> None:
         """At construction: raises ``BudgetExceededError`` unless all costs fit together."""
         if self._accountant is not None:
-            self._accountant.check(self.privacy_costs())
+            self._accountant.check(self.privacy_costs(), self.owner)
 
     def spend_budget(self, inputs=None) -> None:
         """At expand (``inputs``: what ``expand`` was given): refuses a seeded noise source on a
@@ -257,7 +262,7 @@ class ShellTransform(beam.PTransform):
             noise.check_runner(self.owner, self.rng, getattr(pipeline, 'runner', None),
                                options.get_all_options() if options is not None else None)
         if self._accountant is not None:
-            self._accountant.spend_all(self.privacy_costs())
+            self._accountant.spend_all(self.privacy_costs(), self.owner)
 
 
 def check_callable(owner: str, name: str, fn, optional: bool = False) -> None:
@@ -270,17 +275,32 @@ def check_callable(owner: str, name: str, fn, optional: bool = False) -> None:
 # -- records and dead letters -----------------------------------------------------------------------
 
 
-def dead_letter(transform: str, stage: str, reason: str, record,
-                event_time_micros: Optional[int] = None) -> beam.pvalue.TaggedOutput:
-    """A ``DeadLetter`` on the ``DEAD_LETTER`` output: the record (printed, truncated), why."""
+def render_record(record) -> str:
+    """The printable rendering of an input record that ``DeadLetter.record`` holds: its repr,
+    truncated. A stage that may dead-letter a record long after extraction (contribution
+    bounding) carries this text instead of the record."""
     try:
         text = repr(record)
     except Exception:  # pylint: disable=broad-except
         text = f'<unprintable {type(record).__name__}>'
     if len(text) > _MAX_RECORD_CHARS:
         text = text[:_MAX_RECORD_CHARS] + '...'
+    return text
+
+
+class RecordText(str):
+    """An already rendered record (``render_record``): ``dead_letter`` keeps it as it is."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def dead_letter(transform: str, stage: str, reason: str, record,
+                event_time_micros: Optional[int] = None) -> beam.pvalue.TaggedOutput:
+    """A ``DeadLetter`` on the ``DEAD_LETTER`` output: the record (printed, truncated), why."""
     return beam.pvalue.TaggedOutput(
-        DEAD_LETTER, DeadLetter(transform, stage, reason, text, event_time_micros))
+        DEAD_LETTER, DeadLetter(transform, stage, reason, render_record(record),
+                                event_time_micros))
 
 
 def extract_key(key_fn, record):
