@@ -23,6 +23,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms.shell import DEAD_LETTER
+from beam_dp.transforms.shell import RecordText
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import key_bytes
 
@@ -39,6 +40,14 @@ class BoundedOutputs(NamedTuple):
     bounds) and ``dead_letter`` (``DeadLetter`` records for everything over a bound)."""
     kept: beam.PCollection
     dead_letter: beam.PCollection
+
+
+def _input_record(unit, item):
+    """What a dead letter shows: the input record's rendering when the caller carried it as
+    the item's 4th element (``shell.render_record``), else the element itself."""
+    if len(item) > 3:
+        return RecordText(item[3])
+    return unit, item
 
 
 class _GroupByUnitInBundleFn(beam.DoFn):
@@ -68,8 +77,8 @@ class _GroupByUnitInBundleFn(beam.DoFn):
             encoded = key_bytes(unit)
         except Exception as e:  # pylint: disable=broad-except
             yield dead_letter(self._label, 'BoundContributions',
-                              f'privacy unit id cannot be encoded as a key: {e!r}', element,
-                              micros)
+                              f'privacy unit id cannot be encoded as a key: {e!r}',
+                              _input_record(unit, record), micros)
             return
         group = self._groups.get(encoded)
         if group is None:
@@ -104,7 +113,8 @@ class _BoundContributionsFn(beam.DoFn):
             counts[(key, step)] += n
             steps_of[key].add(step)
         added = collections.Counter()
-        for (key, step, payload), micros in records:
+        for item, micros in records:
+            key, step, payload = item[0], item[1], item[2]
             steps = steps_of.get(key)
             reason = None
             if steps is None and len(steps_of) >= bound.max_keys_per_unit:
@@ -119,7 +129,7 @@ class _BoundContributionsFn(beam.DoFn):
                          f'{bound.max_contributions_per_step} reached for this key and step'
             if reason is not None:
                 yield dead_letter(self._label, 'BoundContributions', reason,
-                                  (unit_id, (key, step, payload)), micros)
+                                  _input_record(unit_id, item), micros)
                 continue
             steps_of[key].add(step)
             counts[(key, step)] += 1
@@ -129,7 +139,7 @@ class _BoundContributionsFn(beam.DoFn):
             kept_state.add((key, step, n))
 
 
-@beam.typehints.with_input_types(Tuple[Any, Tuple[Any, int, Any]])
+@beam.typehints.with_input_types(Tuple[Any, Tuple[Any, ...]])
 class BoundContributions(beam.PTransform):
     """Bounds each privacy unit's contributions before aggregation (user-level privacy).
 
@@ -137,9 +147,13 @@ class BoundContributions(beam.PTransform):
     records). After this transform one unit contributes to ≤ K keys, ≤ S steps per key and
     ≤ m records per (key, step).
 
-    Input: ``(unit_id, (key, step, payload))``. Output: ``BoundedOutputs(kept, dead_letter)``:
-    the kept ``(key, step, payload)`` and ``DeadLetter`` records for everything over a bound (and
-    for unit ids that cannot be encoded as a state key).
+    Input: ``(unit_id, (key, step, payload))`` or ``(unit_id, (key, step, payload,
+    record_text))``, where ``record_text`` is the input record's rendering
+    (``shell.render_record(record)``): a dead letter then holds it (``DeadLetter.record``), as
+    every dead letter holds the input record; without it, the element. Output:
+    ``BoundedOutputs(kept, dead_letter)``: the kept ``(key, step, payload)`` and ``DeadLetter``
+    records for everything over a bound (and for unit ids that cannot be encoded as a state
+    key).
 
     Cost: records are grouped per unit within a bundle first, so the stateful stage is called
     once per (unit, bundle), reads the unit's bag of kept counts once and appends at most one
