@@ -161,7 +161,7 @@ class ERMStreamDriver:
         records = sorted(records, key=lambda r: (r[1], r[0]))
         n_max = self.mechanism.records_per_block
         if len(records) > n_max:
-            chosen = np.sort(permutation(rng, len(records))[:n_max])
+            chosen = np.sort(permutation(rng, len(records), n_max))
             records = [records[i] for i in chosen]
         x = np.array([r[0] for r in records], dtype=np.float64).reshape(-1, self.raw_dim)
         if self.fit_intercept:

@@ -48,16 +48,20 @@ __all__ = [
 NOT_DP_LABEL = 'NOT DP: reproduce_paper (data-dependent Yedida L, gamma > mu)'
 
 
-def permutation(rng: RandomSource, n: int) -> np.ndarray:
-    """An exactly uniform permutation of range(n) (Fisher–Yates on exact uniform integers)."""
+def permutation(rng: RandomSource, n: int, k: Optional[int] = None) -> np.ndarray:
+    """The first k entries (default all n) of an exactly uniform permutation of range(n):
+    Fisher–Yates on exact uniform integers, stopped after k swaps (a uniform k-subset in
+    uniform order)."""
     perm = np.arange(n)
-    if n < 2:
-        return perm
-    bounds = np.arange(n, 1, -1)                 # i = n-1 .. 1 draws j in [0, i]
-    draws = uniform_below(rng, bounds).tolist()
-    for i, j in zip(range(n - 1, 0, -1), draws):
+    k = n if k is None else min(k, n)
+    if n < 2 or k == 0:
+        return perm[:k]
+    steps = min(k, n - 1)
+    draws = uniform_below(rng, np.arange(n, n - steps, -1)).tolist()   # j_i in [i, n)
+    for i, offset in enumerate(draws):
+        j = i + offset
         perm[i], perm[j] = perm[j], perm[i]
-    return perm
+    return perm[:k]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -142,3 +142,14 @@ def test_pberm_refuses_pre_noise_centres():
     assert isinstance(base, ReleasedModel) and not base.weights.flags.writeable
     upd = pberm_release(psgd, base, x, y, 4, 1.0, noise.seeded(1), 'upd')
     assert upd.center_id == 'base'
+
+
+def test_permutation_and_k_subsets_are_uniform():
+    from collections import Counter
+    from scipy import stats
+    perms = Counter(tuple(permutation(noise.seeded(1).derive(i), 3)) for i in range(6000))
+    assert len(perms) == 6 and stats.chisquare(list(perms.values())).pvalue > 1e-3
+    subsets = Counter(tuple(sorted(permutation(noise.seeded(2).derive(i), 5, 2)))
+                      for i in range(5000))
+    assert len(subsets) == 10 and stats.chisquare(list(subsets.values())).pvalue > 1e-3
+    assert sorted(permutation(noise.seeded(3), 50).tolist()) == list(range(50))
