@@ -90,8 +90,10 @@ class BBSchedulerQueries(_BBQueries):
                  g: Optional[float] = None, lazy: bool = False,
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
                  accountant=None, allowed_lateness=0, timer_granularity=0,
+                 noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
         self._init(lambda: BBScheduler(mechanism=mechanism, epsilon=epsilon, beta=beta, n=n,
                                        domain_size=domain_size, delta=delta, p=p, g=g,
                                        lazy=lazy),
@@ -122,8 +124,11 @@ class BBImproverQueries(_BBQueries):
                  p1: Optional[float] = None, p2: float = 0.0,
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
                  accountant=None, allowed_lateness=0, timer_granularity=0,
-                 testing_seed: Optional[int] = None, label: Optional[str] = None, **kwargs):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+                 noise_key: Optional[str] = None, debug_metrics: bool = False,
+                 testing_seed: Optional[int] = None, label: Optional[str] = None,
+                 **kwargs):
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
         if kwargs.get('lazy', True) is not True or set(kwargs) - {'lazy'}:
             raise InvalidParamsError(f'{self.owner}: only lazy=True is supported (one run per '
                                      f'size at query times), got {kwargs!r}.')

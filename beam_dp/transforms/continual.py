@@ -195,9 +195,11 @@ class _ContinualPerKey(shell.ShellTransform):
                  allowed_lateness=0, horizon_steps: Optional[int] = None, end=None,
                  estimator: str = 'variance_reduced', num_shards: Optional[int] = None,
                  lower: float = 0.0, upper: float = 1.0, grid_bits: int = 10,
-                 bins: Sequence[str] = (), testing_seed: Optional[int] = None,
+                 bins: Sequence[str] = (), noise_key: Optional[str] = None,
+                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
                  label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
         owner = self.owner
         public_keys, private_keys = shell.parse_key_set(owner, public_keys, keys)
         shell.check_callable(owner, 'key_fn', key_fn)
@@ -234,7 +236,7 @@ class _ContinualPerKey(shell.ShellTransform):
         return {name: str(value) for name, value in self._driver.describe().items()}
 
     def expand(self, records):
-        self.spend_budget()
+        self.spend_budget(records)
         driver = self._driver
         valid, dead = self._extract_and_bound(records)
         if driver.private_keys is not None:
@@ -250,8 +252,8 @@ class _ContinualPerKey(shell.ShellTransform):
                                                                       main='releases')
         releases = released.releases
         releases.element_type = Release
-        return ContinualOutputs(releases,
-                                shell.merge_dead_letters(dead + [released[DEAD_LETTER]]))
+        return ContinualOutputs(releases, shell.merge_dead_letters(
+            dead + [released[DEAD_LETTER]], self.debug_metrics, self.label))
 
     def _extract_and_bound(self, records):
         """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
@@ -321,7 +323,14 @@ class ContinualCountPerKey(_ContinualPerKey):
       end: a public end time: no step starting at or after it is released.
       estimator: 'variance_reduced' or 'textbook'.
       num_shards: how many stateful shards hold the keys (default: 512 keys per shard).
-      testing_seed: seeds the noise for tests only; never set it in production.
+      noise_key: a reference to a secret noise key ('env:VAR', 'file:/path' or
+        'gcpsm:projects/P/secrets/S/versions/V', never the key itself): every draw becomes a
+        PRF of the key and its address, so a replayed release is bit-identical. Default: the
+        key of an enclosing ``beam_dp.noise.using_noise_key`` block, else fresh OS randomness.
+      debug_metrics: SENSITIVE. True adds exact per-stage dead-letter counts as Beam metrics
+        (they reveal e.g. how many records exceeded the bounds). Default False: no metric.
+      testing_seed: seeds the noise for tests only (inside ``beam_dp.noise.testing``'s
+        opt-in); refused elsewhere and on production runners.
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``.

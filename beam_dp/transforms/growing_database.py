@@ -281,7 +281,8 @@ class _GrowingFn(beam.DoFn):
 class GrowingDatabaseTransform(shell.ShellTransform):
     """Base of the public transforms: validation of the shared arguments and the wiring.
 
-    Subclasses call ``super().__init__(label, accountant=..., testing_seed=...)``, build their
+    Subclasses call ``super().__init__(label, accountant=..., noise_key=..., debug_metrics=...,
+    testing_seed=...)``, build their
     mechanism inside ``with self.params():``, set ``self._engine`` (a ``GrowingEngine``) and
     ``self._domain_size``, and call ``_setup``, which checks the budget."""
 
@@ -320,7 +321,7 @@ class GrowingDatabaseTransform(shell.ShellTransform):
         else:
             data, queries = inputs
         check_windowing(self.owner, data, queries)
-        self.spend_budget()
+        self.spend_budget((data, queries))
         label, name, n_dom = self.label, self._engine.name, self._domain_size
         tagged_data = data | 'TagData' >> beam.ParDo(_TagFn(
             RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom)).with_outputs(
@@ -345,5 +346,5 @@ class GrowingDatabaseTransform(shell.ShellTransform):
             | 'DataDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
             tagged_queries[DEAD_LETTER]
             | 'QueryDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
-            processed[DEAD_LETTER]])
+            processed[DEAD_LETTER]], self.debug_metrics, label)
         return GrowingDatabaseOutputs(answers, processed[RELEASES], dead)

@@ -77,7 +77,9 @@ class WindowedPMWG(GrowingDatabaseTransform):
       timer_granularity: seconds; 0 processes every distinct timestamp (exact latency), larger
         values batch processing to the end of each granule (same order and answers, fewer
         timers).
-      testing_seed: seeds the noise for tests only; never set it in production.
+      noise_key, debug_metrics, testing_seed: as ``ContinualCountPerKey`` (a reference to the
+        secret noise key: replayed answers are bit-identical; SENSITIVE exact dead-letter
+        counts; seeds for tests only).
 
     Returns:
       ``GrowingDatabaseOutputs(answers, releases (empty), dead_letter)``.
@@ -91,8 +93,10 @@ class WindowedPMWG(GrowingDatabaseTransform):
                  domain_fn: Callable[[Any], int], delta: float = 0.0, p: Optional[float] = None,
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
                  accountant=None, allowed_lateness=0, timer_granularity=0,
+                 noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
         with self.params():
             self._mechanism = PMWG(epsilon=epsilon, alpha=alpha, n=n, domain_size=domain_size,
                                    delta=delta, p=p)

@@ -136,7 +136,8 @@ class SelectKeys(shell.ShellTransform):
       max_keys_per_unit: K (user level).
       method: 'truncated_geometric', 'laplace' or 'gaussian'.
       accountant: a ``BudgetAccountant`` to spend ``budget`` from.
-      testing_seed: seeds the draws for tests only.
+      noise_key, debug_metrics, testing_seed: as ``ContinualCountPerKey`` (a secret-keyed
+        PRF noise source; sensitive exact dead-letter counts; seeds for tests only).
 
     Returns:
       ``KeySelectionOutputs(keys, dead_letter)``.
@@ -151,8 +152,10 @@ class SelectKeys(shell.ShellTransform):
                  unit_fn: Optional[Callable[[Any], Any]] = None, max_keys_per_unit: int = 1,
                  method: str = 'truncated_geometric',
                  accountant: Optional[BudgetAccountant] = None,
+                 noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed)
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
         owner = self.owner
         if not isinstance(budget, PrivacyBudget):
             raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got {budget!r}.')
@@ -190,7 +193,7 @@ class SelectKeys(shell.ShellTransform):
                 'max_keys_per_unit': self._max_keys}
 
     def expand(self, records):
-        self.spend_budget()
+        self.spend_budget(records)
         label = self.label
         extracted = records | 'ExtractAndValidate' >> beam.ParDo(
             _ExtractFn(label, self._key_fn, self._unit_fn)).with_output_types(
@@ -212,5 +215,6 @@ class SelectKeys(shell.ShellTransform):
             | 'CountUnitsPerKey' >> beam.CombinePerKey(sum)
             | 'SelectPartitions' >> beam.ParDo(_SelectFn(self._rule, label, self.rng)))
         keys.element_type = str
-        return KeySelectionOutputs(keys, shell.merge_dead_letters(dead))
+        return KeySelectionOutputs(keys, shell.merge_dead_letters(dead, self.debug_metrics,
+                                                                  self.label))
 

@@ -1,0 +1,80 @@
+"""Helper module (no tests): one minimal instance of every public beam_dp transform, by name, so
+that tests over "every family" (noise key wiring, seeds on production runners, fuzzing) build
+each the same way. ``kind`` says what the transform is applied to: 'records' (one PCollection)
+or 'growing' (a (data, queries) pair)."""
+
+from beam_dp import PrivacyBudget
+from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
+from beam_dp.privacy_unit import UserLevel
+from beam_dp.queries import LinearQuery
+from beam_dp.transforms.bb_scheduler import BBImproverQueries
+from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
+from beam_dp.transforms.continual import ContinualCountPerKey
+from beam_dp.transforms.continual import ContinualHistogramPerKey
+from beam_dp.transforms.continual import ContinualSumPerKey
+from beam_dp.transforms.continual import PrivateKeys
+from beam_dp.transforms.dynamic import DynamicCountPerKey
+from beam_dp.transforms.pmwg import WindowedPMWG
+from beam_dp.transforms.select_keys import SelectKeys
+from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
+from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
+
+__all__ = ['FAMILIES', 'KEYS', 'BINS', 'DOMAIN', 'build', 'kind']
+
+KEYS = ('a', 'b', 'c')
+BINS = ('x', 'y')
+DOMAIN = 4
+EPS = PrivacyBudget(epsilon=1.0)
+PRIVATE = PrivateKeys(PrivacyBudget(epsilon=1.0, delta=1e-6), num_shards=2)
+_QUERIES = tuple(LinearQuery.range(DOMAIN, 0, b) for b in range(1, DOMAIN + 1))
+_CLOCK = dict(start=0, step=1, end=10)
+
+
+def _user(max_keys=2):
+    return UserLevel(unit_fn=lambda r: r[-1], max_keys_per_unit=max_keys,
+                     max_contributions_per_step=2, max_steps_per_unit=5)
+
+
+#: name → (kind, factory(**shell kwargs)). Records of the 'records' kind are tuples
+#: (key, value, unit); dynamic: (key, record_id, op); growing data: domain indices.
+FAMILIES = {
+    'ContinualCountPerKey': ('records', lambda **kw: ContinualCountPerKey(
+        public_keys=list(KEYS), budget=EPS, **_CLOCK, **kw)),
+    'ContinualCountPerKey/user': ('records', lambda **kw: ContinualCountPerKey(
+        public_keys=list(KEYS), budget=EPS, privacy_unit=_user(), **_CLOCK, **kw)),
+    'ContinualCountPerKey/private': ('records', lambda **kw: ContinualCountPerKey(
+        keys=PRIVATE, budget=EPS, privacy_unit=_user(), **_CLOCK, **kw)),
+    'ContinualSumPerKey': ('records', lambda **kw: ContinualSumPerKey(
+        public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, **_CLOCK, **kw)),
+    'ContinualHistogramPerKey': ('records', lambda **kw: ContinualHistogramPerKey(
+        public_keys=list(KEYS), bins=list(BINS), budget=EPS, **_CLOCK, **kw)),
+    'SparseContinualCountPerKey': ('records', lambda **kw: SparseContinualCountPerKey(
+        public_keys=list(KEYS), budget=EPS, **_CLOCK, **kw)),
+    'SparseContinualCountPerKey/private': ('records', lambda **kw: SparseContinualCountPerKey(
+        keys=PRIVATE, budget=EPS, **_CLOCK, **kw)),
+    'SparseContinualHistogramPerKey': ('records', lambda **kw: SparseContinualHistogramPerKey(
+        public_keys=list(KEYS), bins=list(BINS), budget=EPS, **_CLOCK, **kw)),
+    'DynamicCountPerKey': ('records', lambda **kw: DynamicCountPerKey(
+        public_keys=list(KEYS), budget=EPS, **_CLOCK, **kw)),
+    'DynamicCountPerKey/fenwick': ('records', lambda **kw: DynamicCountPerKey(
+        public_keys=list(KEYS), budget=EPS, construction='fenwick', **_CLOCK, **kw)),
+    'SelectKeys': ('records', lambda **kw: SelectKeys(
+        budget=PrivacyBudget(epsilon=1.0, delta=1e-6), unit_fn=lambda r: r[-1],
+        max_keys_per_unit=2, **kw)),
+    'WindowedPMWG': ('growing', lambda **kw: WindowedPMWG(
+        epsilon=1.0, alpha=0.3, n=30, domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+    'BBSchedulerQueries': ('growing', lambda **kw: BBSchedulerQueries(
+        mechanism=LaplaceQueryVector(_QUERIES), epsilon=1.0, beta=0.05, n=100,
+        domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+    'BBImproverQueries': ('growing', lambda **kw: BBImproverQueries(
+        mechanism=LaplaceQueryVector(_QUERIES), epsilon=0.9, delta=1e-6, beta=0.05, n=50,
+        domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+}
+
+
+def build(name: str, **kw):
+    return FAMILIES[name][1](**kw)
+
+
+def kind(name: str) -> str:
+    return FAMILIES[name][0]
