@@ -15,6 +15,7 @@ The square-root factorization (Henzinger, Upadhyay, Upadhyay 2023) is listed as 
 """
 
 import dataclasses
+import functools
 import math
 from typing import Dict, Optional, Tuple
 
@@ -218,10 +219,16 @@ def select_counter(budget: PrivacyBudget, horizon_steps: Optional[int] = None,
     Pure function of public parameters: the same arguments always give the same counter. It
     spends at most ``budget`` (its ``privacy_cost()`` says exactly what). See ``expected_error``.
     """
-    return expected_error(budget, horizon_steps, dimension=dimension,
-                          l1_sensitivity=l1_sensitivity, l2_sensitivity=l2_sensitivity,
-                          evaluation_horizon=evaluation_horizon,
-                          objective=objective).chosen.build()
+    return _chosen(budget, horizon_steps, dimension, l1_sensitivity, l2_sensitivity, objective,
+                   evaluation_horizon).build()
+
+
+@functools.lru_cache(maxsize=128)
+def _chosen(budget, horizon, dimension, l1, l2, objective, evaluation_horizon) -> CounterEstimate:
+    """The (immutable) chosen estimate, cached: a pipeline with many transforms pays once."""
+    return expected_error(budget, horizon, dimension=dimension, l1_sensitivity=l1,
+                          l2_sensitivity=l2, evaluation_horizon=evaluation_horizon,
+                          objective=objective).chosen
 
 
 def best_pure_counter(horizon: Optional[int], epsilon: float, dimension: int = 1,
