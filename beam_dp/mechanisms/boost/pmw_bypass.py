@@ -107,6 +107,10 @@ class TreePMWBypass:
       tight: tight (Thm A.3) or loose PMW/SV calibration.
       bypass_calibration: 'laplace' (C1/C4, recommended) or 'pmw' (the seed's Alg. 1; 'nocuts').
       sv_reset: 'lazy' or 'eager' (erratum 12).
+      sv_failure: after a failed SV test, 'r2' releases r* + Lap(1/(ε_SV n_SV)) for ε_SV (the
+        seed's Alg. 1/2) with a no-margin MW update; 'replan' (the artifact's executor [REF])
+        answers with the all-Laplace plan at the full β (C1/C4, ε_Lap < ε_SV) and trains the
+        nodes by the external-update rule. Privacy is the same (the SV's 3ε pays for "fail").
       warm_start, warm_gamma: warm-start new nodes (§3.8), mixing γ of uniform (Thm A.9).
       window_bound: T = 2^m, the longest window; trees overlap every T blocks (Thm A.8).
 
@@ -126,6 +130,7 @@ class TreePMWBypass:
     tight: bool = True
     bypass_calibration: str = 'laplace'
     sv_reset: str = 'lazy'
+    sv_failure: str = 'replan'
     warm_start: bool = False
     warm_gamma: float = 0.0
     window_bound: int = 64
@@ -141,6 +146,7 @@ class TreePMWBypass:
         v.check_choice(owner, 'planner', self.planner, PLANNERS)
         v.check_choice(owner, 'bypass_calibration', self.bypass_calibration, ('laplace', 'pmw'))
         v.check_choice(owner, 'sv_reset', self.sv_reset, ('lazy', 'eager'))
+        v.check_choice(owner, 'sv_failure', self.sv_failure, ('replan', 'r2'))
         if not isinstance(self.readiness, Readiness):
             v._fail(owner, f'readiness must be a Readiness, got {self.readiness!r}.')
         if not isinstance(self.learning_rate, LearningRate):
@@ -154,8 +160,9 @@ class TreePMWBypass:
         for flag in ('exact_cache', 'tight', 'warm_start'):
             if not isinstance(getattr(self, flag), bool):
                 v._fail(owner, f'{flag} must be a bool, got {getattr(self, flag)!r}.')
-        if self.mode == 'pmw' and self.planner != 'nocuts':
-            v._fail(owner, "mode='pmw' (vanilla PMW) needs planner='nocuts'.")
+        if self.mode == 'pmw' and (self.planner != 'nocuts' or self.sv_failure != 'r2'):
+            v._fail(owner, "mode='pmw' (vanilla PMW) needs planner='nocuts' and "
+                           "sv_failure='r2'.")
 
     # The mechanism contract ------------------------------------------------------------------
 
@@ -209,11 +216,17 @@ class TreePMWBypass:
         sv_nodes, lap_nodes = plan
         parts, paths = [], []
         if sv_nodes:
-            parts.append(self._sv_part(run, sv_nodes, q, qkey, rng))
-            paths.append(parts[-1][2])
+            part = self._sv_part(run, sv_nodes, q, qkey, rng)
+            if part is None:
+                # sv_failure='replan': the failed test is paid by the SV; the answer is the
+                # all-Laplace plan over the whole cover at the full β (its own (α, β) proof).
+                sv_nodes, lap_nodes = [], list(nodes)
+            else:
+                parts.append(part)
+                paths.append(part[2])
         if lap_nodes:
             parts.append(self._laplace_part(run, lap_nodes, bool(sv_nodes), q, qkey, rng))
-            paths.append(parts[-1][2])
+            paths.append(parts[-1][2] if sv_nodes or not plan[0] else 'R2')
         value = tree.aggregate([p[0] for p in parts], [p[1] for p in parts])
         path = paths[0] if len(paths) == 1 else 'MIXED'
         cache = run.cache
@@ -317,17 +330,28 @@ class TreePMWBypass:
         return None
 
     def _worst_case(self, run: _Run, sv_nodes, lap_nodes, qkey: str) -> List[Tuple[int, float]]:
-        out = []
+        """Per-block worst case: the SV fee(s), then the dearest of the answer branches."""
+        per = {}
+        replan = self.sv_failure == 'replan' and sv_nodes
         if sv_nodes:
             eps = self._sv_epsilon(sum(self._size(run.state, n) for n in sv_nodes))
-            mult = 1 + (0 if run.filters.is_live(self._sv_key(sv_nodes)) else 3)
-            mult += 3 if self.sv_reset == 'eager' else 0
-            out += [(b, mult * eps) for _, a, z in sv_nodes for b in range(a, z + 1)]
-        if lap_nodes:
-            for node, eps in self._laplace_plan(run, lap_nodes, bool(sv_nodes), qkey):
-                if eps:
-                    out += [(b, eps) for b in range(node[1], node[2] + 1)]
-        return out
+            fees = (0 if run.filters.is_live(self._sv_key(sv_nodes)) else 3)
+            fees += 3 if self.sv_reset == 'eager' else 0
+            fail = 0 if replan else 1
+            for _, a, z in sv_nodes:
+                for b in range(a, z + 1):
+                    per[b] = (fees + fail) * eps
+        branches = [(lap_nodes, bool(sv_nodes))] + ([(sv_nodes + lap_nodes, False)] if replan
+                                                    else [])
+        extra = {}
+        for nodes, with_sv in branches:
+            if nodes:
+                for node, eps in self._laplace_plan(run, nodes, with_sv, qkey):
+                    for b in range(node[1], node[2] + 1):
+                        extra[b] = max(extra.get(b, 0.0), eps)
+        for b, eps in extra.items():
+            per[b] = per.get(b, 0.0) + eps
+        return [(b, eps) for b, eps in per.items() if eps]
 
     def _laplace_plan(self, run: _Run, lap_nodes, with_sv: bool, qkey: str):
         """[(node, ε_Lap or 0 when a cached result is reused)] (public: sizes and the cache)."""
@@ -359,15 +383,22 @@ class TreePMWBypass:
         r_true = self._true_value(state, sv_nodes, q)
         if not sv_fails(run.svs[key], r_true, r_h, rng.derive(label, 'sv_test')):
             return r_h, n_sv, 'R1'
-        run.pay(blocks, 'sv_fail', eps)
         run.filters = run.filters.halt(key)
         del run.svs[key]
+        support = run.support
+        if self.sv_failure == 'r2':
+            run.pay(blocks, 'sv_fail', eps)
         if self.sv_reset == 'eager':
             run.pay(blocks, 'sv_init', 3 * eps, start=key)
             run.svs[key] = start_sv(self._alpha_cal, eps, n_sv, str(label),
                                     rng.derive(label, 'sv_threshold_next'))
+        if self.sv_failure == 'replan':
+            for node in sv_nodes:           # Penalize (erratum 9); the caller re-plans
+                h = run.nodes[node]
+                run.nodes[node] = h.with_thresholds(
+                    self.readiness.penalize(h.count, h.thr, support))
+            return None
         value, scale = laplace_release(r_true, eps, n_sv, rng.derive(label, 'laplace'))
-        support = run.support
         lr = min(self.learning_rate.rate(run.nodes[n].count, support) for n in sv_nodes)
         s = lr if value > r_h else -lr
         for node in sv_nodes:

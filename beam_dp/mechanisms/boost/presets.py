@@ -29,6 +29,7 @@ PRESETS = {
     # The artifact's vanilla PMW: the theory's lr = α/8 (0.00625 at α = 0.05), lazy SV reset.
     # The seed's literal Alg. 1 prepays the next SV (sv_reset='eager', erratum 12).
     'vanilla_pmw': dict(mode='pmw', planner='nocuts', exact_cache=False, sv_reset='lazy',
+                        sv_failure='r2',
                         readiness=Readiness(c0=0.0, s0=0.0, always=True),
                         learning_rate=LearningRate(((0, 0.05 / 8),))),
     'laplace': dict(mode='laplace', planner='nocuts', exact_cache=False,

@@ -104,7 +104,8 @@ def test_sv_paths_charge_as_specified():                                    # cr
     from beam_dp.mechanisms.boost.heuristic import LearningRate
     for reset in ('lazy', 'eager'):
         mech = preset('pmw_bypass', N, readiness=Readiness(always=True), sv_reset=reset,
-                      exact_cache=False, learning_rate=LearningRate(((0, 1e-9),)))
+                      exact_cache=False, learning_rate=LearningRate(((0, 1e-9),)),
+                      sv_failure='r2')
         state = sealed(mech, 1, n=100_000)
         eps = cal.calibrate_pmw(ALPHA_CAL, 1e-3, 100_000)
         seen = set()
@@ -122,6 +123,27 @@ def test_sv_paths_charge_as_specified():                                    # cr
                 assert e == pytest.approx({'sv_init': 3 * eps, 'sv_fail': eps}[p])
             seen.add(ans.path)
         assert seen == {'R1', 'R2'}
+
+
+def test_sv_failure_replan_pays_laplace_not_epsilon_sv():
+    from beam_dp.mechanisms.boost.heuristic import LearningRate
+    mech = preset('pmw_bypass', N, readiness=Readiness(always=True), exact_cache=False,
+                  learning_rate=LearningRate(((0, 1e-9),)))
+    assert mech.sv_failure == 'replan'
+    state = sealed(mech, 1, n=100_000)
+    eps_sv = cal.calibrate_pmw(ALPHA_CAL, 1e-3, 100_000)
+    eps_lap = cal.calibrate_laplace(ALPHA_CAL, 1e-3, 100_000)
+    failures = 0
+    for i in range(60):
+        ans, state = _ask(mech, state, QUERIES[i % 8], qid=str(i))
+        if ans.path == 'R2':
+            failures += 1
+            assert [p for _, p, _ in ans.charges] in (['laplace'], ['sv_init', 'laplace'])
+            for _, p, e in ans.charges:
+                assert e == pytest.approx({'sv_init': 3 * eps_sv, 'laplace': eps_lap}[p])
+        else:
+            assert ans.path == 'R1'
+    assert failures > 0
 
 
 def test_ledger_sum_equals_filter_consumption():                            # criterion 15
