@@ -23,9 +23,11 @@ Per query on window [a, b] of sealed blocks (spec §5.4):
    then the query is refused. The decision reads only public state (histograms, live SVs,
    filters): refusals never depend on data (trap 9.6), and a failing SV can always pay for
    its Laplace answer (trap 9.5);
-5. SV part: pass → R1 = q(h) for free; fail → R2 = q(Data) + Lap, ε_SV charged, MW update of
-   every node of I_SV in the same direction, Penalize on them (erratum 9), the SV halts (lazy)
-   or is reset at once for 3ε_SV more (eager, Alg. 1's 4ε; erratum 12);
+5. SV part: pass → R1 = q(h) for free; fail → the SV halts (lazy) or is reset at once for
+   3ε_SV more (eager, Alg. 1's 4ε; erratum 12), Penalize on the nodes of I_SV (erratum 9), and
+   either (``sv_failure='r2'``, the seed) R2 = q(Data) + Lap(1/(ε_SV n_SV)) for ε_SV with a
+   same-direction MW update of every node of I_SV, or (``'replan'``, the artifact's executor,
+   default) the whole query is answered by the all-Laplace plan at the full β;
    Laplace part: per node, a cached result with a small enough noise scale is reused for free
    (``cache.reusable``), else R3 = q(Data_i) + Lap(1/(ε_Lap n_i)) charged to the node's blocks and
    an external update only when |R3 − q(h_i)| > τα (a bypass result never updates like R2:
