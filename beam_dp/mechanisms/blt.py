@@ -321,7 +321,7 @@ class BLTCounter:
         return (v_t + (1 << (shift - 1))) >> shift, new      # Nearest grid point (shifted floor).
 
     # ----------------------------------------------------------------- closed forms
-    @functools.lru_cache(maxsize=8)
+    @functools.lru_cache(maxsize=4)
     def _b_squared_cumsum(self, n: int) -> np.ndarray:
         """Σ_{m<j} b_m² for j = 0..n (float64)."""
         theta, w = self.exact_params
