@@ -42,6 +42,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.drivers.private_keys import PrivateKeys
@@ -52,6 +53,7 @@ from beam_dp.mechanisms import exact_int
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.privacy_unit import UserLevel
+from beam_dp.transforms import arguments
 from beam_dp.transforms import shell
 from beam_dp.transforms.continual_private_keys import release_private_keys
 from beam_dp.transforms.contribution_bounding import BoundContributions
@@ -72,7 +74,8 @@ _SECOND = operator.itemgetter(1)
 class _ExtractFn(beam.DoFn):
     """record → (unit, (key id, step, (shard, slot, units))) or a dead letter; with private
     keys (unit, (key, step, (shard, key, bin, units, unit))) — the unit rides along for
-    'MarkNewUnits'."""
+    'MarkNewUnits'. At user level a 4th item, the record's rendering, rides along to
+    'BoundContributions', whose dead letters hold it (it drops it from what it keeps)."""
 
     def __init__(self, driver: KeyedReleaseDriver, label: str, key_fn, value_fn, unit_fn):
         self._driver = driver
@@ -94,10 +97,12 @@ class _ExtractFn(beam.DoFn):
         except InvalidRecordError as e:
             yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
             return
-        if self._private:
-            yield unit, (key_id, step, (shard, key_id, slot, units, unit))
-        else:
-            yield unit, (key_id, step, (shard, slot, units))
+        payload = ((shard, key_id, slot, units, unit) if self._private
+                   else (shard, slot, units))
+        if self._unit_fn is None:
+            yield unit, (key_id, step, payload)
+        else:   # the input record's rendering, for BoundContributions' dead letters
+            yield unit, (key_id, step, payload, shell.render_record(record))
 
 
 class _PreAggregateFn(beam.DoFn):
@@ -186,16 +191,15 @@ class _ContinualPerKey(shell.ShellTransform):
 
     _metric = ''
 
-    def __init__(self, *, public_keys: Optional[Sequence[str]] = None, start, step,
-                 budget: PrivacyBudget, keys=None,
-                 privacy_unit: Optional[PrivacyUnit] = None,
+    def __init__(self, *, public_keys: Optional[Sequence[str]] = None, keys=None, start, step,
+                 end=None, budget: PrivacyBudget, privacy_unit: Optional[PrivacyUnit] = None,
+                 accountant: Optional[BudgetAccountant] = None,
                  key_fn: Callable[[Any], Any] = _FIRST,
                  value_fn: Optional[Callable[[Any], Any]] = None,
-                 accountant: Optional[BudgetAccountant] = None,
-                 allowed_lateness=0, horizon_steps: Optional[int] = None, end=None,
-                 estimator: str = 'variance_reduced', num_shards: Optional[int] = None,
-                 lower: float = 0.0, upper: float = 1.0, grid_bits: int = 10,
-                 bins: Sequence[str] = (), noise_key: Optional[str] = None,
+                 lower: Optional[float] = None, upper: Optional[float] = None,
+                 grid_bits: int = 10, bins: Sequence[str] = (), allowed_lateness=0,
+                 horizon_steps: Optional[int] = None, estimator: str = 'variance_reduced',
+                 num_shards: Optional[int] = None, noise_key: Optional[str] = None,
                  debug_metrics: bool = False, testing_seed: Optional[int] = None,
                  label: Optional[str] = None):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
@@ -214,11 +218,15 @@ class _ContinualPerKey(shell.ShellTransform):
                                          f'PrivateKeys(num_shards=...), not num_shards.')
             layout = None if private_keys is not None else KeyLayout.of(list(public_keys),
                                                                         num_shards)
+            bounds = {}
+            if self._metric == 'sum':
+                if lower is None or upper is None:
+                    raise InvalidParamsError(f'{owner}: lower and upper are required.')
+                bounds = dict(lower=lower, upper=upper, grid_bits=grid_bits)
             self._driver = KeyedReleaseDriver(
                 metric=self._metric, budget=budget, privacy_unit=privacy_unit, clock=clock,
                 layout=layout, private_keys=private_keys, horizon_steps=horizon_steps,
-                estimator=estimator, lower=lower, upper=upper, grid_bits=grid_bits,
-                bins=tuple(bins))
+                estimator=estimator, bins=tuple(bins), **bounds)
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
@@ -236,6 +244,7 @@ class _ContinualPerKey(shell.ShellTransform):
         return {name: str(value) for name, value in self._driver.describe().items()}
 
     def expand(self, records):
+        require_public_end(self.owner, records.is_bounded, self._driver.clock)
         self.spend_budget(records)
         driver = self._driver
         valid, dead = self._extract_and_bound(records)
@@ -277,6 +286,19 @@ class _ContinualPerKey(shell.ShellTransform):
         return valid, dead
 
 
+_SUM_ONLY = 'only ContinualSumPerKey takes value bounds (it clamps each value to them)'
+_NOT_FOR_COUNTS = {
+    'value_fn': 'a count counts records; to add up a value use ContinualSumPerKey(value_fn=..., '
+                'lower=..., upper=...), for bins ContinualHistogramPerKey(value_fn=..., bins=...)',
+    'lower': _SUM_ONLY, 'upper': _SUM_ONLY, 'grid_bits': _SUM_ONLY,
+    'bins': 'bins are for ContinualHistogramPerKey(bins=...)',
+}
+_NOT_FOR_SUMS = {'bins': _NOT_FOR_COUNTS['bins']}
+_NOT_FOR_HISTOGRAMS = {'lower': _SUM_ONLY, 'upper': _SUM_ONLY, 'grid_bits': _SUM_ONLY}
+
+
+@arguments.public(docs=arguments.KEYED_DOCS, drop=('value_fn', 'lower', 'upper', 'grid_bits',
+                                                   'bins'), hints=_NOT_FOR_COUNTS)
 class ContinualCountPerKey(_ContinualPerKey):
     """Continual counts per public key on a fixed event-time schedule.
 
@@ -297,9 +319,13 @@ class ContinualCountPerKey(_ContinualPerKey):
     ``horizon_steps`` is given; ``estimator='variance_reduced'`` (Honaker 2015, default) or
     'textbook'. The noise of every tree node is drawn once and kept in Beam state.
 
+    Bounded input (batch) needs ``end``: the releases must not stop at a time set by the data,
+    so a bounded input without a public end is refused when the pipeline is built. An unbounded
+    stream without ``end`` releases until it is drained.
+
     Not guaranteed: records arriving after their step was released are not counted (they go to
-    the dead-letter output, aggregated per key and step); with bounded input (or a drain) the
-    releases stop when the input ends.
+    the dead-letter output, aggregated per key and step); records without an event timestamp,
+    or before ``start``, are dead-lettered with their time and the start.
 
     Private keys: ``keys=PrivateKeys(budget=PrivacyBudget(epsilon=ε_s, delta=δ))`` instead of
     ``public_keys`` releases a key only from the step at which continual private key selection
@@ -308,29 +334,6 @@ class ContinualCountPerKey(_ContinualPerKey):
     since ``start`` and earlier steps are never back-filled. The total cost is the selection's
     (ε_s, δ) plus ``budget``; both are spent on ``accountant``. Release.epsilon/delta then carry
     the total.
-
-    Args:
-      public_keys: the keys to release (strings).
-      keys: a public key list (same as ``public_keys``) or ``PrivateKeys(...)``.
-      start: event time of the start of step 0 (seconds since the epoch, Timestamp or datetime).
-      step: the step length (seconds, Duration or timedelta).
-      budget: this transform's ``PrivacyBudget``.
-      privacy_unit: ``EventLevel()`` (default) or ``UserLevel(...)``.
-      key_fn: record → key (default: ``record[0]``).
-      accountant: a ``BudgetAccountant`` to spend ``budget`` from (raises at construction).
-      allowed_lateness: seconds a step waits for late records after its end.
-      horizon_steps: a known number of steps T (binary tree); None for an unbounded stream.
-      end: a public end time: no step starting at or after it is released.
-      estimator: 'variance_reduced' or 'textbook'.
-      num_shards: how many stateful shards hold the keys (default: 512 keys per shard).
-      noise_key: a reference to a secret noise key ('env:VAR', 'file:/path' or
-        'gcpsm:projects/P/secrets/S/versions/V', never the key itself): every draw becomes a
-        PRF of the key and its address, so a replayed release is bit-identical. Default: the
-        key of an enclosing ``beam_dp.noise.using_noise_key`` block, else fresh OS randomness.
-      debug_metrics: SENSITIVE. True adds exact per-stage dead-letter counts as Beam metrics
-        (they reveal e.g. how many records exceeded the bounds). Default False: no metric.
-      testing_seed: seeds the noise for tests only (inside ``beam_dp.noise.testing``'s
-        opt-in); refused elsewhere and on production runners.
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``.
@@ -341,12 +344,9 @@ class ContinualCountPerKey(_ContinualPerKey):
     """
     _metric = 'count'
 
-    def __init__(self, **kwargs):
-        if 'value_fn' in kwargs:
-            raise InvalidParamsError('ContinualCountPerKey: value_fn is not used by counts.')
-        super().__init__(**kwargs)
 
-
+@arguments.public(docs=arguments.KEYED_DOCS, drop=('bins',), required=('lower', 'upper'),
+                  defaults={'value_fn': _SECOND}, hints=_NOT_FOR_SUMS)
 class ContinualSumPerKey(_ContinualPerKey):
     """Continual sums per public key of a clamped value.
 
@@ -354,14 +354,22 @@ class ContinualSumPerKey(_ContinualPerKey):
     clamped to [``lower``, ``upper``] and snapped to the grid 2**-``grid_bits``: the sums are
     integer in grid units, the noise is exact discrete noise in grid units, and every released
     value is a multiple of 2**-grid_bits (no floating-point Laplace). One record's sensitivity is
-    max(|lower|, |upper|) (rounded up to the grid).
+    max(|lower|, |upper|) (rounded up to the grid). ``lower`` and ``upper`` have no defaults:
+    they set the noise (wider bounds, more noise) and the bias (values outside are clamped).
+
+    Returns:
+      ``ContinualOutputs(releases, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad or missing parameter, naming it.
+      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
     """
     _metric = 'sum'
 
-    def __init__(self, *, value_fn: Callable[[Any], Any] = _SECOND, **kwargs):
-        super().__init__(value_fn=value_fn, **kwargs)
 
-
+@arguments.public(docs={**arguments.KEYED_DOCS, 'value_fn': arguments.BIN_FN_DOC},
+                  drop=('lower', 'upper', 'grid_bits'), required=('bins',),
+                  defaults={'value_fn': _SECOND}, hints=_NOT_FOR_HISTOGRAMS)
 class ContinualHistogramPerKey(_ContinualPerKey):
     """Continual histograms per public key over public bins.
 
@@ -369,9 +377,12 @@ class ContinualHistogramPerKey(_ContinualPerKey):
     (default ``record[1]``), which must be one of ``bins`` (else dead-lettered). One tree per
     shard runs over the vector keys × bins; ``Release.values`` holds the per-bin estimates.
     One record changes one bin by one (L1 = L2 = 1 at event level).
+
+    Returns:
+      ``ContinualOutputs(releases, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad or missing parameter, naming it.
+      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
     """
     _metric = 'histogram'
-
-    def __init__(self, *, bins: Sequence[str], value_fn: Callable[[Any], Any] = _SECOND,
-                 **kwargs):
-        super().__init__(value_fn=value_fn, bins=bins, **kwargs)

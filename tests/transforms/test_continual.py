@@ -255,7 +255,7 @@ ok = contextlib.nullcontext
     ({'budget': 1.0}, pytest.raises(InvalidParamsError, match='budget must be a PrivacyBudget')),
     ({'privacy_unit': 'user'}, pytest.raises(InvalidParamsError, match='privacy_unit must be EventLevel')),
     ({'key_fn': 3}, pytest.raises(InvalidParamsError, match='key_fn must be callable')),
-    ({'value_fn': len}, pytest.raises(InvalidParamsError, match='value_fn is not used by counts')),
+    ({'value_fn': len}, pytest.raises(InvalidParamsError, match='value_fn is not an argument of ContinualCountPerKey: a count counts records')),
     ({'testing_seed': 'x'}, pytest.raises(InvalidParamsError, match='testing_seed must be an int')),
 ])
 def test_count_validation(kwargs, expectation):
@@ -268,8 +268,9 @@ def test_count_validation(kwargs, expectation):
 @pytest.mark.parametrize('kwargs, match', [
     ({'lower': 2.0, 'upper': 1.0}, 'lower must not exceed upper'),
     ({'lower': 0.0, 'upper': 0.0}, 'must not both be 0'),
-    ({'upper': float('inf')}, 'must be finite'),
-    ({'grid_bits': 40}, 'grid_bits must be at most 30'),
+    ({'lower': 0.0, 'upper': float('inf')}, 'must be finite'),
+    ({'lower': 0.0, 'upper': 1.0, 'grid_bits': 40}, 'grid_bits must be at most 30'),
+    ({}, 'missing required argument.s. lower, upper'),
 ])
 def test_sum_validation(kwargs, match):
     with pytest.raises(InvalidParamsError, match=match):

@@ -148,8 +148,8 @@ def test_budget_covers_selection_plus_release():
                              step=STEP, budget=PrivacyBudget(epsilon=1.0), accountant=acc)
     assert acc.ledger == ()
     t = ContinualCountPerKey(keys=PrivateKeys(PrivacyBudget(epsilon=0.5, delta=1e-6)), start=0,
-                             step=STEP, budget=PrivacyBudget(epsilon=1.0), accountant=acc,
-                             label='C')
+                             step=STEP, end=2 * STEP, budget=PrivacyBudget(epsilon=1.0),
+                             accountant=acc, label='C')
     p = beam.Pipeline(runner='DirectRunner')
     _ = p | beam.Create([]) | t
     assert [e.label for e in acc.ledger] == ['C/SelectKeys', 'C']

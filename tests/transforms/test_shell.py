@@ -61,13 +61,14 @@ def test_noise_source_and_errors_name_the_public_transform():
     for bad in (True, 1.5, 'x'):
         with pytest.raises(InvalidParamsError, match='X: testing_seed must be an int or None'):
             shell.noise_source('X', bad)
-    for transform in (ContinualCountPerKey, ContinualSumPerKey):
+    for transform, extra in ((ContinualCountPerKey, {}),
+                             (ContinualSumPerKey, {'lower': 0.0, 'upper': 1.0})):
         with pytest.raises(InvalidParamsError, match=f'^{transform.__name__}: testing_seed'):
             transform(public_keys=['a'], start=0, step=60, budget=PrivacyBudget(epsilon=1.0),
-                      testing_seed=True)
+                      testing_seed=True, **extra)
     with pytest.raises(InvalidParamsError, match='^ContinualSumPerKey: grid_bits must be at most'):
         ContinualSumPerKey(public_keys=['a'], start=0, step=60, budget=PrivacyBudget(epsilon=1.0),
-                           grid_bits=31)
+                           lower=0.0, upper=1.0, grid_bits=31)
     with pytest.raises(InvalidParamsError, match='^SelectKeys: accountant must be a Budget'):
         SelectKeys(budget=PrivacyBudget(epsilon=1.0, delta=1e-6), accountant=3)
 
@@ -97,7 +98,7 @@ def test_no_stateful_dofn_has_a_non_deterministic_key_coder(caplog):
     common = dict(start=0, step=60, end=120, budget=PrivacyBudget(epsilon=1.0))
     transforms = [
         ContinualCountPerKey(public_keys=['a'], **common),
-        ContinualSumPerKey(public_keys=['a'], privacy_unit=unit, **common),
+        ContinualSumPerKey(public_keys=['a'], privacy_unit=unit, lower=0, upper=1, **common),
         ContinualHistogramPerKey(keys=select, bins=['u1'], privacy_unit=unit, **common),
         ContinualCountPerKey(keys=select, **common),
     ]

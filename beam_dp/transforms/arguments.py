@@ -1,0 +1,254 @@
+"""Public signatures and argument errors of the continual transforms.
+
+The keyed and segmented families share one implementation per family (a private base with every
+argument of the family); each public transform takes only the arguments that apply to it. The
+class decorator ``public(...)`` gives a public transform:
+
+* its own signature (``inspect.signature`` and ``help()`` show exactly its parameters: no bare
+  ``**kwargs``), derived from the implementation's, with arguments that do not apply dropped,
+  required ones marked and defaults of its own;
+* an ``Args:`` section in its docstring listing each of those parameters (from one table of
+  descriptions per family, so a description is written once);
+* argument errors that name the public transform and say what to write instead: missing
+  arguments with what they mean, ``epsilon=1.0`` → "use budget=PrivacyBudget(epsilon=1.0)",
+  arguments of another transform (``ContinualCountPerKey(lower=0, upper=50)``) named with where
+  they apply, near misses with "did you mean". All are ``InvalidParamsError``.
+"""
+
+import difflib
+import functools
+import inspect
+import textwrap
+import typing
+from typing import Dict, Mapping, Optional, Sequence
+
+from beam_dp.errors import InvalidParamsError
+
+__all__ = [
+    'BIN_FN_DOC',
+    'COMMON_DOCS',
+    'KEYED_DOCS',
+    'explain',
+    'public',
+]
+
+_EMPTY = inspect.Parameter.empty
+_BUDGET_NAMES = ('epsilon', 'delta', 'rho')
+
+#: Descriptions of the arguments every continual transform shares (families add their own).
+COMMON_DOCS: Dict[str, str] = {
+    'start': 'event time of the start of step 0 (seconds since the epoch, a Beam Timestamp or '
+             'a timezone-aware datetime; not milliseconds).',
+    'step': 'the length of a step (seconds, a Beam Duration or a timedelta).',
+    'end': 'public end time: no step starting at or after it is released. Required when the '
+           'input is bounded (batch), so that the number of releases does not depend on the '
+           'data; optional on an unbounded stream (releases go on until it is drained).',
+    'budget': "this transform's privacy budget for its whole (unbounded) release: "
+              '``PrivacyBudget(epsilon=ε)`` (or ``rho=ρ`` for zCDP where supported).',
+    'public_keys': 'the released key set (strings), public: every key is released at every '
+                   'release, with or without data; records of other keys are dead-lettered.',
+    'keys': 'instead of ``public_keys``: a public key list, or ``PrivateKeys(...)`` to select '
+            'the released keys privately.',
+    'key_fn': 'record → key (default ``record[0]``).',
+    'accountant': 'a ``BudgetAccountant`` that pays for ``budget``; over-allocation raises '
+                  '``BudgetExceededError`` at construction, before any data is read.',
+    'allowed_lateness': 'how long (seconds) a step waits for late records after its end; '
+                        'records arriving later are dead-lettered (default 0).',
+    'noise_key': "a reference to a secret noise key ('env:VAR', 'file:/path' or "
+                 "'gcpsm:projects/P/secrets/S/versions/V', never the key itself): every draw "
+                 'becomes a PRF of the key and its address, so a replayed release is '
+                 'bit-identical. Default: the key of an enclosing '
+                 '``beam_dp.noise.using_noise_key`` block, else fresh OS randomness.',
+    'debug_metrics': 'SENSITIVE. True adds exact per-stage dead-letter counts as Beam metrics '
+                     '(they reveal e.g. how many records exceeded the bounds). Default False.',
+    'testing_seed': 'seeds the noise for tests only (inside ``beam_dp.noise.testing``\'s '
+                    'opt-in); refused elsewhere and on production runners.',
+    'label': "the transform's label (also its ledger label and noise address).",
+}
+
+#: The keyed continual family (``ContinualCountPerKey``, ``...SumPerKey``,
+#: ``...HistogramPerKey``).
+KEYED_DOCS: Dict[str, str] = {
+    **COMMON_DOCS,
+    'privacy_unit': '``EventLevel()`` (default: one record) or ``UserLevel(unit_fn, '
+                    'max_keys_per_unit, max_contributions_per_step, max_steps_per_unit)`` '
+                    '(all records of a user, bounded first by ``BoundContributions``).',
+    'value_fn': 'record → the value to add up (default ``record[1]``).',
+    'lower': 'the smallest value a record counts for: values below are raised to it. No '
+             'default (bounds set both the noise and the clamping bias).',
+    'upper': 'the largest value a record counts for: values above are lowered to it. No '
+             'default.',
+    'grid_bits': 'values are snapped to multiples of 2**-grid_bits (default 10).',
+    'bins': 'the public bin labels; a record whose bin is not one of them is dead-lettered.',
+    'horizon_steps': 'a known number of steps T (binary tree counter, then no step after T is '
+                     'released); None (default): the infinite-horizon counter.',
+    'estimator': "'variance_reduced' (default; Honaker 2015, ~1.7x lower variance, same "
+                 "privacy) or 'textbook'.",
+    'num_shards': 'how many stateful shards hold the keys (default: one per 512 keys).',
+}
+#: ``value_fn`` of a histogram.
+BIN_FN_DOC = 'record → its bin label, one of ``bins`` (default ``record[1]``).'
+
+_MISSING_HINTS = {
+    'start': 'start=<event time of step 0, in seconds since the epoch>',
+    'step': 'step=<step length in seconds>',
+    'budget': 'budget=PrivacyBudget(epsilon=...)',
+    'lower': 'lower=<smallest value a record counts for>',
+    'upper': 'upper=<largest value a record counts for>',
+    'bins': "bins=[<public bin labels>]",
+}
+
+
+def _keyword(param: inspect.Parameter, default=_EMPTY) -> inspect.Parameter:
+    return param.replace(kind=inspect.Parameter.KEYWORD_ONLY, default=default)
+
+
+def _named(signature: inspect.Signature):
+    """The named (non-self, non-variadic) parameters of ``signature``, and whether it has a
+    ``**kwargs`` catch-all."""
+    named, var_kw = [], False
+    for name, param in signature.parameters.items():
+        if param.kind == param.VAR_KEYWORD:
+            var_kw = True
+        elif name != 'self' and param.kind != param.VAR_POSITIONAL:
+            named.append(param)
+    return named, var_kw
+
+
+def _public_signature(own, parent, drop, required, defaults) -> inspect.Signature:
+    params, var_kw = _named(inspect.signature(own)) if own is not None else ([], True)
+    if var_kw:
+        present = {p.name for p in params}
+        params += [p for p in _named(inspect.signature(parent))[0] if p.name not in present]
+    out = []
+    for param in params:
+        if param.name in drop:
+            continue
+        if param.name in required:
+            param = _unwrap_optional(_keyword(param))
+        elif param.name in defaults:
+            param = _keyword(param, defaults[param.name])
+        else:
+            param = _keyword(param, param.default)
+        out.append(param)
+    out.sort(key=lambda p: p.default is not _EMPTY)       # required first (stable)
+    self_param = inspect.Parameter('self', inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return inspect.Signature([self_param] + out)
+
+
+def _budget_hint(kwargs: Mapping) -> str:
+    given = ', '.join(f'{n}={kwargs[n]!r}' for n in _BUDGET_NAMES if n in kwargs)
+    return f'use budget=PrivacyBudget({given})'
+
+
+def explain(owner: str, signature: inspect.Signature, args: Sequence, kwargs: Mapping,
+            hints: Mapping[str, str]) -> str:
+    """The message of an ``InvalidParamsError`` for a call that does not fit ``signature``."""
+    names = [n for n in signature.parameters if n != 'self']
+    problems = []
+    if args:
+        problems.append(f'takes keyword arguments only, got {len(args)} positional '
+                        f'argument(s) {", ".join(repr(a) for a in args)[:200]}')
+    unknown = [n for n in kwargs if n not in signature.parameters]
+    budget_names = [n for n in unknown if n in _BUDGET_NAMES and 'budget' in names]
+    if budget_names:
+        problems.append(f'{"/".join(budget_names)} is not an argument: '
+                        f'{_budget_hint(kwargs)}')
+    by_hint: Dict[str, list] = {}
+    for name in unknown:
+        if name in budget_names:
+            continue
+        hint = hints.get(name)
+        if hint is None:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f'did you mean {close[0]}?' if close else ''
+        by_hint.setdefault(hint, []).append(name)
+    for hint, group in by_hint.items():
+        verb = 'is not an argument' if len(group) == 1 else 'are not arguments'
+        problems.append(f'{", ".join(group)} {verb} of {owner}' + (f': {hint}' if hint else ''))
+    missing = [n for n, p in signature.parameters.items()
+               if n != 'self' and p.default is _EMPTY and n not in kwargs
+               and not (n == 'budget' and budget_names)]
+    if missing:
+        problems.append(f'missing required argument(s) {", ".join(missing)}: pass '
+                        + ', '.join(_MISSING_HINTS.get(n, f'{n}=...') for n in missing)
+                        + (' (no defaults: the bounds set both the noise and the clamping bias)'
+                           if {'lower', 'upper'} & set(missing) else ''))
+    problems.append(f'{owner} takes: {", ".join(names)}')
+    return f'{owner}: ' + '; '.join(problems) + '.'
+
+
+def _args_section(signature: inspect.Signature, docs: Mapping[str, str]) -> str:
+    lines = ['Args:']
+    for name, param in signature.parameters.items():
+        if name == 'self':
+            continue
+        tag = 'Required. ' if param.default is _EMPTY else ''
+        lines.extend(textwrap.wrap(f'{name}: {tag}{docs.get(name, "")}', width=92,
+                                   initial_indent='  ', subsequent_indent='    '))
+    return '\n'.join(lines)
+
+
+def _unwrap_optional(param: inspect.Parameter) -> inspect.Parameter:
+    """A required parameter's ``Optional[X]`` annotation → ``X`` (None is not accepted)."""
+    args = typing.get_args(param.annotation)
+    if typing.get_origin(param.annotation) is typing.Union and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return param.replace(annotation=rest[0])
+    return param
+
+
+def _with_args(doc: Optional[str], section: str) -> str:
+    """``doc`` (cleaned) with ``section`` before its ``Returns:`` (or at the end)."""
+    doc = inspect.cleandoc(doc or '')
+    marker = '\nReturns:'
+    if marker in doc:
+        head, tail = doc.split(marker, 1)
+        return f'{head.rstrip()}\n\n{section}\n{marker}{tail}'
+    return f'{doc.rstrip()}\n\n{section}\n'
+
+
+def public(*, docs: Mapping[str, str], drop: Sequence[str] = (), required: Sequence[str] = (),
+           defaults: Optional[Mapping] = None, hints: Optional[Mapping[str, str]] = None):
+    """Class decorator of a public transform (see the module docstring).
+
+    The signature is the class's own ``__init__``'s (extended by its parent's when it ends with
+    ``**kwargs``), or its parent's when it defines none; then ``drop`` removes arguments that do
+    not apply, ``required`` removes their defaults, ``defaults`` sets its own defaults (passed
+    on explicitly when not given). ``docs`` describes every parameter; ``hints`` explains
+    arguments it does not take (e.g. ``{'lower': 'counts take no bounds'}``).
+
+    A subclass's ``super().__init__(...)`` reaches the parent's implementation unchecked: the
+    outermost public class already checked the call against its own signature.
+    """
+    drop, required = frozenset(drop), frozenset(required)
+    defaults = dict(defaults or {})
+    hints = dict(hints or {})
+
+    def decorate(cls):
+        own = cls.__dict__.get('__init__')
+        parent = super(cls, cls).__init__
+        target = own if own is not None else parent
+        signature = _public_signature(own, parent, drop, required, defaults)
+
+        @functools.wraps(target)
+        def __init__(self, *args, **kwargs):
+            if type(self) is cls:
+                if args or any(n not in signature.parameters for n in kwargs) or any(
+                        p.default is _EMPTY and n not in kwargs
+                        for n, p in signature.parameters.items() if n != 'self'):
+                    raise InvalidParamsError(explain(cls.__name__, signature, args, kwargs,
+                                                     hints))
+                for name, value in defaults.items():
+                    kwargs.setdefault(name, value)
+            target(self, *args, **kwargs)
+
+        del __init__.__wrapped__                 # inspect.signature: the public one below
+        __init__.__signature__ = signature
+        __init__.__doc__ = f'Constructs a {cls.__name__}; see the class docstring for the Args.'
+        cls.__init__ = __init__
+        cls.__doc__ = _with_args(cls.__doc__, _args_section(signature, docs))
+        return cls
+
+    return decorate
