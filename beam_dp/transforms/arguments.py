@@ -28,6 +28,7 @@ __all__ = [
     'BIN_FN_DOC',
     'COMMON_DOCS',
     'KEYED_DOCS',
+    'SEGMENTED_DOCS',
     'explain',
     'public',
 ]
@@ -88,6 +89,27 @@ KEYED_DOCS: Dict[str, str] = {
 }
 #: ``value_fn`` of a histogram.
 BIN_FN_DOC = 'record → its bin label, one of ``bins`` (default ``record[1]``).'
+
+#: The segmented family (``SparseContinual*PerKey``, ``DynamicCountPerKey``).
+SEGMENTED_DOCS: Dict[str, str] = {
+    **COMMON_DOCS,
+    'budget': '``PrivacyBudget(epsilon=ε)`` (pure ε: the partitioner is a sparse vector).',
+    'privacy_unit': 'only ``EventLevel()`` (the default): one record (or one update).',
+    'partition_fraction': 'the share of ε spent on choosing segment boundaries (default 0.5).',
+    'beta': 'failure probability of the accuracy bound the thresholds are set for (default '
+            '0.1).',
+    'c_theta': "threshold constant (privacy-neutral): larger, fewer segments and more lag; "
+               "default 7, the paper's.",
+    'max_segment_ticks': 'close a segment after at most this many steps (caps staleness '
+                         'publicly); None (default): no cap.',
+    'monotone': 'True for streams whose counts never decrease (smaller thresholds); default '
+                'False.',
+    'bins': 'the public bin labels; a record whose bin is not one of them is dead-lettered.',
+    'value_fn': BIN_FN_DOC,
+    'construction': "'two_stream' (default; C6) or 'fenwick' (C9).",
+    'update_fn': 'record → (record_id, op), op +1 / \'insert\' or -1 / \'delete\' (default '
+                 '``(record[1], record[2])``).',
+}
 
 _MISSING_HINTS = {
     'start': 'start=<event time of step 0, in seconds since the epoch>',

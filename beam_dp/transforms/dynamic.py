@@ -17,6 +17,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.dynamic import FullyDynamicCounter
 from beam_dp.mechanisms.dynamic import TwoStreamCounter
 from beam_dp.mechanisms.time_partition import PAPER_C_THETA
+from beam_dp.transforms import arguments
 from beam_dp.transforms import shell
 from beam_dp.transforms.segmented import SegmentedPerKey
 
@@ -29,6 +30,7 @@ def _default_update(record):
     return record[1], record[2]
 
 
+@arguments.public(docs=arguments.SEGMENTED_DOCS)
 class DynamicCountPerKey(SegmentedPerKey):
     """Continual per-key counts of the live records of an insert/delete stream.
 
@@ -57,11 +59,6 @@ class DynamicCountPerKey(SegmentedPerKey):
     a close of either stream; ``noise_stddev`` is C6's exact sd, NaN for C9. Nothing between.
 
     Not guaranteed: late updates (step already processed) are dead-lettered, not counted.
-
-    Args:
-      construction: 'two_stream' or 'fenwick'.
-      update_fn: record → (record_id, op).
-      others (``noise_key``, ``debug_metrics`` included): as ``SparseContinualCountPerKey``.
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``.

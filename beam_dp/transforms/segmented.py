@@ -33,6 +33,7 @@ mechanism starts on a local clock whose first tick carries everything since the 
 record; nothing before it is released.
 """
 
+import operator
 from typing import Any, Callable, Optional, Sequence
 
 import apache_beam as beam
@@ -51,6 +52,7 @@ from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.segmented import KeyDriver
 from beam_dp.errors import InvalidParamsError
@@ -201,7 +203,7 @@ class SegmentedPerKey(shell.ShellTransform):
 
     def __init__(self, *, start, step, budget: PrivacyBudget,
                  public_keys: Optional[Sequence[str]] = None, keys=None,
-                 key_fn: Callable[[Any], Any] = lambda r: r[0],
+                 key_fn: Callable[[Any], Any] = operator.itemgetter(0),
                  accountant: Optional[BudgetAccountant] = None, allowed_lateness=0, end=None,
                  privacy_unit=None, noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
@@ -271,6 +273,7 @@ class SegmentedPerKey(shell.ShellTransform):
                     privacy_unit=EventLevel().describe())
 
     def expand(self, records):
+        require_public_end(self.owner, records.is_bounded, self._clock)
         self.spend_budget(records)
         label, clock = self.label, self._clock
         extracted = (

@@ -5,6 +5,7 @@ Wiring, state and timers: ``SegmentedPerKey`` (``segmented.py``; labels 'GlobalW
 (``beam_dp.drivers.segmented``), the mechanism ``SparseCounter``.
 """
 
+import operator
 from typing import Any, Callable, Optional, Sequence
 
 from beam_dp.accounting import PrivacyBudget
@@ -12,6 +13,7 @@ from beam_dp.drivers.segmented import CounterDriver
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 from beam_dp.mechanisms.time_partition import PAPER_C_THETA
+from beam_dp.transforms import arguments
 from beam_dp.transforms.segmented import SegmentedPerKey
 
 __all__ = [
@@ -20,6 +22,11 @@ __all__ = [
 ]
 
 
+_BINS_HINT = 'bins are for SparseContinualHistogramPerKey(bins=..., value_fn=...)'
+
+
+@arguments.public(docs=arguments.SEGMENTED_DOCS, drop=('bins', 'value_fn'),
+                  hints={'bins': _BINS_HINT, 'value_fn': _BINS_HINT})
 class SparseContinualCountPerKey(SegmentedPerKey):
     """Continual per-key counts on private time segments (C5), for sparse streams.
 
@@ -43,16 +50,6 @@ class SparseContinualCountPerKey(SegmentedPerKey):
     releases are as fresh as its segments (``max_segment_ticks`` caps staleness publicly).
 
     Cite: Qiu & Yi, "Differential privacy on dynamic data", Algorithm 2, Theorem 8.
-
-    Args:
-      public_keys / keys: public key list, or ``keys=PrivateKeys(...)``.
-      start, step: the public step clock (step s covers [start+s·step, start+(s+1)·step)).
-      budget: ``PrivacyBudget(epsilon=ε)`` (pure).
-      partition_fraction, beta, c_theta, max_segment_ticks, monotone: the partitioner's.
-      key_fn: record → key (default ``record[0]``).
-      accountant, allowed_lateness, end, noise_key, debug_metrics, testing_seed: as
-        ``ContinualCountPerKey`` (``noise_key``: a reference to the secret noise key, draws
-        replay bit-identically; ``debug_metrics``: SENSITIVE exact dead-letter counts).
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``.
@@ -87,6 +84,7 @@ class SparseContinualCountPerKey(SegmentedPerKey):
                 f'{m.partition_fraction:g}')
 
 
+@arguments.public(docs=arguments.SEGMENTED_DOCS)
 class SparseContinualHistogramPerKey(SparseContinualCountPerKey):
     """As ``SparseContinualCountPerKey`` over public ``bins``: one record adds 1 to the bin
     ``value_fn(record)`` (default ``record[1]``; other labels are dead-lettered); the
@@ -94,7 +92,8 @@ class SparseContinualHistogramPerKey(SparseContinualCountPerKey):
 
     _metric = 'histogram'
 
-    def __init__(self, *, bins: Sequence[str], value_fn: Callable[[Any], Any] = lambda r: r[1],
+    def __init__(self, *, bins: Sequence[str],
+                 value_fn: Callable[[Any], Any] = operator.itemgetter(1),
                  **kwargs):
         owner = type(self).__name__
         if isinstance(bins, str) or not bins or len(set(bins)) != len(bins):
