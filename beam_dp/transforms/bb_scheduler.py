@@ -78,7 +78,9 @@ class BBSchedulerQueries(_BBQueries):
 
     Args:
       mechanism: the static black box. epsilon, beta, n, domain_size, delta, p, g, lazy:
-        ``BBScheduler``'s parameters. Other arguments as ``WindowedPMWG``.
+        ``BBScheduler``'s parameters.
+      domain_fn, data_key_fn, query_key_fn, accountant, allowed_lateness, timer_granularity,
+        noise_key, debug_metrics, testing_seed, label: as ``WindowedPMWG``.
 
     Raises:
       InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.
@@ -114,6 +116,12 @@ class BBImproverQueries(_BBQueries):
     Cite: Cummings et al., "Differential Privacy for Growing Databases", NeurIPS 2018,
     Alg 2, Theorem 13; docs/growing_databases.md.
 
+    Args:
+      mechanism: the static black box. epsilon, delta, beta, n, domain_size, c, p1, p2:
+        ``BBImprover``'s parameters. lazy: only True (the default) is supported.
+      domain_fn, data_key_fn, query_key_fn, accountant, allowed_lateness, timer_granularity,
+        noise_key, debug_metrics, testing_seed, label: as ``WindowedPMWG``.
+
     Raises:
       InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.
     """
@@ -126,12 +134,12 @@ class BBImproverQueries(_BBQueries):
                  accountant=None, allowed_lateness=0, timer_granularity=0,
                  noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None,
-                 **kwargs):
+                 lazy: bool = True):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
                          noise_key=noise_key, debug_metrics=debug_metrics)
-        if kwargs.get('lazy', True) is not True or set(kwargs) - {'lazy'}:
+        if lazy is not True:
             raise InvalidParamsError(f'{self.owner}: only lazy=True is supported (one run per '
-                                     f'size at query times), got {kwargs!r}.')
+                                     f'size at query times), got lazy={lazy!r}.')
         self._init(lambda: BBImprover(mechanism=mechanism, epsilon=epsilon, delta=delta,
                                       beta=beta, n=n, domain_size=domain_size, c=c, p1=p1, p2=p2,
                                       lazy=True),

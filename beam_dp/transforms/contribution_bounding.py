@@ -161,6 +161,11 @@ class BoundContributions(beam.PTransform):
 
     Not guaranteed: which of a unit's records are kept when it exceeds a bound (the first ones
     to arrive, which on a streaming runner is not event-time order).
+
+    Args:
+      privacy_unit: the ``UserLevel(...)`` whose bounds K, S and m apply.
+      transform_label: the ``DeadLetter.transform`` of its dead letters (the enclosing
+        transform's label).
     """
 
     def __init__(self, privacy_unit: UserLevel, transform_label: str = 'BoundContributions'):

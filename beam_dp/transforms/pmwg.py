@@ -80,6 +80,7 @@ class WindowedPMWG(GrowingDatabaseTransform):
       noise_key, debug_metrics, testing_seed: as ``ContinualCountPerKey`` (a reference to the
         secret noise key: replayed answers are bit-identical; SENSITIVE exact dead-letter
         counts; seeds for tests only).
+      label: the transform's label (also its ledger label and noise address).
 
     Returns:
       ``GrowingDatabaseOutputs(answers, releases (empty), dead_letter)``.
