@@ -40,9 +40,36 @@ __all__ = [
     'KeyLayout',
     'KeyedReleaseDriver',
     'PublicShardState',
+    'text_key',
 ]
 
 METRICS = ('count', 'sum', 'histogram')
+
+
+def text_key(key) -> str:
+    """A record's key as every keyed transform requires it: a ``str`` that is valid UTF-8 text
+    (a ``numpy.str_`` becomes the equal ``str``, so no later deterministic key encoding meets
+    a numpy scalar).
+
+    Raises:
+      InvalidRecordError: for a non-string key (unhashable ones included) or a string with lone
+        surrogates (no UTF-8 encoding: it could not be sharded, encoded or written).
+    """
+    if not isinstance(key, str):
+        raise InvalidRecordError(f'key must be a string, got {type(key).__name__} '
+                                 f'{_short_repr(key)}')
+    try:
+        return str(key).encode('utf-8').decode('utf-8')
+    except UnicodeError as e:
+        raise InvalidRecordError(f'key is not valid UTF-8 text: {e}') from e
+
+
+def _short_repr(value, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # pylint: disable=broad-except
+        return f'<unprintable {type(value).__name__}>'
+    return text if len(text) <= limit else text[:limit] + '...'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,9 +209,8 @@ class KeyedReleaseDriver:
         Raises:
           InvalidRecordError: with the dead-letter reason.
         """
+        key = text_key(key)
         if self.private_keys is not None:
-            if not isinstance(key, str):
-                raise InvalidRecordError(f'key must be a string, got {key!r}')
             shard, position = self.private_keys.shard_of(key), None
         else:
             location = self.layout.locate(key)

@@ -22,6 +22,7 @@ import apache_beam as beam
 from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.keyed import text_key
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms.key_selection import GaussianThresholdSelection
@@ -64,10 +65,12 @@ class _ExtractFn(beam.DoFn):
 
     def process(self, record):
         try:
-            key = shell.extract_key(self._key_fn, record)
-            if not isinstance(key, str):
-                raise InvalidRecordError(f'key must be a string, got {key!r}')
+            key = text_key(shell.extract_key(self._key_fn, record))
             unit = shell.extract_unit(self._unit_fn, record)
+            try:
+                hash(unit)                    # 'DistinctUnitKeys' groups by (unit, key)
+            except TypeError as e:
+                raise InvalidRecordError(f'privacy unit id is not hashable: {e}') from e
         except InvalidRecordError as e:
             yield dead_letter(self._label, 'ExtractAndValidate', str(e), record)
             return
@@ -138,6 +141,7 @@ class SelectKeys(shell.ShellTransform):
       accountant: a ``BudgetAccountant`` to spend ``budget`` from.
       noise_key, debug_metrics, testing_seed: as ``ContinualCountPerKey`` (a secret-keyed
         PRF noise source; sensitive exact dead-letter counts; seeds for tests only).
+      label: the transform's label (also its ledger label and noise address).
 
     Returns:
       ``KeySelectionOutputs(keys, dead_letter)``.
