@@ -4,8 +4,9 @@ running (local: wait; remote: submit and return), logging and local tidying."""
 import argparse
 import logging
 import os
+import sys
 import time
-from typing import Optional
+from typing import List, Optional
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -24,6 +25,7 @@ __all__ = [
     'resolve_output_defaults',
     'run_pipeline',
     'runner_name',
+    'with_default_runner',
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -105,11 +107,22 @@ def run_pipeline(pipeline: beam.Pipeline, runner: str) -> bool:
     return True
 
 
-def configure_logging() -> None:
-    """INFO for the jobs' own loggers; Beam's (verbose) INFO logs off, its warnings kept."""
+def configure_logging(argv: Optional[List[str]] = None) -> None:
+    """INFO for the jobs' own loggers; Beam's (verbose) INFO logs off, its warnings kept, unless
+    the command line ``argv`` (default ``sys.argv[1:]``) has ``--verbose``."""
+    argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO,
                         format='%(asctime)s %(levelname)s %(name)s: %(message)s')
-    logging.getLogger('apache_beam').setLevel(logging.WARNING)
+    verbose = '--verbose' in argv
+    logging.getLogger('apache_beam').setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def with_default_runner(beam_args: List[str]) -> List[str]:
+    """``beam_args`` with ``--runner=DirectRunner`` when no runner is chosen (the runner Beam
+    would pick anyway, without its 'Missing pipeline option (runner)' log line)."""
+    if any(a == '--runner' or a.startswith('--runner=') for a in beam_args):
+        return list(beam_args)
+    return list(beam_args) + ['--runner=DirectRunner']
 
 
 def remove_empty_temp_dirs(*directories: Optional[str]) -> None:

@@ -12,6 +12,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 from pipelines.common.launch import remove_empty_temp_dirs
 from pipelines.common.launch import run_pipeline
 from pipelines.common.launch import runner_name
+from pipelines.common.launch import with_default_runner
 from pipelines.continual_counts import pipeline as job
 from pipelines.continual_counts import sample_data
 from pipelines.continual_counts import summary
@@ -40,8 +41,8 @@ def local_batch_args(args, beam_args: List[str]) -> List[str]:
                                '--max_cache_memory_usage_mb')) for a in beam_args)
     streaming = bool(args.input_subscription) or options.view_as(StandardOptions).streaming
     if runner == 'DirectRunner' and not streaming and not chosen:
-        return list(beam_args) + _FAST_LOCAL_BATCH_ARGS
-    return list(beam_args)
+        return with_default_runner(list(beam_args) + _FAST_LOCAL_BATCH_ARGS)
+    return with_default_runner(beam_args)
 
 
 def run(argv: Optional[List[str]] = None) -> None:
@@ -50,9 +51,6 @@ def run(argv: Optional[List[str]] = None) -> None:
     options = PipelineOptions(local_batch_args(args, beam_args))
     streaming = bool(args.input_subscription) or options.view_as(StandardOptions).streaming
     runner = runner_name(options)
-    if not args.input_subscription and args.end is None:
-        _LOG.warning('Batch input without --end: steps are released until the input ends; pass '
-                     '--end to fix the released range in advance.')
     _LOG.info('continual_counts: input=%s runner=%s streaming=%s epsilon=%g output=%s',
               args.input_subscription or args.input_avro or sample_data.RIDES_PATH, runner,
               streaming, args.epsilon, args.output_avro or args.output_topic)

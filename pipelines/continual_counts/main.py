@@ -40,7 +40,7 @@ class _WorkerLogFilter(logging.Filter):
 
 
 def main(argv=None) -> None:
-    configure_logging()
+    configure_logging(argv)
     # ... but show the SDK worker's log lines (the progress lines) of local subprocess workers.
     worker_log = logging.getLogger('apache_beam.runners.portability.local_job_service')
     worker_log.setLevel(logging.INFO)

@@ -6,6 +6,7 @@ Template parameter in ``metadata.json`` is one of these arguments.
 
 With no arguments the job runs on the embedded sample data (``data/rides.avro``) on the
 DirectRunner, user-level on rider_id with ε = 1, and writes to ``./out/continual_counts/``.
+A batch input always gets a public ``--end`` (default: ``--start`` + 48 steps).
 """
 
 import argparse
@@ -19,12 +20,15 @@ from pipelines.common.launch import resolve_output_defaults
 from pipelines.continual_counts import sample_data
 
 __all__ = [
+    'DEFAULT_BATCH_STEPS',
     'DEFAULT_OUTPUT',
     'build_parser',
     'parse_args',
 ]
 
 DEFAULT_OUTPUT = os.path.join('.', 'out', 'continual_counts')
+#: Steps released from a batch input without --end: the sample's two days of hourly steps.
+DEFAULT_BATCH_STEPS = 48
 
 
 def _time_arg(text: str) -> float:
@@ -94,13 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument('--horizon_steps', type=optional_int, default=None,
                     help='A known number of steps (binary tree); default: unbounded.')
     dp.add_argument('--estimator', choices=('textbook', 'variance_reduced'),
-                    default='variance_reduced')
+                    default='variance_reduced',
+                    help="How a release combines the tree's noisy node counts: "
+                         "'variance_reduced' (default; Honaker 2015, same privacy, ~1.7x lower "
+                         "noise variance) or 'textbook' (the plain sum of the covering nodes).")
     dp.add_argument('--start', type=_time_arg, default=sample_data.SAMPLE_START.timestamp(),
                     help='Start of step 0: RFC 3339 or epoch seconds (default: the sample start, '
                          f'{sample_data.SAMPLE_START.isoformat()}).')
     dp.add_argument('--end', type=_time_arg, default=None,
-                    help='Public end: no step starting at or after it is released (default: the '
-                         'sample end when reading the sample data, else none).')
+                    help='Public end: no step starting at or after it is released; RFC 3339 or '
+                         'epoch seconds. A batch input (--input_avro, the sample data) needs one: '
+                         f'the default there is --start + {DEFAULT_BATCH_STEPS} x --step_seconds '
+                         '(--horizon_steps x --step_seconds when given), i.e. two days of hourly '
+                         'steps like the sample; it never depends on the data. Pass the end of '
+                         'the period your files cover. Streaming: none (releases until drained).')
     dp.add_argument('--num_shards', type=optional_int, default=None,
                     help='Stateful shards holding the keys (default: 512 keys per shard).')
     add_noise_key_argument(dp)
@@ -110,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
                           '(default: <output_avro>/releases.png).')
     run.add_argument('--progress_every', type=int, default=10_000,
                      help='Log a progress line every N events / releases (default 10000).')
+    run.add_argument('--postprocess', choices=('none', 'isotonic', 'running_max'),
+                     default='none',
+                     help='Also report the releases after optional post-processing into '
+                          'non-negative, non-decreasing counts (beam_dp.postprocess; no privacy '
+                          "cost): 'isotonic' (least-squares fit, revises past values) or "
+                          "'running_max' (online, biased upwards). Default 'none'.")
+    run.add_argument('--verbose', action='store_true',
+                     help="Show Beam's INFO logs too (default: Beam warnings only).")
     return parser
 
 
@@ -120,8 +139,10 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
     if args.input_subscription and args.input_avro:
         parser.error('give at most one of --input_subscription and --input_avro')
     args.uses_sample_data = not args.input_subscription and not args.input_avro
-    if args.end is None and args.uses_sample_data:
-        args.end = sample_data.SAMPLE_END.timestamp()
+    if args.end is None and not args.input_subscription:
+        # A bounded input needs a public end (beam_dp refuses one without): from public
+        # parameters only, never from the data.
+        args.end = args.start + (args.horizon_steps or DEFAULT_BATCH_STEPS) * args.step_seconds
     resolve_output_defaults(args, DEFAULT_OUTPUT)
     if args.plot is None and args.output_avro:
         args.plot = os.path.join(args.output_avro, 'releases.png')

@@ -1,21 +1,30 @@
 """After a local batch run: how far the releases are from the truth, and a plot.
 
 For the demo only: it reads the raw input to compute the TRUE cumulative count per station and
-step (which a real deployment must never publish) and compares the releases with it: mean and
-max absolute error, RMSE, and the releases' own (public) ``noise_stddev``. The true counts are of
-all valid rides, before contribution bounding, so the error includes the bias of the bounds (the
-rides over a bound are listed among the dead letters).
+step (which a real deployment must never publish) and compares the releases with two truths:
+
+* the truth after contribution bounding — what the transform actually counts: all valid rides
+  minus the ones the per-rider bounds removed (each is a 'BoundContributions' dead letter holding
+  the ride). The releases scatter around it with the releases' own (public) ``noise_stddev``:
+  RMSE / noise std ≈ 1;
+* the raw truth — every valid ride. The releases fall short of it by what bounding removed: the
+  price of user-level privacy with small bounds, not noise.
+
+It also counts negative releases and, with ``--postprocess``, reports the post-processed releases
+(``beam_dp.postprocess``: non-negative, non-decreasing; pure post-processing).
 
 ``python -m pipelines.continual_counts.summary --output_avro DIR [--input_avro GLOB]`` re-runs
 the summary on a finished run's output.
 """
 
+import ast
 import collections
 import dataclasses
 import io
 import logging
 import math
 import os
+import re
 import sys
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -28,15 +37,19 @@ from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
 from beam_dp.io.records import dead_letter_from_avro
 from beam_dp.io.records import release_from_avro
+from beam_dp.postprocess import isotonic_counts
+from beam_dp.postprocess import running_max_counts
 from pipelines.continual_counts import pipeline as job
 from pipelines.continual_counts import sample_data
 from pipelines.continual_counts.events import validate_event
 from pipelines.continual_counts.options import parse_args
+from pipelines.continual_counts.plot import plot_series
 
 __all__ = [
+    'Errors',
     'Summary',
-    'plot_series',
     'read_avro_records',
+    'removed_by_bounding',
     'summarize',
     'summarize_run',
     'true_counts',
@@ -83,6 +96,60 @@ def true_counts(records: Iterable[dict], keys: Sequence[str], start_micros: int,
     return counts
 
 
+def removed_by_bounding(dead_letters: Iterable[DeadLetter], keys: Sequence[str],
+                        start_micros: int, step_micros: int,
+                        num_steps: int) -> Tuple[np.ndarray, int]:
+    """Per-step counts, shape (keys, steps), of the rides contribution bounding removed, from the
+    'BoundContributions' dead letters (each holds the ride it removed); and how many of those
+    could not be placed (no public station in the record text, or a step outside the range)."""
+    index = {k: i for i, k in enumerate(keys)}
+    removed = np.zeros((len(keys), num_steps), dtype=np.int64)
+    unplaced = 0
+    for dead in dead_letters:
+        if dead.stage != 'BoundContributions':
+            continue
+        i = index.get(_station_of(dead.record))
+        micros = dead.event_time_micros
+        step = None if micros is None else (micros - start_micros) // step_micros
+        if i is None or step is None or not 0 <= step < num_steps:
+            unplaced += 1
+            continue
+        removed[i, step] += 1
+    return removed, unplaced
+
+
+_STATION = re.compile(r"""station=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+
+
+def _station_of(text: str) -> Optional[str]:
+    """The station of a ride rendered as ``RideEvent(rider_id=..., station='...', ...)``."""
+    match = _STATION.search(text or '')
+    if match is None:
+        return None
+    try:
+        return ast.literal_eval(match.group(1))
+    except (ValueError, SyntaxError):
+        return None
+
+
+@dataclasses.dataclass
+class Errors:
+    """Absolute errors of the releases against one truth."""
+    mean: float
+    max: float
+    rmse: float
+
+    @classmethod
+    def of(cls, released: np.ndarray, truth: np.ndarray) -> 'Errors':
+        err = np.abs(released - truth)[~np.isnan(released)]
+        if not err.size:
+            return cls(math.nan, math.nan, math.nan)
+        return cls(float(err.mean()), float(err.max()), float(np.sqrt((err ** 2).mean())))
+
+    def text(self) -> str:
+        return f'mean |err| {self.mean:.1f}, max |err| {self.max:.1f}, RMSE {self.rmse:.1f}'
+
+
 @dataclasses.dataclass
 class Summary:
     """The numbers the demo prints."""
@@ -94,17 +161,29 @@ class Summary:
     num_dead_letters: int
     dead_letters_by_stage: Dict[str, int]
     true_total: int
-    mean_abs_error: float
-    max_abs_error: float
-    rmse: float
-    mean_noise_stddev: float
+    bounded_total: int
+    unplaced_bounding: int
+    vs_bounded: Errors
+    vs_raw: Errors
+    negative_releases: int
+    rms_noise_stddev: float
     final_noise_stddev: float
     mechanism: str
     privacy: str
+    postprocess: str = 'none'
+    vs_bounded_postprocessed: Optional[Errors] = None
     plot_path: Optional[str] = None
+
+    @property
+    def removed_total(self) -> int:
+        return self.true_total - self.bounded_total
 
     def text(self) -> str:
         stages = ', '.join(f'{k}: {v}' for k, v in sorted(self.dead_letters_by_stage.items()))
+        ratio = (self.vs_bounded.rmse / self.rms_noise_stddev if self.rms_noise_stddev
+                 else math.nan)
+        removed = self.removed_total
+        share = removed / self.true_total if self.true_total else 0.0
         lines = [
             'continual_counts summary',
             f'  keys x steps        : {self.num_keys} x {self.num_steps}',
@@ -112,24 +191,33 @@ class Summary:
             f'duplicates {self.duplicate_releases})',
             f'  dead letters        : {self.num_dead_letters}' + (f' ({stages})' if stages else ''),
             f'  mechanism / privacy : {self.mechanism}; {self.privacy}',
-            f'  true rides counted  : {self.true_total}',
-            f'  error vs truth      : mean |err| {self.mean_abs_error:.1f}, max |err| '
-            f'{self.max_abs_error:.1f}, RMSE {self.rmse:.1f}',
-            f'  expected noise std  : mean {self.mean_noise_stddev:.1f}, at the last step '
-            f'{self.final_noise_stddev:.1f} (RMSE / noise std = '
-            f'{self.rmse / self.mean_noise_stddev if self.mean_noise_stddev else math.nan:.2f})',
+            f'  true rides counted  : {self.true_total} valid rides of public stations in the '
+            f'released steps',
+            f'  after bounding      : {self.bounded_total} (bounding removed {removed} = '
+            f'{share:.1%}: rides over the per-rider bounds K, S, m above)'
+            + (f'; {self.unplaced_bounding} bounding dead letters not placed'
+               if self.unplaced_bounding else ''),
+            f'  error vs bounded    : {self.vs_bounded.text()} (RMSE / noise std = '
+            f'{ratio:.2f}): the DP noise alone',
+            f'  error vs all rides  : {self.vs_raw.text()}: noise plus the bounding bias (the '
+            f'releases miss the removed rides)',
+            f'  expected noise std  : RMS {self.rms_noise_stddev:.1f}, at the last step '
+            f'{self.final_noise_stddev:.1f} (public: Release.noise_stddev)',
+            f'  negative releases   : {self.negative_releases} (noise around small counts; '
+            f'--postprocess isotonic gives non-negative, non-decreasing counts)',
         ]
+        if self.vs_bounded_postprocessed is not None:
+            lines.append(f'  post-processed      : {self.postprocess} (non-negative, '
+                         f'non-decreasing; no privacy cost): vs bounded '
+                         f'{self.vs_bounded_postprocessed.text()}')
         if self.plot_path:
             lines.append(f'  plot                : {self.plot_path}')
         return '\n'.join(lines)
 
 
-def summarize(releases: Sequence[Release], dead_letters: Sequence[DeadLetter], keys: Sequence[str],
-              truth_per_step: np.ndarray) -> Tuple[Summary, np.ndarray, np.ndarray, np.ndarray]:
-    """Summary plus the (keys, steps) arrays of released values, truth and noise std."""
-    keys = list(keys)
+def _release_grid(releases: Sequence[Release], keys: Sequence[str], num_steps: int):
+    """(released, stddev) arrays (keys, steps), NaN where missing, and per-cell release counts."""
     index = {k: i for i, k in enumerate(keys)}
-    num_steps = truth_per_step.shape[1]
     released = np.full((len(keys), num_steps), np.nan)
     stddev = np.full((len(keys), num_steps), np.nan)
     seen = collections.Counter()
@@ -140,58 +228,46 @@ def summarize(releases: Sequence[Release], dead_letters: Sequence[DeadLetter], k
         seen[(i, r.step)] += 1
         released[i, r.step] = r.value
         stddev[i, r.step] = r.noise_stddev
+    return released, stddev, seen
+
+
+def summarize(releases: Sequence[Release], dead_letters: Sequence[DeadLetter], keys: Sequence[str],
+              truth_per_step: np.ndarray, removed_per_step: Optional[np.ndarray] = None,
+              postprocess: str = 'none') -> Tuple[Summary, Dict[str, np.ndarray]]:
+    """Summary plus the (keys, steps) arrays: 'released', 'truth' and 'bounded' (cumulative),
+    'stddev', and 'processed' (the post-processed releases, or None)."""
+    keys = list(keys)
+    num_steps = truth_per_step.shape[1]
+    released, stddev, seen = _release_grid(releases, keys, num_steps)
+    if removed_per_step is None:
+        removed_per_step = np.zeros_like(truth_per_step)
     truth = np.cumsum(truth_per_step, axis=1)
+    bounded = np.cumsum(truth_per_step - removed_per_step, axis=1)
     present = ~np.isnan(released)
-    err = np.abs(released - truth)[present]
-    stages = collections.Counter(d.stage for d in dead_letters)
+    processed = None
+    if postprocess != 'none' and present.all():
+        fit = isotonic_counts if postprocess == 'isotonic' else running_max_counts
+        processed = fit(released)
     first = releases[0] if releases else None
     summary = Summary(
         num_keys=len(keys), num_steps=num_steps, num_releases=len(releases),
         duplicate_releases=sum(c - 1 for c in seen.values() if c > 1),
         missing_releases=int((~present).sum()), num_dead_letters=len(dead_letters),
-        dead_letters_by_stage=dict(stages), true_total=int(truth_per_step.sum()),
-        mean_abs_error=float(err.mean()) if err.size else math.nan,
-        max_abs_error=float(err.max()) if err.size else math.nan,
-        rmse=float(np.sqrt((err ** 2).mean())) if err.size else math.nan,
-        mean_noise_stddev=float(np.nanmean(stddev)) if present.any() else math.nan,
+        dead_letters_by_stage=dict(collections.Counter(d.stage for d in dead_letters)),
+        true_total=int(truth_per_step.sum()),
+        bounded_total=int(truth_per_step.sum() - removed_per_step.sum()), unplaced_bounding=0,
+        vs_bounded=Errors.of(released, bounded), vs_raw=Errors.of(released, truth),
+        negative_releases=int((released[present] < 0).sum()),
+        rms_noise_stddev=float(np.sqrt(np.nanmean(stddev ** 2))) if present.any() else math.nan,
         final_noise_stddev=float(np.nanmean(stddev[:, -1])) if present[:, -1].any() else math.nan,
         mechanism=first.mechanism if first else '-',
         privacy=(f'epsilon={first.epsilon:g}, delta={first.delta:g}, {first.privacy_unit}'
-                 if first else '-'))
-    return summary, released, truth, stddev
-
-
-def plot_series(path: str, keys: Sequence[str], released: np.ndarray, truth: np.ndarray,
-                stddev: np.ndarray, step_hours: float, title: str, num_plots: int = 4) -> str:
-    """Released vs true cumulative series of ``num_plots`` keys (busiest, two middle, quietest)."""
-    import matplotlib  # pylint: disable=import-outside-toplevel
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-
-    order = np.argsort(-truth[:, -1], kind='stable')
-    picks = sorted({int(order[int(round(q * (len(order) - 1)))])
-                    for q in np.linspace(0, 1, num_plots)}, key=lambda i: -truth[i, -1])
-    fig, axes = plt.subplots(1, len(picks), figsize=(4.2 * len(picks), 3.6), squeeze=False)
-    hours = (np.arange(truth.shape[1]) + 1) * step_hours
-    for ax, i in zip(axes[0], picks):
-        ax.plot(hours, truth[i], color='black', lw=1.5, label='true (cumulative)')
-        ax.plot(hours, released[i], color='tab:blue', lw=1.2, marker='.', ms=3,
-                label='released (DP)')
-        ax.fill_between(hours, truth[i] - 2 * stddev[i], truth[i] + 2 * stddev[i],
-                        color='tab:blue', alpha=0.12, label='true ± 2 noise std')
-        ax.set_title(keys[i], fontsize=9)
-        ax.set_xlabel('hours since start')
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel('rides from station')
-    axes[0][0].legend(fontsize=7, loc='upper left')
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format='png', dpi=110)
-    plt.close(fig)
-    with FileSystems.create(path) as f:
-        f.write(buffer.getvalue())
-    return path
+                 if first else '-'),
+        postprocess=postprocess,
+        vs_bounded_postprocessed=None if processed is None else Errors.of(processed, bounded))
+    arrays = dict(released=released, truth=truth, bounded=bounded, stddev=stddev,
+                  processed=processed)
+    return summary, arrays
 
 
 def _join(directory: str, pattern: str) -> str:
@@ -209,22 +285,23 @@ def summarize_run(args) -> Summary:
     if args.dead_letter_avro:
         dead = [dead_letter_from_avro(r) for r in read_avro_records(
             _join(args.dead_letter_avro, f'{job.DEAD_LETTERS_PREFIX}*.avro'))]
-    if args.end is not None:
-        num_steps = -(-(round(args.end * _MICROS) - start) // step)
-    else:
-        num_steps = max((r.step for r in releases), default=-1) + 1
+    num_steps = -(-(round(args.end * _MICROS) - start) // step)
     if args.horizon_steps is not None:
         num_steps = min(num_steps, args.horizon_steps)
     truth = true_counts(_progress(read_avro_records(args.input_avro or sample_data.RIDES_PATH),
                                   'input events'), keys, start, step, num_steps)
-    summary, released, cumulative, stddev = summarize(releases, dead, keys, truth)
+    removed, unplaced = removed_by_bounding(dead, keys, start, step, num_steps)
+    summary, arrays = summarize(releases, dead, keys, truth, removed, args.postprocess)
+    summary.unplaced_bounding = unplaced
     if args.plot:
         plot_dir = os.path.dirname(args.plot)
         if plot_dir and not FileSystems.exists(plot_dir):
             FileSystems.mkdirs(plot_dir)
         summary.plot_path = plot_series(
-            args.plot, keys, released, cumulative, stddev, args.step_seconds / 3600,
-            f'beam_dp continual counts ({summary.privacy}; {summary.mechanism})')
+            args.plot, keys, arrays['released'], arrays['truth'], arrays['bounded'],
+            arrays['stddev'], args.step_seconds / 3600,
+            f'beam_dp continual counts ({summary.privacy}; {summary.mechanism})',
+            processed=arrays['processed'], processed_label=args.postprocess)
     return summary
 
 

@@ -10,6 +10,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 
 from pipelines.common.launch import run_pipeline
 from pipelines.common.launch import runner_name
+from pipelines.common.launch import with_default_runner
 from pipelines.pmwg_queries import pipeline as job
 from pipelines.pmwg_queries import summary
 from pipelines.pmwg_queries.options import parse_args
@@ -19,7 +20,7 @@ __all__ = ['run']
 
 def run(argv: Optional[List[str]] = None) -> None:
     args, beam_args = parse_args(argv)
-    options = PipelineOptions(beam_args)
+    options = PipelineOptions(with_default_runner(beam_args))
     streaming = bool(args.data_subscription) or options.view_as(StandardOptions).streaming
     if not run_pipeline(job.build_pipeline(args, options), runner_name(options)):
         return

@@ -17,7 +17,7 @@ from pipelines.pmwg_queries import launcher  # pylint: disable=wrong-import-posi
 
 
 def main(argv=None) -> None:
-    configure_logging()
+    configure_logging(argv)
     launcher.run(argv)
 
 

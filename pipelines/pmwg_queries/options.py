@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help='Fixed event-time windows (independent databases); 0: one growing '
                          'database (default).')
     add_noise_key_argument(dp)
+    parser.add_argument('--verbose', action='store_true',
+                        help="Show Beam's INFO logs too (default: Beam warnings only).")
     return parser
 
 

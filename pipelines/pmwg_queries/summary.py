@@ -20,7 +20,25 @@ from beam_dp.io.queries import query_from_avro
 from pipelines.pmwg_queries import pipeline as job
 from pipelines.pmwg_queries import sample_data
 
-__all__ = ['Summary', 'summarize']
+__all__ = ['STATUS_MEANINGS', 'Summary', 'summarize']
+
+
+#: What each answer status means (the 'status' column of the summary).
+STATUS_MEANINGS = {
+    'easy': 'answered from the public synthetic histogram: the sparse vector found the query '
+            'close enough to it (spends no budget)',
+    'hard': 'answered with fresh noise, then used to update the histogram (spends budget; at '
+            'most a public cap of hard queries)',
+    'NOT_STARTED': 'refused: fewer trips than the initial size n had arrived when the query did',
+    'HALTED': 'refused: the hard-query cap or the budget is used up (for ever), or the window '
+              'closed',
+    'BUDGET_EXHAUSTED': 'refused: the privacy budget of this instance is used up',
+    'UNKNOWN_QUERY': 'refused: the mechanism cannot answer this query',
+    'INVALID_QUERY': 'refused: the query record is malformed (it is also a dead letter)',
+    'below': 'no value: below the sparse-vector threshold',
+}
+_ORDER = ('easy', 'hard', 'below', 'NOT_STARTED', 'HALTED', 'BUDGET_EXHAUSTED', 'UNKNOWN_QUERY',
+          'INVALID_QUERY')
 
 
 @dataclasses.dataclass
@@ -31,18 +49,34 @@ class Summary:
     alpha: float
     dead_letters: int
     windowed: bool
+    answers_path: str = ''
+    dead_letters_path: str = ''
+    epsilon: float = 0.0
+    initial_size: int = 0
 
     def text(self) -> str:
-        lines = ['PMWG queries: answers by status: ' + ', '.join(
-            f'{k}={v}' for k, v in sorted(self.statuses.items()))]
-        lines.append(f'dead letters: {self.dead_letters}')
+        total = sum(self.statuses.values())
+        lines = [f'PMWG queries summary ({total} queries, ε={self.epsilon:g} per trip, '
+                 f'initial size n={self.initial_size})',
+                 f'  answers written to  : {self.answers_path}',
+                 f'  dead letters        : {self.dead_letters} (malformed trips or queries), '
+                 f'in {self.dead_letters_path}',
+                 '  answers by status:']
+        for status in sorted(self.statuses, key=lambda k: (_ORDER + (k,)).index(k)):
+            lines.append(f'    {status:<16} {self.statuses[status]:>6}  '
+                         f'{STATUS_MEANINGS.get(status, "")}')
         if self.errors and not self.windowed:
             e, b = np.array(self.errors), np.array(self.baseline_errors)
-            lines.append(f'error |clip(answer) - truth| over {e.size} answered queries: mean '
+            lines.append('  error units: a linear query is answered on the NORMALISED histogram '
+                         '(the fraction of the trips so far it counts, in [0, 1]); error = '
+                         '|clip(answer, 0, 1) - true fraction|')
+            lines.append(f'  error (easy + hard) : over {e.size} answered queries mean '
                          f'{e.mean():.4f}, median {np.median(e):.4f}, p95 '
                          f'{np.quantile(e, 0.95):.4f}, max {e.max():.4f}; within alpha='
                          f'{self.alpha:g}: {np.mean(e <= self.alpha):.1%}')
-            lines.append(f'uniform-histogram baseline: mean {b.mean():.4f}, max {b.max():.4f}')
+            lines.append(f'  uniform baseline    : mean {b.mean():.4f}, max {b.max():.4f} (every '
+                         f'answer from the uniform histogram, PMWG\'s answer before any update; '
+                         f'at this sample\'s size PMWG does not beat it: benchmarks/pmwg/)')
         return '\n'.join(lines)
 
 
@@ -75,7 +109,8 @@ def summarize(args) -> Summary:
     statuses = collections.Counter()
     errors, baseline = [], []
     for a in answers:
-        statuses[a.refusal or ('hard' if a.hard else 'easy')] += 1
+        statuses[a.refusal or ('below' if a.value is None else
+                               'hard' if a.hard else 'easy')] += 1
         query = queries.get(a.query_id)
         if a.value is None or query is None or not a.t:
             continue
@@ -84,5 +119,9 @@ def summarize(args) -> Summary:
         errors.append(abs(min(1.0, max(0.0, a.value)) - truth))
         baseline.append(abs(query.evaluate(np.full(args.domain_size, 1 / args.domain_size))
                             - truth))
+    out = args.dead_letter_avro or args.output_avro
     return Summary(dict(statuses), errors, baseline, args.alpha, len(dead),
-                   bool(args.window_seconds))
+                   bool(args.window_seconds),
+                   answers_path=os.path.join(args.output_avro, f'{job.ANSWERS_PREFIX}-*.avro'),
+                   dead_letters_path=os.path.join(out, f'{job.DEAD_LETTERS_PREFIX}-*.avro'),
+                   epsilon=args.epsilon, initial_size=job.INITIAL_SIZE)

@@ -16,6 +16,7 @@ import sys
 
 import apache_beam as beam
 import fastavro
+import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
@@ -25,7 +26,9 @@ from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
 from apache_beam.utils.timestamp import Timestamp
 
+from beam_dp import DeadLetter
 from beam_dp import InvalidRecordError
+from beam_dp import Release
 from beam_dp.io.records import DEAD_LETTER_SCHEMA
 from beam_dp.io.records import RELEASE_SCHEMA
 from beam_dp.io.records import release_from_avro
@@ -33,6 +36,9 @@ from pipelines.common import pubsub_codec
 from pipelines.continual_counts import options as job_options
 from pipelines.continual_counts import pipeline as job
 from pipelines.continual_counts import sample_data
+from pipelines.continual_counts import summary
+from pipelines.continual_counts.events import EVENT_SCHEMA
+from pipelines.continual_counts.events import event_to_avro
 from pipelines.continual_counts.events import RideEvent
 from pipelines.continual_counts.events import decode_event_record
 from pipelines.continual_counts.events import encode_event
@@ -144,7 +150,7 @@ def test_parse_args_defaults_and_passthrough():
                                            '--start=2024-06-02T01:00:00Z'])
     assert args.epsilon == 0.5 and beam_args == ['--runner=DataflowRunner']
     assert args.start == START_S + 3600
-    assert args.uses_sample_data and args.end == sample_data.SAMPLE_END.timestamp()
+    assert args.uses_sample_data and args.end == args.start + 48 * 3600   # --start + 48 steps
     assert args.output_avro == job_options.DEFAULT_OUTPUT == args.dead_letter_avro
     assert args.plot.endswith('releases.png') and args.noise_key is None
     assert not hasattr(args, 'testing_seed')           # the launchers expose no seed
@@ -156,6 +162,15 @@ def test_parse_args_defaults_and_passthrough():
                                    '--public_keys=x, y', '--start=1717286400'])
     assert args.end is None and args.output_avro is None and args.plot is None
     assert job.public_keys(args) == ['x', 'y'] and args.start == 1717286400.0
+    # A batch input always gets a public end from public parameters (never from the data).
+    args, _ = job_options.parse_args(['--input_avro=rides/*.avro', '--start=1717286400'])
+    assert args.end == 1717286400 + job_options.DEFAULT_BATCH_STEPS * 3600
+    args, _ = job_options.parse_args(['--input_avro=x', '--start=0', '--step_seconds=60',
+                                      '--horizon_steps=10'])
+    assert args.end == 600
+    assert 'variance_reduced' in job_options.build_parser().format_help()
+    for action in job_options.build_parser()._actions:      # every option explains itself
+        assert action.help, action.option_strings
 
 
 # -- streaming graph on a TestStream ---------------------------------------------------------------
@@ -216,6 +231,58 @@ def test_build_pipeline_streaming_teststream(tmp_path):
                                                 'parse_pubsub']
 
 
+# -- batch input without --end ---------------------------------------------------------------------
+
+@pytest.mark.pipeline
+def test_input_avro_without_end_releases_every_step_of_the_default_range(tmp_path):
+    """Issue 16: --input_avro without --end printed 'keys x steps: 50 x 1'. The job now passes
+    the public default end (start + 48 steps): every key, every step."""
+    rides = tmp_path / 'rides.avro'
+    events = [_event(f'r{i}', KEYS[i % 3], 600 * i) for i in range(36)]          # six hours
+    with open(rides, 'wb') as f:
+        fastavro.writer(f, EVENT_SCHEMA, [event_to_avro(e) for e in events])
+    args, beam_args = job_options.parse_args([
+        f'--input_avro={rides}', f'--public_keys={",".join(KEYS)}', f'--start={START_S}',
+        f'--noise_key=env:{TEST_KEY_VAR}', f'--output_avro={tmp_path / "out"}', '--plot=none'])
+    assert args.end == START_S + 48 * 3600
+
+    def outputs_fn(outputs):
+        assert_that(outputs.releases | 'KeySteps' >> beam.Map(lambda r: (r.key, r.step)),
+                    equal_to([(k, s) for k in KEYS for s in range(48)]), label='AllKeySteps')
+
+    p = job.build_pipeline(args, PipelineOptions(['--runner=DirectRunner'] + beam_args),
+                           outputs_fn=outputs_fn)
+    p.run().wait_until_finish()
+
+
+# -- the summary: truth after bounding -------------------------------------------------------------
+
+def test_summary_separates_noise_from_the_bounding_bias():
+    keys = ['A', 'B']
+    truth = np.array([[3, 1], [0, 2]])                       # per step: A 3+1, B 0+2
+    removed_ride = _event('r9', 'A', 30)._replace(station="A")
+    dead = [DeadLetter('X', 'BoundContributions', 'contribution bound', repr(removed_ride),
+                       removed_ride.event_time_micros),
+            DeadLetter('X', 'BoundContributions', 'bound', "RideEvent(station='Z')", 0),
+            DeadLetter('P', 'parse_avro', 'bad', '{}', None)]
+    removed, unplaced = summary.removed_by_bounding(dead, keys, START_S * 10**6, STEP_S * 10**6,
+                                                    2)
+    assert removed.tolist() == [[1, 0], [0, 0]] and unplaced == 1
+    releases = [Release(k, s, 0, 1, v, [], 'count', 'm', 1.0, 0.0, 0.0, 'user', 2.0)
+                for k, s, v in [('A', 0, 2.0), ('A', 1, 3.0), ('B', 0, -1.0), ('B', 1, 2.0)]]
+    result, arrays = summary.summarize(releases, dead, keys, truth, removed, 'isotonic')
+    assert arrays['bounded'].tolist() == [[2, 3], [0, 2]]    # cumulative, minus the removed ride
+    assert (result.true_total, result.bounded_total, result.removed_total) == (6, 5, 1)
+    assert result.vs_bounded.rmse == pytest.approx(0.5)      # only B's step 0 is off, by 1
+    assert result.vs_raw.max == pytest.approx(1.0) and result.negative_releases == 1
+    assert arrays['processed'].tolist() == [[2.0, 3.0], [0.0, 2.0]]
+    assert result.vs_bounded_postprocessed.rmse == 0.0
+    text = result.text()
+    assert 'after bounding      : 5 (bounding removed 1 = 16.7%' in text
+    assert 'error vs bounded' in text and 'the DP noise alone' in text
+    assert 'noise plus the bounding bias' in text and 'post-processed      : isotonic' in text
+
+
 # -- Dataflow translation --------------------------------------------------------------------------
 
 @pytest.mark.pipeline
@@ -271,7 +338,18 @@ def test_demo_no_arguments_end_to_end(tmp_path):
     assert png.exists() and png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert 'continual_counts summary' in done.stdout
     assert 'mean |err|' in done.stdout and 'expected noise std' in done.stdout
+    # Issue 16: the truth after bounding is shown next to the raw truth, with what bounding
+    # removed; every bounding dead letter is placed (it holds the input ride).
+    assert 'after bounding' in done.stdout and 'bounding removed' in done.stdout
+    assert 'not placed' not in done.stdout
+    bounded_line = next(line for line in done.stdout.splitlines() if 'error vs bounded' in line)
+    ratio = float(bounded_line.split('RMSE / noise std = ')[1].split(')')[0])
+    assert 0.5 < ratio < 1.6, bounded_line
     assert 'events parsed: 10000' in done.stderr   # progress lines
+    # Quiet by default: no Beam INFO logs besides the forwarded progress lines.
+    noisy = [line for line in done.stderr.splitlines()
+             if (' INFO apache_beam' in line and 'worker: ' not in line) or ' INFO root' in line]
+    assert not noisy, noisy
 
 
 def test_sample_data_is_committed_and_deterministic():

@@ -23,7 +23,16 @@ def test_default_run_answers_every_valid_query_and_reports_refusals(tmp_path):
                            str(out), '--noise_key', 'env:BDP_TEST_NOISE_KEY'], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert 'answers by status' in proc.stdout and 'NOT_STARTED=' in proc.stdout
+    assert 'answers by status' in proc.stdout
+    # Every status it reports is explained, and so are the error units and the output paths.
+    lines = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith('    ')}
+    assert {'easy', 'hard', 'NOT_STARTED', 'INVALID_QUERY'} <= set(lines), proc.stdout
+    assert 'refused: fewer trips than the initial size n' in lines['NOT_STARTED']
+    assert 'public synthetic histogram' in lines['easy'] and 'fresh noise' in lines['hard']
+    assert 'error units: a linear query is answered on the NORMALISED histogram' in proc.stdout
+    assert f'answers written to  : {out / "answers-*.avro"}' in proc.stdout
+    # Quiet by default: no Beam INFO logs (only the job's own lines).
+    assert ' INFO apache_beam' not in proc.stderr and ' INFO root' not in proc.stderr, proc.stderr
     answers = []
     for name in os.listdir(out):
         if name.startswith('answers'):
