@@ -13,10 +13,8 @@ import inspect
 import math
 import numbers
 
-import apache_beam as beam
 import pytest
 from apache_beam.coders import StrUtf8Coder
-from apache_beam.internal import pickler
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,38 +23,11 @@ from beam_dp.queries import LinearQuery
 from beam_dp.transforms.shell import key_bytes
 from tests import families
 from tests.fuzz import strategies as fz
+from tests.fuzz.harness import entry_fn
 
 pytestmark = pytest.mark.fuzz
 
 LAST_STEP = 9
-
-
-class _Finder(beam.pipeline.PipelineVisitor):
-
-    def __init__(self, stage):
-        self.stage, self.found = stage, []
-
-    def visit_transform(self, applied):
-        parent = applied.full_label.rsplit('/', 1)[0]
-        if parent.endswith('/' + self.stage) and hasattr(applied.transform, 'fn'):
-            self.found.append(applied.transform.fn)
-
-
-def entry_fn(name, stage='ExtractAndValidate'):
-    """The family's entry DoFn as a worker gets it (pickled, unpickled, set up)."""
-    transform = families.build(name)
-    pipeline = beam.Pipeline(runner='BundleBasedDirectRunner')
-    if families.kind(name) == 'growing':
-        _ = (pipeline | 'D' >> beam.Create([1]), pipeline | 'Q' >> beam.Create([])) | transform
-    else:
-        _ = pipeline | beam.Create([('a', 1, 'u')]) | transform
-    finder = _Finder(stage)
-    pipeline.visit(finder)
-    assert len(finder.found) == 1, (name, stage, finder.found)
-    fn = pickler.loads(pickler.dumps(finder.found[0]))
-    if hasattr(fn, 'setup'):
-        fn.setup()
-    return transform, fn
 
 
 def run_entry(fn, record, micros):
