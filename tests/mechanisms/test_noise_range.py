@@ -41,4 +41,4 @@ def test_the_issue_example_fails_at_construction():
     with pytest.raises(InvalidParamsError, match='upper/lower, grid_bits'):
         beam_dp.ContinualSumPerKey(public_keys=['a', 'b'], start=0, step=60,
                                    budget=beam_dp.PrivacyBudget(epsilon=0.5), privacy_unit=unit,
-                                   value_fn=lambda r: r[1], upper=1e6)
+                                   value_fn=lambda r: r[1], lower=0.0, upper=1e6)
