@@ -74,3 +74,22 @@ def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
 def test_launcher_rejects_half_a_pubsub_configuration():
     with pytest.raises(SystemExit):
         job_options.parse_args(['--data_subscription=projects/test-project/subscriptions/trips'])
+
+
+def test_every_option_has_help_and_beam_logs_stay_quiet_unless_verbose():
+    import logging
+    from pipelines.common.launch import configure_logging
+    from pipelines.common.launch import with_default_runner
+    for action in job_options.build_parser()._actions:
+        assert action.help, action.option_strings
+    beam_logger = logging.getLogger('apache_beam')
+    level = beam_logger.level
+    try:
+        configure_logging([])
+        assert beam_logger.level == logging.WARNING
+        configure_logging(['--verbose'])
+        assert beam_logger.level == logging.INFO
+    finally:
+        beam_logger.setLevel(level)
+    assert with_default_runner([]) == ['--runner=DirectRunner']
+    assert with_default_runner(['--runner=PrismRunner']) == ['--runner=PrismRunner']
