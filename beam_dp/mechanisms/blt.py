@@ -6,7 +6,10 @@ Privacy unit and neighbours: as ``BinaryTreeCounter`` — any change of the inpu
 per-bin totals of absolute changes (summed over all steps) have L2 norm ≤ ``l2_sensitivity``
 (default ``l1_sensitivity``) and L1 norm ≤ ``l1_sensitivity``; event- or user-level is fixed by
 the transform that computes these bounds; add/remove neighbours. A change spread over several
-steps is covered (triangle inequality over the columns of C, whose largest norm is the first).
+steps is covered (triangle inequality over the columns of C, whose largest norm is the first);
+with ``participation=Participation(...)`` (a unit touches ≤ S steps per group, ≤ a per step)
+l2 below is replaced by the smaller multi-participation bound ``effective_l2``
+(``beam_dp.mechanisms.participation``: sup ‖C·u‖ over such patterns, ≤ a·r_S·‖c‖, r_S ≤ S).
 
 Construction. C is the lower-triangular Toeplitz matrix with c_0 = 1, c_m = Σ_i w_i θ_i^(m-1)
 (``blt_optimize``); the release is A·C⁻¹(Cx + z) = prefix sums + correlated noise, with A the
@@ -57,6 +60,7 @@ from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms import blt_optimize
 from beam_dp.mechanisms import blt_tables
+from beam_dp.mechanisms.participation import Participation
 from beam_dp.noise import RandomSource
 from beam_dp.noise.wide_gaussian import discrete_gaussian_any
 from beam_dp.noise.wide_gaussian import discrete_gaussian_variance_any
@@ -162,6 +166,10 @@ class BLTCounter:
         optimised table for the horizon.
       slack_fraction: the grid is fine enough that the rounding slack adds at most this fraction
         to the sensitivity (default 1e-4); smaller means a finer grid and more exact releases.
+      participation: optional ``Participation`` (one unit's groups, steps per group, per-step
+        and total bounds): the main sensitivity term becomes ‖c‖·min(l2, its capped L2 with
+        the effective participations r_S ≤ S of this C) — multi-participation calibration
+        (``beam_dp.mechanisms.participation`` derives it); None: ‖c‖·l2 (the triangle bound).
 
     Raises:
       InvalidParamsError: on a bad parameter, with the argument named.
@@ -175,6 +183,7 @@ class BLTCounter:
     theta: Optional[Tuple[float, ...]] = None
     weights: Optional[Tuple[float, ...]] = None
     slack_fraction: float = SLACK_FRACTION
+    participation: Optional[Participation] = None
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -199,6 +208,9 @@ class BLTCounter:
                 raise InvalidParamsError(f'{owner}: theta and weights must have the same length '
                                          f'(1 to 8), got {len(self.theta)} and '
                                          f'{len(self.weights)}.')
+        if self.participation is not None and not isinstance(self.participation, Participation):
+            raise InvalidParamsError(f'{owner}: participation must be a Participation, got '
+                                     f'{self.participation!r}.')
         theta, w = self._float_params()
         _to_dyadic(theta, 'theta', owner, 1.0)
         _to_dyadic(w, 'weights', owner, None)
@@ -242,6 +254,16 @@ class BLTCounter:
         return math.sqrt(blt_optimize.sensitivity_squared(theta, w, self.horizon)
                          * _SENS_INFLATION)
 
+    @functools.cached_property
+    def effective_l2(self) -> float:
+        """The main sensitivity term over ‖c‖: l2, or with ``participation`` the smaller of l2
+        and its multi-participation capped L2 (``Participation.l2_factor``)."""
+        l2 = self.l1_sensitivity if self.l2_sensitivity is None else self.l2_sensitivity
+        if self.participation is None:
+            return l2
+        theta, w = self.exact_params
+        return min(l2, self.participation.l2_factor(theta, w, self.horizon))
+
     @property
     def _touched_bins(self) -> int:
         return max(1, min(self.dimension, math.floor(self.l1_sensitivity)))
@@ -249,18 +271,16 @@ class BLTCounter:
     @functools.cached_property
     def grid_bits(self) -> int:
         """k_0: the slack term is at most ``SLACK_FRACTION`` of the main sensitivity term."""
-        l2 = self.l1_sensitivity if self.l2_sensitivity is None else self.l2_sensitivity
         z = float(_slack_sum(self.horizon or MAX_STEPS))
         need = (2 * math.sqrt(self._touched_bins * z)
-                / (self.slack_fraction * l2 * self.column_norm))
+                / (self.slack_fraction * self.effective_l2 * self.column_norm))
         return max(0, math.ceil(math.log2(need)))
 
     @functools.cached_property
     def sensitivity(self) -> float:
         """Δ in value units, rounding slack included (module docstring)."""
-        l2 = self.l1_sensitivity if self.l2_sensitivity is None else self.l2_sensitivity
         slack2 = _slack_sum(self.horizon or MAX_STEPS) / 4 ** self.grid_bits
-        return (l2 * self.column_norm
+        return (self.effective_l2 * self.column_norm
                 + 2 * math.sqrt(self._touched_bins) * math.sqrt(float(slack2)) * _SENS_INFLATION)
 
     @functools.cached_property
