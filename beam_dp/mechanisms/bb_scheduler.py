@@ -203,7 +203,7 @@ class _Base:
         squares = state.spent_squares + cost.epsilon ** 2
         total = spent if self.delta == 0 else cdp_epsilon(squares, self.delta)
         if total > self.epsilon:
-            return None, state            # Spec §7.6: never release beyond the budget.
+            return None, state            # Never release beyond the budget.
         output = self.mechanism.run(counts, t, eps_k, alpha_k, ln_inv_beta_k,
                                     rng.derive(self._owner(), key))
         release = EpochRelease(key, t, eps_k, alpha_k, ln_inv_beta_k)

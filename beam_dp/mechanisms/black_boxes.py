@@ -1,6 +1,7 @@
-"""Static black boxes for ``BBScheduler`` / ``BBImprover`` (Cummings et al., Definitions 4-5;
-spec 000 §2.1): pure ε-DP mechanisms run on a database snapshot that return an *epoch object*
-answering every query of the epoch by post-processing (spec pitfalls P7, P8).
+"""Static black boxes for ``BBScheduler`` / ``BBImprover`` (Cummings et al., "Differential
+Privacy for Growing Databases", NeurIPS 2018, Definitions 4-5): pure ε-DP mechanisms run on a
+database snapshot that return an *epoch object* answering every query of the epoch by
+post-processing.
 
 ``LaplaceQueryVector`` (Lap(k/(εt)) on k fixed linear queries), ``StaticPMWBox`` (static PMW run
 on the snapshot) and ``CallableBlackBox`` (any user function that promises pure ε-DP), all of

@@ -56,7 +56,8 @@ def uniform_log_histogram(domain_size: int) -> np.ndarray:
 def public_estimate(log_y: np.ndarray, query: LinearQuery) -> float:
     """v = <f, y> on the public histogram (a function of public values only).
 
-    Spec §5.3: the text's a_{t,j} = f_j(y_{t,j}) is a garble of f_{t,j}(y_{t,j}).
+    Cummings et al. 2018, Alg 3: the text's a_{t,j} = f_j(y_{t,j}) is a garble of
+    f_{t,j}(y_{t,j}).
     """
     return query.evaluate(np.exp(log_y))
 
