@@ -8,11 +8,15 @@
   keys per unit, at most S steps per (unit, key) and at most m records per (unit, key, step), so
   over an unbounded horizon one unit changes one key's stream by at most m·S records. An
   unbounded horizon needs the finite S: without it a user-level guarantee cannot hold.
+  Optionally ``max_total_contributions=C`` also bounds a unit's records across all keys and
+  steps (exactly, over the unbounded horizon).
 
 ``sensitivity(kind, value_bound)`` turns the bounds into the L1 and L2 sensitivities of the whole
 per-key input stream that the tree counters are calibrated to (see ``BinaryTreeCounter``):
 per key a unit moves the stream by at most c = m·S·B in L1 (B = 1 for counts, the clamp bound in
-grid units for sums); over its ≤ K keys that is K·c in L1 and √K·c in L2.
+grid units for sums); over its ≤ K keys that is K·c in L1 and √K·c in L2. With C the L1 is
+min(K·c, C·B) and the L2 the largest norm of ≤ K per-key totals, each ≤ c, summing to ≤ C·B
+(``capped_l2``: ⌊C·B/c⌋ keys at c and the rest in one more) — the tighter of the two bounds.
 """
 
 import dataclasses
@@ -21,6 +25,8 @@ from typing import Any, Callable, Optional, Tuple
 
 from beam_dp import _validation as v
 from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.participation import Participation
+from beam_dp.mechanisms.participation import capped_l2
 
 __all__ = [
     'EventLevel',
@@ -41,10 +47,20 @@ class PrivacyUnit:
     def max_keys(self) -> int:
         raise NotImplementedError
 
+    def total_bound(self, value_bound: float) -> float:
+        """L1 of everything one unit contributes (all keys and steps)."""
+        return self.max_keys * self.per_key_total(value_bound)
+
     def sensitivity(self, value_bound: float = 1.0) -> Tuple[float, float]:
         """(L1, L2) sensitivity of the per-key input streams, across all keys."""
         c = self.per_key_total(value_bound)
-        return self.max_keys * c, math.sqrt(self.max_keys) * c
+        total = self.total_bound(value_bound)
+        return total, capped_l2(total, c, self.max_keys)
+
+    def participation(self, value_bound: float) -> Participation:
+        """One unit's contribution pattern for the multi-participation calibration of the
+        factorization counters: ≤ K keys, ≤ S steps per key, ≤ m·B per key and step."""
+        raise NotImplementedError
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -62,6 +78,9 @@ class EventLevel(PrivacyUnit):
     def max_keys(self) -> int:
         return 1
 
+    def participation(self, value_bound: float) -> Participation:
+        return Participation(1, 1, value_bound, value_bound)
+
     def describe(self) -> str:
         return 'event-level (one record)'
 
@@ -75,11 +94,14 @@ class UserLevel(PrivacyUnit):
       max_keys_per_unit: K, keys one unit may contribute to (first K seen are kept).
       max_contributions_per_step: m, records per (unit, key, step) kept.
       max_steps_per_unit: S, distinct steps per (unit, key) kept over the whole horizon.
+      max_total_contributions: C (optional), records per unit kept across all keys and steps
+        over the whole horizon; the sensitivity is the tighter of K·m·S and C.
     """
     unit_fn: Callable[[Any], Any]
     max_keys_per_unit: int = 1
     max_contributions_per_step: int = 1
     max_steps_per_unit: Optional[int] = None
+    max_total_contributions: Optional[int] = None
     name = 'user'
 
     def __post_init__(self):
@@ -93,6 +115,8 @@ class UserLevel(PrivacyUnit):
                 f'{owner}: max_steps_per_unit must be set: over an unbounded horizon a user-level '
                 f'guarantee needs a bound on how many steps one unit contributes to, got None.')
         v.check_positive_int(owner, 'max_steps_per_unit', self.max_steps_per_unit)
+        if self.max_total_contributions is not None:
+            v.check_positive_int(owner, 'max_total_contributions', self.max_total_contributions)
 
     def per_key_total(self, value_bound: float) -> float:
         return self.max_contributions_per_step * self.max_steps_per_unit * value_bound
@@ -101,6 +125,19 @@ class UserLevel(PrivacyUnit):
     def max_keys(self) -> int:
         return self.max_keys_per_unit
 
+    def total_bound(self, value_bound: float) -> float:
+        total = super().total_bound(value_bound)
+        if self.max_total_contributions is None:
+            return total
+        return min(total, self.max_total_contributions * value_bound)
+
+    def participation(self, value_bound: float) -> Participation:
+        return Participation(self.max_keys_per_unit, self.max_steps_per_unit,
+                             self.max_contributions_per_step * value_bound,
+                             self.total_bound(value_bound))
+
     def describe(self) -> str:
+        total = ('' if self.max_total_contributions is None
+                 else f', C={self.max_total_contributions} in total')
         return (f'user-level (K={self.max_keys_per_unit} keys, m={self.max_contributions_per_step}'
-                f' per step, S={self.max_steps_per_unit} steps)')
+                f' per step, S={self.max_steps_per_unit} steps{total})')

@@ -2,7 +2,8 @@
 
 ``BoundContributions`` keeps, for every privacy unit, at most ``max_keys_per_unit`` keys (the
 first ones seen), at most ``max_steps_per_unit`` distinct steps per (unit, key) and at most
-``max_contributions_per_step`` records per (unit, key, step). Which records are kept depends only
+``max_contributions_per_step`` records per (unit, key, step), and with ``max_total_contributions``
+at most that many records per unit in total. Which records are kept depends only
 on the unit's own records (and their arrival order), so the bound holds whatever the other units
 do: that is all the sensitivity analysis needs. Records over a bound go to the dead-letter output
 with the bound named (they are not errors, but nothing is dropped silently).
@@ -109,9 +110,12 @@ class _BoundContributionsFn(beam.DoFn):
         bound = self._unit
         counts = collections.Counter()
         steps_of = collections.defaultdict(set)
+        total = 0
         for key, step, n in kept_state.read():
             counts[(key, step)] += n
             steps_of[key].add(step)
+            total += n
+        cap = bound.max_total_contributions
         added = collections.Counter()
         for item, micros in records:
             key, step, payload = item[0], item[1], item[2]
@@ -127,6 +131,9 @@ class _BoundContributionsFn(beam.DoFn):
             elif counts[(key, step)] >= bound.max_contributions_per_step:
                 reason = f'contribution bound: max_contributions_per_step=' \
                          f'{bound.max_contributions_per_step} reached for this key and step'
+            elif cap is not None and total >= cap:
+                reason = f'contribution bound: unit already contributed ' \
+                         f'max_total_contributions={cap} records'
             if reason is not None:
                 yield dead_letter(self._label, 'BoundContributions', reason,
                                   _input_record(unit_id, item), micros)
@@ -134,6 +141,7 @@ class _BoundContributionsFn(beam.DoFn):
             steps_of[key].add(step)
             counts[(key, step)] += 1
             added[(key, step)] += 1
+            total += 1
             yield key, step, payload
         for (key, step), n in added.items():
             kept_state.add((key, step, n))
@@ -153,7 +161,8 @@ class BoundContributions(beam.PTransform):
     every dead letter holds the input record; without it, the element. Output:
     ``BoundedOutputs(kept, dead_letter)``: the kept ``(key, step, payload)`` and ``DeadLetter``
     records for everything over a bound (and for unit ids that cannot be encoded as a state
-    key).
+    key). With ``max_total_contributions=C`` at most C records per unit are kept in total,
+    exactly over the unbounded horizon (the state holds every kept count).
 
     Cost: records are grouped per unit within a bundle first, so the stateful stage is called
     once per (unit, bundle), reads the unit's bag of kept counts once and appends at most one

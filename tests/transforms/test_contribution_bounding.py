@@ -47,18 +47,24 @@ class _Ts:
 
 
 def reference(records, bound):
-    """Record at a time: keep iff the unit's key, step and per-step count are all within bound."""
+    """Record at a time: keep iff the unit's key, step, per-step count and total (with
+    max_total_contributions) are all within bound."""
     kept, dead = [], []
     state = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
+    totals = collections.Counter()
     for unit, (key, step, payload) in records:
         keys = state[unit]
         if key not in keys and len(keys) >= bound.max_keys_per_unit:
             dead.append((unit, key, step, payload, 'keys'))
         elif key in keys and step not in keys[key] and len(keys[key]) >= bound.max_steps_per_unit:
             dead.append((unit, key, step, payload, 'steps'))
-        elif keys[key][step] >= bound.max_contributions_per_step:
+        elif keys.get(key, collections.Counter())[step] >= bound.max_contributions_per_step:
             dead.append((unit, key, step, payload, 'per_step'))
+        elif bound.max_total_contributions is not None and \
+                totals[unit] >= bound.max_total_contributions:
+            dead.append((unit, key, step, payload, 'total'))
         else:
+            totals[unit] += 1
             keys[key][step] += 1
             kept.append((unit, key, step, payload))
     return kept, dead
@@ -87,7 +93,8 @@ def run_dofns(records, bound, bundle_sizes):
                     d = out.value
                     u, (key, step, payload) = eval(d.record)  # pylint: disable=eval-used
                     reason = ('keys' if 'max_keys_per_unit' in d.reason else
-                              'steps' if 'max_steps_per_unit' in d.reason else 'per_step')
+                              'steps' if 'max_steps_per_unit' in d.reason else
+                              'total' if 'max_total_contributions' in d.reason else 'per_step')
                     dead.append((u, key, step, payload, reason))
                 else:
                     kept.append((unit,) + out)
@@ -100,7 +107,8 @@ def test_grouped_bag_bounding_equals_record_at_a_time_rule(seed):
     rng = random.Random(seed)
     bound = UserLevel(unit_fn=_first, max_keys_per_unit=rng.randint(1, 3),
                       max_contributions_per_step=rng.randint(1, 3),
-                      max_steps_per_unit=rng.randint(1, 3))
+                      max_steps_per_unit=rng.randint(1, 3),
+                      max_total_contributions=rng.choice([None, 1, 2, 5, 9]))
     records = [(f'u{rng.randint(0, 6)}', (rng.randint(0, 4), rng.randint(0, 5), n))
                for n in range(rng.randint(50, 400))]
     sizes = []
