@@ -73,6 +73,13 @@ def make_config(system: str, num_blocks: int, block_size: int):
     return config
 
 
+def _charge_kind(charged: float, n: int) -> str:
+    """The charge of one task in units of the one-block C1 Laplace ε (monoblock: 0 = free,
+    1 = a fresh Laplace answer, ≈6.8 = an SV start, ≈7.8 = an SV start and a Laplace answer)."""
+    unit = math.log(1000) / (0.05 * n)
+    return f'{charged / unit:.1f}'
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument('--data', default='/tmp/boost_bench')
@@ -80,10 +87,11 @@ def main():
     p.add_argument('--k', type=int, required=True)
     p.add_argument('--system', required=True, choices=sorted(SYSTEMS))
     p.add_argument('--queries', type=int, default=5000)
+    p.add_argument('--seed', type=int, default=64)
     p.add_argument('--out', required=True)
     args = p.parse_args()
-    random.seed(64)
-    np.random.seed(64)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
     counts = np.load(f'{args.data}/blocks.npy')
     pool = np.load(f'{args.data}/pool.npy')
     tasks = json.load(open(f'{args.data}/workload_{args.setting}_k{args.k}.json'))[:args.queries]
@@ -108,7 +116,7 @@ def main():
     if args.setting == 'static':
         for t in range(1, num_blocks):
             add_block(t)
-    curve, latencies, answered, paths = [], [], 0, {}
+    curve, latencies, answered, paths, curve_spent = [], [], 0, {}, []
     for i, (q, first, last, available) in enumerate(tasks):
         while db.blocks_count < available:
             add_block(db.blocks_count)
@@ -124,6 +132,10 @@ def main():
         if info is not None:
             answered += 1
         spent = [10.0 - accountant.get_block_budget(b).epsilon for b in range(db.blocks_count)]
+        charged = sum(spent) - (sum(curve_spent[-1]) if curve_spent else 0.0)
+        curve_spent.append(spent)
+        paths[_charge_kind(charged, block_size)] = paths.get(
+            _charge_kind(charged, block_size), 0) + 1
         curve.append(float(np.mean(spent)) if args.setting != 'streaming'
                      else float(np.sum(spent) / num_blocks))
     lat = np.array(latencies) * 1e3
@@ -132,7 +144,8 @@ def main():
                'curve': curve[::max(1, len(curve) // 200)] + [curve[-1]],
                'final_avg_budget': curve[-1], 'budget_per_answered': curve[-1] / max(1, answered),
                'latency_ms_mean': float(lat.mean()), 'latency_ms_p50': float(np.median(lat)),
-               'latency_ms_p99': float(np.percentile(lat, 99)), 'paths': paths},
+               'latency_ms_p99': float(np.percentile(lat, 99)), 'paths': paths,
+               'seed': args.seed},
               open(args.out, 'w'))
 
 

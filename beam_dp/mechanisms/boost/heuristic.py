@@ -5,8 +5,10 @@ Per histogram node: ``count[v]`` counts the MW updates that purposely touched bi
 s ≠ 0; bumped by q(v)), ``thr[v]`` starts at C0. A query is *ready* on a node when every bin of its
 support has count ≥ thr (or, with ``quantile`` > 0, when at most that fraction of its support is
 under threshold: the artifact's CitiBike relaxation). Penalize, after an SV failure, sets
-thr[v] = max(thr[v], m + S0) on supp(q), m = min count on supp(q) (erratum 8: the artifact's
-rule; the literal "thr += S0" would leave over-counted bins ready and keep failing).
+thr[v] = m + S0 on supp(q), m = min count on supp(q) (erratum 8: the artifact's code rule; the
+literal "thr += S0" would leave over-counted bins ready and keep failing). Setting (not raising
+to) m + S0 can lower a bin's threshold that an earlier penalty on another query had raised;
+spec §3.3's "max" form differs exactly there and is more conservative (more bypasses).
 
 Everything here reads histogram state only, which is a function of earlier DP outputs: it never
 reads data, so it is free (post-processing).
@@ -88,7 +90,7 @@ class Readiness:
         target = float(count[support].min()) + self.s0
         if self.cap is not None:
             target = min(target, self.cap)
-        new[support] = np.maximum(new[support], target)
+        new[support] = target
         return readonly(new)
 
 

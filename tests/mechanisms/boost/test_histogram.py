@@ -83,6 +83,9 @@ def test_penalize_makes_a_support_bin_unready():                           # cri
     assert np.any(count[support] < new[support])
     assert new[2] == 4.0 + 3 and new[0] == 4.0 + 3          # thr = min count + S0 on supp(q)
     assert new[5] == 2.0                                     # outside the support: unchanged
+    high = thr.copy()
+    high[0] = 50.0
+    assert r.penalize(count, high, support)[0] == 7.0       # the code rule sets, never maxes
 
 
 def test_readiness_quantile_cap_and_always():
