@@ -9,11 +9,13 @@ the Beam job under the same seed.
 
 Design (why shards): a stateful DoFn call costs tens of microseconds, so one call per key per
 step does not scale to 10^4 keys. Public keys are laid out in ``num_shards`` shards; each shard
-runs ONE vector counter (a ``BinaryTreeCounter`` / ``InfiniteTreeCounter`` of dimension
-keys_in_shard × bins) whose state is a few numpy arrays, so one timer firing per shard and step
+runs ONE vector counter (of dimension keys_in_shard × bins) whose state is a few numpy arrays,
+so one timer firing per shard and step
 releases every key of the shard with vectorised noise. Keys are parallel (disjoint data) and the
 counter's sensitivity already covers a unit's contributions across all its keys, so sharding
 changes neither the guarantee nor the noise of any key.
+
+Which counter runs, and how it is calibrated at user level: ``beam_dp.drivers.counter_choice``.
 """
 
 import dataclasses
@@ -25,18 +27,19 @@ import numpy as np
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
+from beam_dp.drivers import counter_choice
 from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.counter_choice import MECHANISMS
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.private_keys import PrivateKeysShard
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
-from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
-from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.noise import RandomSource
 from beam_dp.privacy_unit import PrivacyUnit
 
 __all__ = [
+    'MECHANISMS',
     'KeyLayout',
     'KeyedReleaseDriver',
     'PublicShardState',
@@ -44,6 +47,7 @@ __all__ = [
 ]
 
 METRICS = ('count', 'sum', 'histogram')
+_STDDEV_CACHE = 4096
 
 
 def text_key(key) -> str:
@@ -139,8 +143,12 @@ class KeyedReleaseDriver:
       clock: the public step clock; a finite ``horizon_steps`` caps its last step.
       layout: the public keys in shards (None with ``private_keys``).
       private_keys: ``PrivateKeys`` when the keys are selected privately (then layout is None).
-      horizon_steps: T for the finite binary tree; None for the infinite counter.
-      estimator: 'variance_reduced' (default) or 'textbook'.
+      horizon_steps: caps the number of steps (the clock's last step); with ``estimator`` and
+        ``mechanism='auto'`` the old binary tree's T.
+      estimator: None (default: 'variance_reduced' for the trees), 'variance_reduced' or
+        'textbook'; with ``mechanism='auto'`` the old tree counters (module docstring).
+      mechanism: 'auto' (default: the lowest expected error, module docstring), 'blt',
+        'kary_tree', 'binary_tree', 'infinite_tree' or 'per_step'.
       lower, upper: clamp bounds of a sum's per-record value.
       grid_bits: sums are snapped to multiples of 2**-grid_bits before noise.
       bins: histogram bin labels (public).
@@ -155,11 +163,12 @@ class KeyedReleaseDriver:
     layout: Optional[KeyLayout] = None
     private_keys: Optional[PrivateKeys] = None
     horizon_steps: Optional[int] = None
-    estimator: str = 'variance_reduced'
+    estimator: Optional[str] = None
     lower: float = 0.0
     upper: float = 1.0
     grid_bits: int = 10
     bins: Tuple[str, ...] = ()
+    mechanism: str = 'auto'
 
     def __post_init__(self):
         owner = 'KeyedReleaseDriver'
@@ -178,7 +187,9 @@ class KeyedReleaseDriver:
         if not isinstance(self.clock, StepClock):
             raise InvalidParamsError(f'{owner}: clock must be a StepClock, got {self.clock!r}.')
         v.check_optional_positive_int(owner, 'horizon_steps', self.horizon_steps)
-        v.check_choice(owner, 'estimator', self.estimator, ('variance_reduced', 'textbook'))
+        if self.estimator is not None:
+            v.check_choice(owner, 'estimator', self.estimator, ('variance_reduced', 'textbook'))
+        v.check_choice(owner, 'mechanism', self.mechanism, MECHANISMS)
         v.check_non_negative_int(owner, 'grid_bits', self.grid_bits)
         if self.grid_bits > 30:
             raise InvalidParamsError(f'{owner}: grid_bits must be at most 30, got {self.grid_bits}.')
@@ -192,6 +203,15 @@ class KeyedReleaseDriver:
                                          f'got {self.bins!r}.')
         object.__setattr__(self, 'clock', self.clock.limited_to(self.horizon_steps))
         object.__setattr__(self, '_bin_index', {b: i for i, b in enumerate(self.bins)})
+        object.__setattr__(self, '_counters', {})
+        object.__setattr__(self, '_stddevs', {})
+        l1, l2 = self.sensitivity()
+        unit = self.privacy_unit
+        participation = (unit.participation(self.value_bound_units)
+                         if unit.name == 'user' and self.private_keys is None else None)
+        object.__setattr__(self, '_base_counter', counter_choice.choose_counter(
+            self.mechanism, self.estimator, self.budget, self.horizon, self.horizon_steps,
+            l1, l2, self.bins_per_key, participation))
         # Build once: this validates the counter parameters at construction too.
         self.counter(1)
 
@@ -269,20 +289,32 @@ class KeyedReleaseDriver:
     def sensitivity(self) -> Tuple[float, float]:
         return self.privacy_unit.sensitivity(self.value_bound_units)
 
+    @property
+    def horizon(self) -> Optional[int]:
+        """The known horizon: steps from start to the clock's last step (end / horizon_steps)."""
+        last = self.clock.last_step
+        return None if last is None else last + 1
+
     def counter(self, keys_in_shard: int):
-        """The vector counter of a shard with this many keys (dimension keys × bins)."""
-        l1, l2 = self.sensitivity()
-        noise = {'rho': self.budget.rho} if self.budget.is_zcdp else {'epsilon': self.budget.epsilon}
-        common = dict(l1_sensitivity=l1, l2_sensitivity=l2,
-                      dimension=keys_in_shard * self.bins_per_key, estimator=self.estimator,
-                      **noise)
-        if self.horizon_steps is not None:
-            return BinaryTreeCounter(horizon=self.horizon_steps, **common)
-        return InfiniteTreeCounter(**common)
+        """The vector counter of a shard with this many keys (dimension keys × bins); built
+        once per shard size."""
+        counter = self._counters.get(keys_in_shard)
+        if counter is None:
+            counter = dataclasses.replace(self._base_counter,
+                                          dimension=keys_in_shard * self.bins_per_key)
+            self._counters[keys_in_shard] = counter
+        return counter
 
     def release_cost(self) -> PrivacyCost:
-        """The cost of the released values (the counters)."""
-        return self.counter(1).privacy_cost()
+        """The cost of the released values (the counters), in the budget's notion (a pure
+        counter run at ε = √(2ρ) for a ρ budget is ρ-zCDP)."""
+        cost = self.counter(1).privacy_cost()
+        if self.budget.is_zcdp and not cost.is_zcdp:
+            if cost.to_rho() > self.budget.rho * (1 + 1e-9):
+                raise InvalidParamsError(f'KeyedReleaseDriver: the counter costs {cost}, more '
+                                         f'than {self.budget}.')
+            return PrivacyCost(rho=self.budget.rho)
+        return cost
 
     def privacy_costs(self, label: str) -> List[Tuple[str, PrivacyCost]]:
         """Every cost of the transform called ``label``, as (ledger label, cost): the private key
@@ -301,15 +333,21 @@ class KeyedReleaseDriver:
 
     @property
     def mechanism_name(self) -> str:
-        base = 'binary_tree' if self.horizon_steps is not None else 'infinite_tree'
-        noise = 'discrete_gaussian' if self.budget.is_zcdp else 'discrete_laplace'
-        return f'{base}/{self.estimator}/{noise}'
+        """What runs: '<counter>/<estimator or variant>/<noise>' (public)."""
+        return counter_choice.mechanism_name(self._base_counter)
 
     def counter_noise_stddev(self, counter_steps: int) -> float:
         """Public: the noise sd (per bin, in value units) of a counter's release after it took
         this many steps."""
-        sd = math.sqrt(self.counter(1).release_variance(counter_steps))
-        return sd / (1 << self.grid_bits) if self.metric == 'sum' else sd
+        sd = self._stddevs.get(counter_steps)
+        if sd is None:
+            sd = math.sqrt(self.counter(1).release_variance(counter_steps))
+            if self.metric == 'sum':
+                sd /= (1 << self.grid_bits)
+            if len(self._stddevs) >= _STDDEV_CACHE:
+                self._stddevs.clear()
+            self._stddevs[counter_steps] = sd
+        return sd
 
     def noise_stddev(self, step: int) -> float:
         """Public: the noise sd of a public key's release of ``step`` (per bin, value units)."""
@@ -338,7 +376,7 @@ class KeyedReleaseDriver:
             'num_keys': len(self.layout.keys) if self.layout is not None else 'private',
             'num_shards': self.num_shards,
             **self.clock.describe(),
-            'horizon_steps': self.horizon_steps if self.horizon_steps is not None else 'unbounded',
+            'horizon_steps': self.horizon if self.horizon is not None else 'unbounded',
         }
 
     @property

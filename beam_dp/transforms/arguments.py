@@ -81,10 +81,16 @@ KEYED_DOCS: Dict[str, str] = {
              'default.',
     'grid_bits': 'values are snapped to multiples of 2**-grid_bits (default 10).',
     'bins': 'the public bin labels; a record whose bin is not one of them is dead-lettered.',
-    'horizon_steps': 'a known number of steps T (binary tree counter, then no step after T is '
-                     'released); None (default): the infinite-horizon counter.',
-    'estimator': "'variance_reduced' (default; Honaker 2015, ~1.7x lower variance, same "
-                 "privacy) or 'textbook'.",
+    'horizon_steps': 'caps the number of steps: no step after T is released (as ``end`` does); '
+                     'None (default): ``end`` alone sets the horizon.',
+    'mechanism': "'auto' (default): the counter with the lowest expected error for the known "
+                 "horizon (steps from start to end; unbounded without end) and the budget "
+                 "(``beam_dp.analysis.select_counter``: BLT for ρ, per-step noise summed, the "
+                 "k-ary tree or the infinite tree for ε); or force 'blt', 'kary_tree', "
+                 "'binary_tree', 'infinite_tree', 'per_step'. ``Release.mechanism`` names it.",
+    'estimator': "None (default). 'variance_reduced' (Honaker 2015) or 'textbook': the tree "
+                 "estimator; with mechanism='auto' it selects the old tree counters (the binary "
+                 "tree over horizon_steps if given, else the infinite tree).",
     'num_shards': 'how many stateful shards hold the keys (default: one per 512 keys).',
 }
 #: ``value_fn`` of a histogram.

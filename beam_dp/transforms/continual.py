@@ -198,8 +198,8 @@ class _ContinualPerKey(shell.ShellTransform):
                  value_fn: Optional[Callable[[Any], Any]] = None,
                  lower: Optional[float] = None, upper: Optional[float] = None,
                  grid_bits: int = 10, bins: Sequence[str] = (), allowed_lateness=0,
-                 horizon_steps: Optional[int] = None, estimator: str = 'variance_reduced',
-                 num_shards: Optional[int] = None, noise_key: Optional[str] = None,
+                 horizon_steps: Optional[int] = None, mechanism: str = 'auto',
+                 estimator: Optional[str] = None, num_shards: Optional[int] = None, noise_key: Optional[str] = None,
                  debug_metrics: bool = False, testing_seed: Optional[int] = None,
                  label: Optional[str] = None):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
@@ -226,7 +226,7 @@ class _ContinualPerKey(shell.ShellTransform):
             self._driver = KeyedReleaseDriver(
                 metric=self._metric, budget=budget, privacy_unit=privacy_unit, clock=clock,
                 layout=layout, private_keys=private_keys, horizon_steps=horizon_steps,
-                estimator=estimator, bins=tuple(bins), **bounds)
+                estimator=estimator, mechanism=mechanism, bins=tuple(bins), **bounds)
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
@@ -314,10 +314,14 @@ class ContinualCountPerKey(_ContinualPerKey):
     never released.
 
     Guarantee: the whole (unbounded) sequence of releases is ε-DP with ``budget=PrivacyBudget(
-    epsilon=ε)`` (discrete Laplace) or ρ-zCDP with ``PrivacyBudget(rho=ρ)`` (discrete Gaussian),
-    via the infinite-horizon tree counter (Chan, Shi, Song 2011), or the binary tree when
-    ``horizon_steps`` is given; ``estimator='variance_reduced'`` (Honaker 2015, default) or
-    'textbook'. The noise of every tree node is drawn once and kept in Beam state.
+    epsilon=ε)`` (discrete Laplace) or ρ-zCDP with ``PrivacyBudget(rho=ρ)`` (discrete Gaussian).
+    The counter (``mechanism='auto'``) is the one with the lowest expected error for the known
+    horizon (steps from ``start`` to ``end``) and budget: BLT (Dvijotham et al. 2024) for ρ;
+    per-step noise summed, the k-ary tree with the variance-reduced estimator, or the
+    infinite-horizon tree (Chan, Shi, Song 2011) for ε — ``python -m beam_dp.analysis`` shows
+    the choice and every alternative before running; ``Release.mechanism`` and
+    ``Release.noise_stddev`` say what ran. ``mechanism=`` forces one; ``estimator=`` alone
+    selects the old trees. Noise is drawn once per tree node / step and kept in Beam state.
 
     Bounded input (batch) needs ``end``: the releases must not stop at a time set by the data,
     so a bounded input without a public end is refused when the pipeline is built. An unbounded

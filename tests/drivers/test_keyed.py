@@ -102,7 +102,10 @@ def test_noise_stddev_is_public_and_matches_the_counter():
     s = spec()
     assert s.noise_stddev(0) == pytest.approx(np.sqrt(s.counter(1).release_variance(1)))
     g = spec(metric='sum', upper=4.0, grid_bits=2, budget=PrivacyBudget(rho=0.5))
-    assert g.mechanism_name == 'infinite_tree/variance_reduced/discrete_gaussian'
+    assert g.mechanism_name == 'blt/4_buffers/discrete_gaussian'      # ρ, unbounded: BLT
+    assert spec(metric='sum', upper=4.0, grid_bits=2, budget=PrivacyBudget(rho=0.5),
+                estimator='variance_reduced').mechanism_name == \
+        'infinite_tree/variance_reduced/discrete_gaussian'              # the old tree, explicit
     assert g.noise_stddev(5) == pytest.approx(np.sqrt(g.counter(1).release_variance(6)) / 4)
 
 
@@ -125,7 +128,8 @@ def test_user_level_ledger_loss_never_exceeds_epsilon_and_is_tight():
     sensitivities; the Laplace privacy loss of the full node transcript is Σ|Δ|/b ≤ ε."""
     unit = UserLevel(unit_fn=len, max_keys_per_unit=2, max_contributions_per_step=2,
                      max_steps_per_unit=3)
-    s = spec(privacy_unit=unit, horizon_steps=8, layout=KeyLayout.of(['a', 'b', 'c'], 1))
+    s = spec(privacy_unit=unit, horizon_steps=8, layout=KeyLayout.of(['a', 'b', 'c'], 1),
+             estimator='variance_reduced')                  # the binary tree's nodes
     scale = s.counter(3).node_noise.param
     base_contrib = {0: [(np.array([0, 1]), np.array([3, 1]))], 4: [(np.array([2]), np.array([5]))]}
     base_nodes = _closed_nodes(s, 0, base_contrib, 7, 8)

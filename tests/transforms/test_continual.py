@@ -201,7 +201,9 @@ def test_release_metadata_and_noise_stddev():
         (r,) = releases
         assert isinstance(r, Release)
         assert r.epsilon == 0.5 and r.delta == 0.0 and r.rho == 0.0 and r.metric == 'count'
-        assert r.mechanism == 'infinite_tree/variance_reduced/discrete_laplace'
+        # end= gives a known horizon of one step: the lowest-error counter for T = 1 is one
+        # noisy node (the binary tree of one leaf; per-step noise is the same).
+        assert r.mechanism == 'binary_tree/variance_reduced/discrete_laplace'
         assert r.step_start_micros == 0 and r.step_end_micros == 60_000_000
         assert r.noise_stddev == pytest.approx(transform.driver.noise_stddev(0))
         assert r.privacy_unit == 'event-level (one record)'

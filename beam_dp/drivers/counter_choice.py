@@ -1,0 +1,120 @@
+"""Which counter a keyed continual transform runs (``mechanism=``), and its name in
+``Release.mechanism``. Pure: public parameters only.
+
+Which counter (``mechanism='auto'``, the default): the known horizon is the number of steps from
+``start`` to ``end`` (capped by ``horizon_steps``), None without either; ``beam_dp.analysis.
+select_counter`` then picks, from public parameters only, the counter with the lowest expected
+RMSE per step (per bin) for that horizon and the budget's notion: ρ → BLT (ρ-zCDP) for T ≥ 2
+or unbounded, the pure counters at ε = √(2ρ) where they are better (T = 1); ε → per-step noise
+summed for short horizons (up to ~tens of steps at any ε), the k-ary tree for longer known
+horizons, the infinite-horizon tree when unbounded; (ε, δ > 0) is spent as pure ε (δ unused)
+and picks among the pure counters. ``mechanism='blt' | 'kary_tree' | 'binary_tree' |
+'infinite_tree' | 'per_step'`` forces one (the trees and the k-ary tree take ``estimator``);
+``estimator=`` with ``mechanism='auto'`` is the explicit override for the old tree counters:
+the binary tree over ``horizon_steps`` if given, else the infinite tree.
+
+User level: the counters are calibrated to the unit's (L1, L2) of per-key totals
+(``PrivacyUnit.sensitivity``: K·m·S or the total bound C, whichever is tighter). A BLT over
+public keys is moreover calibrated to the unit's multi-participation bound
+(``PrivacyUnit.participation``, ``beam_dp.mechanisms.participation``: ≤ S steps per key with
+≤ m·B per step); with private keys a key's first counter step merges all steps up to its
+selection, so the safe bound (per-key totals) is used. The other counters use the safe bound.
+"""
+
+import dataclasses
+from typing import Optional
+
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.analysis import select_counter
+from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
+from beam_dp.mechanisms.blt import BLTCounter
+from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
+from beam_dp.mechanisms.kary_tree import KaryTreeCounter
+from beam_dp.mechanisms.participation import Participation
+from beam_dp.mechanisms.per_step import PerStepCounter
+
+__all__ = [
+    'MECHANISMS',
+    'choose_counter',
+    'mechanism_name',
+]
+
+#: The ``mechanism=`` choices of the keyed continual transforms.
+MECHANISMS = ('auto', 'blt', 'kary_tree', 'binary_tree', 'infinite_tree', 'per_step')
+_KINDS = {'blt': BLTCounter, 'kary_tree': KaryTreeCounter, 'binary_tree': BinaryTreeCounter,
+          'infinite_tree': InfiniteTreeCounter, 'per_step': PerStepCounter}
+_NAMES = {kind: name for name, kind in _KINDS.items()}
+_TREES = (KaryTreeCounter, BinaryTreeCounter, InfiniteTreeCounter)
+_OWNER = 'KeyedReleaseDriver'
+
+
+def _privacy_args(budget: PrivacyBudget):
+    return {'rho': budget.rho} if budget.is_zcdp else {'epsilon': budget.epsilon}
+
+
+def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudget,
+                   horizon: Optional[int], horizon_steps: Optional[int], l1: float, l2: float,
+                   dimension: int, participation: Optional[Participation] = None):
+    """The counter of one key (``dimension`` bins), ready to widen with ``dataclasses.replace``.
+
+    Args:
+      mechanism: one of ``MECHANISMS``; estimator: None or a tree estimator.
+      horizon: the known number of steps (None: unbounded); horizon_steps: the old binary
+        tree's T (only with ``estimator`` and 'auto').
+      l1, l2: the unit's sensitivities; participation: its multi-participation pattern (None:
+        event level or private keys), used by a BLT.
+
+    Raises:
+      InvalidParamsError: for a mechanism that cannot run with these parameters, named.
+    """
+    if estimator is not None and mechanism in ('blt', 'per_step'):
+        raise InvalidParamsError(f"{_OWNER}: estimator applies to the tree mechanisms, not to "
+                                 f"mechanism={mechanism!r}.")
+    common = dict(l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
+    if mechanism == 'auto' and estimator is not None:                   # the old trees
+        if horizon_steps is not None:
+            return BinaryTreeCounter(horizon=horizon_steps, estimator=estimator, **common,
+                                     **_privacy_args(budget))
+        return InfiniteTreeCounter(estimator=estimator, **common, **_privacy_args(budget))
+    if mechanism == 'auto':
+        if not budget.is_zcdp and budget.delta > 0:
+            budget = PrivacyBudget(epsilon=budget.epsilon)
+        chosen = select_counter(budget, horizon, dimension, l1, l2)
+    else:
+        chosen = _explicit(mechanism, estimator, budget, horizon, common)
+    if isinstance(chosen, BLTCounter) and participation is not None:
+        chosen = dataclasses.replace(chosen, participation=participation)
+    return chosen
+
+
+def _explicit(mechanism, estimator, budget, horizon, common):
+    kind = _KINDS[mechanism]
+    kwargs = dict(common, **_privacy_args(budget))
+    if kind is BLTCounter:
+        if not budget.is_zcdp:
+            raise InvalidParamsError(f"{_OWNER}: mechanism='blt' needs a zCDP budget "
+                                     f"(PrivacyBudget(rho=...)), got {budget}.")
+        kwargs['horizon'] = horizon
+    elif kind in (BinaryTreeCounter, KaryTreeCounter):
+        if horizon is None:
+            raise InvalidParamsError(f'{_OWNER}: mechanism={mechanism!r} needs a known horizon: '
+                                     f'pass end= (or horizon_steps=).')
+        kwargs['horizon'] = horizon
+    if kind in _TREES:
+        kwargs['estimator'] = estimator or 'variance_reduced'
+    return kind(**kwargs)
+
+
+def mechanism_name(counter) -> str:
+    """'<counter>/<estimator or variant>/<noise>', e.g. 'blt/4_buffers/discrete_gaussian',
+    'kary_tree[k=17]/variance_reduced/discrete_laplace', 'per_step/summed/discrete_laplace'."""
+    noise = 'discrete_gaussian' if getattr(counter, 'rho', None) else 'discrete_laplace'
+    if isinstance(counter, BLTCounter):
+        mp = '+multi_participation' if counter.participation is not None else ''
+        return f'blt/{counter.buffers}_buffers{mp}/{noise}'
+    if isinstance(counter, PerStepCounter):
+        return f'per_step/summed/{noise}'
+    base = (f'kary_tree[k={counter.k}]' if isinstance(counter, KaryTreeCounter)
+            else _NAMES[type(counter)])
+    return f'{base}/{counter.estimator}/{noise}'
