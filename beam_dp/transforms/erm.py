@@ -1,0 +1,444 @@
+"""Continual and sliding-window private ERM on a stream (Watson et al. 2022; spec 003 §8).
+
+``ContinualERM`` (Alg 4 with its Alg 2 prefix bases; Alg 8 with ``sampling``) and
+``SlidingWindowERM`` (Alg 5 PSWERM) release noised models of a stream of labelled feature
+vectors. Every decision is the pure driver's (``beam_dp.drivers.erm.ERMStreamDriver``); this
+module is wiring, state and timers on the shared shell (``beam_dp.transforms.shell``).
+
+Wiring (labels are part of the update contract):
+
+  records
+    | 'GlobalWindow'        re-window (timestamps kept; blocks are the StepClock's steps)
+    | 'ExtractAndValidate'  (stream, (block, features, label)); malformed / unknown stream /
+                            before start / after end → dead letter (the driver's reasons)
+    + 'StreamSeeds'/'SeedAtStart'  one element per public stream at ``start``: every stream
+                            releases from block 0, with or without data
+    | 'MergeSeeds'          typed Tuple[str, Any]: the state key coder is deterministic
+    | 'TrainBlocks'         stateful DoFn per stream (global window): a Bag of pending
+                            (block, features, label), the ``StreamState`` in one
+                            ReadModifyWrite cell, ONE event-time timer at the release time
+                            of the next block; on fire the block is closed in index order
+                            (empty blocks included: padded to n_max), late records
+                            (block already closed) dead-lettered
+    | 'MergeDeadLetters'
+
+Noise address: ``rng.derive(label)``, then the driver's ('erm', stream), ('subsample', b) and
+('job', release id); with ``noise_key=`` a re-fired timer releases bit-identical models.
+"""
+
+import dataclasses
+import operator
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.coders import BooleanCoder
+from apache_beam.coders import PickleCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.userstate import TimerSpec
+from apache_beam.transforms.userstate import on_timer
+from apache_beam.transforms.window import FixedWindows
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.transforms.window import Sessions
+from apache_beam.transforms.window import SlidingWindows
+
+from beam_dp import noise
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.clock import require_public_end
+from beam_dp.drivers.erm import ERMStreamDriver
+from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import InvalidRecordError
+from beam_dp.io.erm import ERMLedgerRow
+from beam_dp.io.erm import ModelRelease
+from beam_dp.io.erm import ledger_row_from_event
+from beam_dp.io.erm import model_release_from_event
+from beam_dp.mechanisms.erm import PSGD
+from beam_dp.mechanisms.erm import BinaryLogistic
+from beam_dp.mechanisms.erm import ContinualReleaseSchedule
+from beam_dp.mechanisms.erm import ERMRelease
+from beam_dp.mechanisms.erm import SlidingWindowChain
+from beam_dp.mechanisms.erm import SoftmaxCrossEntropy
+from beam_dp.transforms import arguments
+from beam_dp.transforms import shell
+from beam_dp.transforms.shell import DEAD_LETTER
+
+__all__ = [
+    'ContinualERM',
+    'ERMOutputs',
+    'ERM_DOCS',
+    'SlidingWindowERM',
+    'check_unwindowed',
+]
+
+LEDGER = 'ledger'
+_LOSSES = {'softmax': SoftmaxCrossEntropy, 'logistic': BinaryLogistic}
+
+#: Descriptions of every argument of the ERM transforms (``arguments.public``).
+ERM_DOCS = {
+    **arguments.COMMON_DOCS,
+    'step': 'the length of a block (seconds, a Beam Duration or a timedelta): block b holds '
+            'the records with event time in [start + b·step, start + (b+1)·step); it is closed '
+            'and trained when the watermark passes its end plus ``allowed_lateness``.',
+    'budget': '``PrivacyBudget(epsilon=ε)``: ε bounds every record\'s total cost over the whole '
+              'unbounded release (pure ε-DP; zCDP and δ are refused).',
+    'public_streams': 'the stream ids (strings), public: each stream is one independent model '
+                      'sequence (parallel composition: a record belongs to one stream), '
+                      'released at every block whether or not it has data.',
+    'num_classes': 'K, the public label set {0, ..., K−1}; other labels are dead-lettered.',
+    'feature_dim': 'the length of a feature vector (without the bias column).',
+    'records_per_block': 'n_max, the public nominal size of a block: a block with more '
+                         'records is uniformly subsampled to n_max (not first-come), one with '
+                         'fewer is padded with zero-gradient slots; models are normalised by '
+                         'n_max (spec 003 §8.2, trap T8).',
+    'mu': 'strong convexity μ of the regulariser (μ/2)‖w − c‖² (the paper\'s λ is μ/2).',
+    'clip_norm': 'public clip norm C of a feature vector with its bias column (default 1): '
+                 'sets the per-example Lipschitz constant L (softmax √2·C, logistic C).',
+    'loss': "'softmax' (multinomial logistic, default) or 'logistic' (binary, K = 2).",
+    'passes': 'permutation-SGD passes over the n_nominal slots of a model (default 10).',
+    'batch_size': 'SGD mini-batch size (default 1; any size keeps Δ₂ = 2L/(μn)).',
+    'fit_intercept': 'append a constant 1 to each feature vector before clipping (default True).',
+    'stream_fn': 'record → stream id (default ``record[0]``).',
+    'features_fn': 'record → feature vector (default ``record[1]``).',
+    'label_fn': 'record → integer label (default ``record[2]``).',
+    'blocks_per_base': 'B/b0: blocks per Alg 2 base model; the first release is after B blocks.',
+    'base_fraction': 'share of ε for the prefix bases (default ½; the rest pays the updates).',
+    'variant': "'pseudocode' (small updates centred on the latest large update; default) or "
+               "'chain' (each update centred on the previous release; App. C baseline).",
+    'max_level': 'cap on the prefix doubling (bounded state: ≤ 2^{K+1}·B blocks kept); None '
+                 'keeps all history (state grows, trap T9).',
+    'sampling': 'the Appendix B sampling variant (Alg 8 / sliding fine-tune sampling).',
+    'levels': 'k: the window is 2^k − 1 blocks (k ≥ 2; the paper\'s w = 7·w0 is k = 3).',
+    'release_policy': "which chain model is published: 'chain_end' (paper), 'newest_bucket' or "
+                      "'all_levels'; every chain model is output (``published`` says which).",
+    'reproduce_paper': 'the paper\'s constants (γ = 10 > μ, batch 256, 500 iterations, '
+                       'data-dependent Yedida L): NOT differentially private; every release and '
+                       'ledger row says so in ``privacy``. Default False.',
+}
+
+
+class ERMOutputs(NamedTuple):
+    """``releases``: ``ModelRelease`` records (every noised model, internal chain models with
+    ``published=False``). ``ledger``: ``ERMLedgerRow`` per model (the audit trail of the per-record
+    cost). ``dead_letter``: ``DeadLetter`` records (malformed, unknown stream, out of range,
+    late)."""
+    releases: beam.PCollection
+    ledger: beam.PCollection
+    dead_letter: beam.PCollection
+
+
+def check_unwindowed(owner: str, pcoll: beam.PCollection) -> None:
+    """At expand: the input must be in the global window (the transform blocks event time).
+
+    Raises:
+      InvalidParamsError: for ``SlidingWindows`` (each record would be trained in size/period
+        overlapping windows, each spending ε on it, spec 003 §8.2 / T10) and for any other
+        windowing (``FixedWindows``, ``Sessions``, ...).
+    """
+    fn = pcoll.windowing.windowfn
+    if isinstance(fn, GlobalWindows):
+        return
+    if isinstance(fn, SlidingWindows):
+        raise InvalidParamsError(
+            f'{owner}: the input is windowed with SlidingWindows: each record would fall in '
+            f'size/period overlapping windows and each window would be trained from scratch, '
+            f'spending the budget once per window (the cost would multiply; spec 003 §8.2). '
+            f'Leave the input in the global window: SlidingWindowERM keeps a sliding window of '
+            f'levels-many power-of-two buckets itself (Alg 5), at ε per record in total.')
+    kind = ('Sessions (data-dependent boundaries)' if isinstance(fn, Sessions) else
+            'FixedWindows' if isinstance(fn, FixedWindows) else type(fn).__name__)
+    raise InvalidParamsError(
+        f'{owner}: the input is windowed with {kind}; leave windowing to the transform: it '
+        f'cuts event time into blocks itself (start=, step=) and keeps its state in the global '
+        f'window. Remove the WindowInto (or re-window with beam.WindowInto(GlobalWindows())).')
+
+
+class _ExtractFn(beam.DoFn):
+    """record → (stream, (block, features tuple, label)) or a dead letter with the reason."""
+
+    def __init__(self, label: str, driver: ERMStreamDriver, fns, streams: Sequence[str]):
+        self._label = label
+        self._driver = driver
+        self._fns = fns
+        self._streams = tuple(streams)
+
+    def setup(self):
+        self._streams_set = frozenset(self._streams)
+        self._empty = self._driver.init_state()
+
+    def extract(self, record, micros: int):
+        """(stream, (block, x, y)); raises ``InvalidRecordError`` with the dead-letter reason."""
+        stream_fn, features_fn, label_fn = self._fns
+        stream = shell.extract_key(stream_fn, record)
+        if not isinstance(stream, str) or stream not in self._streams_set:
+            raise InvalidRecordError(f'stream {stream!r:.80} is not one of the public streams')
+        try:
+            x, y = features_fn(record), label_fn(record)
+        except Exception as e:  # pylint: disable=broad-except
+            raise InvalidRecordError(f'features_fn/label_fn raised {e!r}') from e
+        state, rejected = self._driver.add(self._empty, [(micros, x, y)])
+        if rejected:
+            raise InvalidRecordError(rejected[0][0])
+        ((block, ((features, label),)),) = state.pending
+        return str(stream), (block, features, label)
+
+    def process(self, record, timestamp=beam.DoFn.TimestampParam):
+        micros = timestamp.micros
+        try:
+            yield self.extract(record, micros)
+        except InvalidRecordError as e:
+            yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
+
+
+class _TrainBlocksFn(shell.DriverFn):
+    """Keyed by stream: pending records in a Bag, the StreamState in one cell, one timer."""
+
+    STREAM_STATE = ReadModifyWriteStateSpec('stream_state', PickleCoder())
+    PENDING = BagStateSpec('pending', PickleCoder())
+    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
+    RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
+    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
+
+    def __init__(self, driver: ERMStreamDriver, label: str, rng: noise.RandomSource,
+                 epsilon_total: float, num_classes: int):
+        super().__init__(driver, label, rng)
+        self._epsilon_total = epsilon_total
+        self._num_classes = num_classes
+
+    def process(self, element, stream_state=beam.DoFn.StateParam(STREAM_STATE),
+                pending=beam.DoFn.StateParam(PENDING),
+                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
+                end_timer=beam.DoFn.TimerParam(END_TIMER)):
+        stream, item = element
+        state = stream_state.read()
+        if state is None:
+            # Seed and data arrive in any order: whichever comes first starts block 0's timer.
+            state = self._driver.init_state()
+            stream_state.write(state)
+            shell.start_timers(self._clock, release_timer, end_timer)
+        if item is None:                              # the stream's seed at ``start``
+            return
+        block, features, label = item
+        if block < state.next_block:
+            yield shell.late_dead_letter(
+                self._label, 'TrainBlocks', self._clock, block,
+                {'stream': stream, 'block': block, 'features': features, 'label': label})
+            return
+        pending.add(item)
+
+    @on_timer(RELEASE_TIMER)
+    def release(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
+                stream_state=beam.DoFn.StateParam(STREAM_STATE),
+                pending=beam.DoFn.StateParam(PENDING), finished=beam.DoFn.StateParam(FINISHED),
+                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
+        if finished.read():
+            return
+        state = stream_state.read()
+        through = self._driver.last_final_block(fired.micros)
+        if state is None or through < state.next_block:
+            return
+        due, rest = {}, []
+        for item in pending.read():
+            if item[0] <= through:
+                due.setdefault(item[0], []).append((item[1], item[2]))
+            else:
+                rest.append(item)
+        state = dataclasses.replace(state, pending=tuple(
+            (b, tuple(records)) for b, records in sorted(due.items())))
+        events, state = self._driver.close_through(state, through, self._rng.derive(self._label),
+                                                   key)
+        stream_state.write(state)
+        if due:
+            pending.clear()
+            for item in rest:
+                pending.add(item)
+        shell.next_release_time(self._clock, through, release_timer)
+        mechanism = self._driver.mechanism
+        for event in events:
+            yield model_release_from_event(
+                key, event, self._epsilon_total, self._num_classes, mechanism.feature_dim,
+                self._driver.block_start(event.job.lo))
+            yield beam.pvalue.TaggedOutput(LEDGER, ledger_row_from_event(
+                key, event, mechanism.ledger_budget))
+
+    @on_timer(END_TIMER)
+    def end_of_input(self, finished=beam.DoFn.StateParam(FINISHED),
+                     release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
+        finished.write(True)
+        release_timer.clear()
+
+
+class _ERMTransform(shell.ShellTransform):
+    """Shared implementation of the ERM transforms (every argument of the family); the public
+    classes build ``self._schedule`` and end with ``self._finish()``."""
+
+    def __init__(self, *, start, step, budget: PrivacyBudget, public_streams: Sequence[str],
+                 num_classes: int, feature_dim: int, records_per_block: int, mu: float,
+                 end=None, allowed_lateness=0, clip_norm: float = 1.0, loss: str = 'softmax',
+                 passes: int = 10, batch_size: int = 1, fit_intercept: bool = True,
+                 stream_fn: Callable[[Any], Any] = operator.itemgetter(0),
+                 features_fn: Callable[[Any], Any] = operator.itemgetter(1),
+                 label_fn: Callable[[Any], Any] = operator.itemgetter(2),
+                 reproduce_paper: bool = False, accountant: Optional[BudgetAccountant] = None,
+                 noise_key: Optional[str] = None, debug_metrics: bool = False,
+                 testing_seed: Optional[int] = None, label: Optional[str] = None):
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
+        owner = self.owner
+        if not isinstance(budget, PrivacyBudget) or budget.is_zcdp or budget.delta:
+            raise InvalidParamsError(f'{owner}: budget must be a pure epsilon '
+                                     f'PrivacyBudget(epsilon=...) (the L2-Laplace release is '
+                                     f'ε-DP), got {budget!r}.')
+        if (isinstance(public_streams, (str, bytes)) or not public_streams
+                or not all(isinstance(s, str) for s in public_streams)
+                or len(set(public_streams)) != len(public_streams)):
+            raise InvalidParamsError(f'{owner}: public_streams must be a non-empty collection '
+                                     f'of distinct strings, got {public_streams!r}.')
+        if loss not in _LOSSES:
+            raise InvalidParamsError(f'{owner}: loss must be one of {sorted(_LOSSES)}, got '
+                                     f'{loss!r}.')
+        if not isinstance(reproduce_paper, bool):
+            raise InvalidParamsError(f'{owner}: reproduce_paper must be True or False, got '
+                                     f'{reproduce_paper!r}.')
+        for name, fn in (('stream_fn', stream_fn), ('features_fn', features_fn),
+                         ('label_fn', label_fn)):
+            shell.check_callable(owner, name, fn)
+        self._clock = shell.parse_clock(owner, start=start, step=step, end=end,
+                                        allowed_lateness=allowed_lateness)
+        self._budget = budget
+        self._streams = list(public_streams)
+        self._fns = (stream_fn, features_fn, label_fn)
+        with self.params():
+            kind = _LOSSES[loss]
+            the_loss = (kind(clip_norm=clip_norm, num_classes=num_classes)
+                        if kind is SoftmaxCrossEntropy else kind(clip_norm=clip_norm))
+            if num_classes != the_loss.num_classes:
+                raise InvalidParamsError(f'{owner}: loss={loss!r} needs num_classes='
+                                         f'{the_loss.num_classes}, got {num_classes!r}.')
+            self._psgd = (PSGD.paper(the_loss, paper_lambda=mu / 2.0) if reproduce_paper else
+                          PSGD(the_loss, mu=mu, passes=passes, batch_size=batch_size))
+            self._shape = (records_per_block, feature_dim, fit_intercept)
+
+    def _finish(self) -> None:
+        n_max, raw_dim, fit_intercept = self._shape
+        with self.params():
+            if isinstance(raw_dim, bool) or not isinstance(raw_dim, int) or raw_dim < 1:
+                raise InvalidParamsError(f'{self.owner}: feature_dim must be a positive int, '
+                                         f'got {raw_dim!r}.')
+            mechanism = ERMRelease(self._schedule, self._psgd, n_max, raw_dim + int(
+                bool(fit_intercept)))
+            self._driver = ERMStreamDriver(mechanism, raw_dim, self._clock, fit_intercept)
+            mechanism.privacy_cost()
+        self.check_budget()
+
+    @property
+    def driver(self) -> ERMStreamDriver:
+        """The pure per-stream driver this transform runs (``beam_dp.drivers.erm.reference``
+        with ``rng.derive(label)`` replays it)."""
+        return self._driver
+
+    def privacy_costs(self):
+        return [(self.label, self._driver.mechanism.privacy_cost())]
+
+    def display_data(self):
+        return {'schedule': type(self._schedule).__name__, 'budget': str(self._budget),
+                'step_seconds': self._clock.step_micros / 1e6, 'streams': len(self._streams),
+                'records_per_block': self._driver.mechanism.records_per_block,
+                'reproduce_paper': self._psgd.reproduce_paper}
+
+    def expand(self, records):
+        check_unwindowed(self.owner, records)
+        require_public_end(self.owner, records.is_bounded, self._clock)
+        self.spend_budget(records)
+        label, clock = self.label, self._clock
+        extracted = (
+            records
+            | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
+            | 'ExtractAndValidate' >> beam.ParDo(_ExtractFn(
+                label, self._driver, self._fns, self._streams)).with_outputs(
+                    DEAD_LETTER, main='valid'))
+        seeds = shell.seeds_at_start(records.pipeline, self._streams, clock.start_micros,
+                                     create_label='StreamSeeds', key_type=str)
+        inputs = shell.merge_seeds(extracted.valid, seeds, key_type=str)
+        trained = inputs | 'TrainBlocks' >> beam.ParDo(_TrainBlocksFn(
+            self._driver, label, self.rng, float(self._budget.epsilon),
+            self._psgd.loss.num_classes)).with_outputs(DEAD_LETTER, LEDGER, main='releases')
+        releases, ledger = trained.releases, trained[LEDGER]
+        releases.element_type = ModelRelease
+        ledger.element_type = ERMLedgerRow
+        return ERMOutputs(releases, ledger, shell.merge_dead_letters(
+            [extracted[DEAD_LETTER], trained[DEAD_LETTER]], self.debug_metrics, label))
+
+
+_GUARANTEE = """
+    Privacy unit and neighbours: event level, one record; substitution of one record (add/remove
+    reduces to substitution with a padding slot, as every block is padded or uniformly
+    subsampled to the public n_max). Streams are parallel (a record belongs to one stream).
+    Guarantee: ε-DP for the whole unbounded sequence of models (and ledger rows) of every
+    stream, ε = ``budget.epsilon`` (the per-block ledger checks it before any model is
+    trained). Release times are data-independent: one timer per block on the public clock.
+    Not protected: the public arguments; the dead-letter output (raw records); late records
+    (dead-lettered, never trained). ``reproduce_paper=True`` is NOT DP and says so in every
+    output record.
+"""
+
+
+@arguments.public(docs=ERM_DOCS)
+class ContinualERM(_ERMTransform):
+    __doc__ = """Continual release of a private ERM model of all history (Alg 4 with Alg 2 bases).
+
+    At block t = 2^k·B a base model is trained on the prefix; between bases PBERM updates
+    (regularised toward *released* models only, trap T4) are released after every block, the
+    first after B = ``blocks_per_base`` blocks. ε is split ``base_fraction`` : rest (trap T6).
+""" + _GUARANTEE + """
+    Cite: Watson, Ghosh, Rozemberczki, Sarkar, "Continual and Sliding Window Release for
+    Private Empirical Risk Minimization" (2022), Alg 4 (Alg 8 with ``sampling``), Thm 4.
+
+    Returns:
+      ``ERMOutputs(releases, ledger, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad parameter or input windowing; BudgetExceededError: over
+        budget.
+    """
+
+    def __init__(self, *, blocks_per_base: int, base_fraction: float = 0.5,
+                 variant: str = 'pseudocode', max_level: Optional[int] = None,
+                 sampling: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        with self.params():
+            self._schedule = ContinualReleaseSchedule(
+                blocks_per_base=blocks_per_base, epsilon=float(self._budget.epsilon),
+                base_fraction=base_fraction, variant=variant, max_level=max_level,
+                sampling=sampling)
+        self._finish()
+
+
+@arguments.public(docs=ERM_DOCS)
+class SlidingWindowERM(_ERMTransform):
+    __doc__ = """Sliding-window private ERM (Alg 5, PSWERM): a model of the last 2^k − 1 blocks.
+
+    The window is split into power-of-two buckets; a chain of fine-tuned PBERM models (each
+    centred on a released model) is retrained as buckets expire, one published model per block
+    once the first window is full. State is bounded (≤ window + 1 blocks of records). Do not
+    window the input with ``SlidingWindows`` (refused): the cost would multiply.
+""" + _GUARANTEE + """
+    Cite: Watson et al. (2022), Alg 5, Thm 7.
+
+    Returns:
+      ``ERMOutputs(releases, ledger, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad parameter or input windowing; BudgetExceededError: over
+        budget.
+    """
+
+    def __init__(self, *, levels: int, release_policy: str = 'chain_end',
+                 sampling: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        with self.params():
+            self._schedule = SlidingWindowChain(levels=levels, epsilon=float(
+                self._budget.epsilon), release_policy=release_policy, sampling=sampling)
+        self._finish()
+
