@@ -15,6 +15,8 @@ from beam_dp.errors import BudgetExceededError
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.errors import UnsupportedMechanismError
+from beam_dp.io.erm import ERMLedgerRow
+from beam_dp.io.erm import ModelRelease
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
@@ -27,11 +29,14 @@ from beam_dp.transforms import BBImproverQueries
 from beam_dp.transforms import BBSchedulerQueries
 from beam_dp.transforms import BoundContributions
 from beam_dp.transforms import ContinualCountPerKey
+from beam_dp.transforms import ContinualERM
 from beam_dp.transforms import ContinualHistogramPerKey
 from beam_dp.transforms import ContinualOutputs
 from beam_dp.transforms import ContinualSumPerKey
 from beam_dp.transforms import DynamicCountPerKey
+from beam_dp.transforms import ERMOutputs
 from beam_dp.transforms import SelectKeys
+from beam_dp.transforms import SlidingWindowERM
 from beam_dp.transforms import SparseContinualCountPerKey
 from beam_dp.transforms import SparseContinualHistogramPerKey
 from beam_dp.transforms import WindowedPMWG
@@ -46,22 +51,27 @@ __all__ = [
     'BudgetAccountant',
     'BudgetExceededError',
     'ContinualCountPerKey',
+    'ContinualERM',
     'ContinualHistogramPerKey',
     'ContinualOutputs',
     'ContinualSumPerKey',
     'DeadLetter',
     'DynamicCountPerKey',
+    'ERMLedgerRow',
+    'ERMOutputs',
     'EventLevel',
     'InfiniteTreeCounter',
     'InvalidParamsError',
     'InvalidRecordError',
     'LinearQuery',
+    'ModelRelease',
     'PrivacyBudget',
     'PrivacyCost',
     'PrivateKeys',
     'QueryAnswer',
     'Release',
     'SelectKeys',
+    'SlidingWindowERM',
     'SparseContinualCountPerKey',
     'SparseContinualHistogramPerKey',
     'UnsupportedMechanismError',

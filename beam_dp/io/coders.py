@@ -10,9 +10,11 @@ import apache_beam as beam
 
 from beam_dp.io import boost
 from beam_dp.io import epochs
+from beam_dp.io import erm
 from beam_dp.io import records
 
-RECORD_TYPES = records.RECORD_TYPES + epochs.RECORD_TYPES + boost.RECORD_TYPES
+RECORD_TYPES = (records.RECORD_TYPES + epochs.RECORD_TYPES + boost.RECORD_TYPES
+                + (erm.ModelRelease, erm.ERMLedgerRow))
 
 for _record_type in RECORD_TYPES:
     beam.coders.registry.register_coder(_record_type, beam.coders.RowCoder)

@@ -8,6 +8,9 @@ from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.dynamic import DynamicCountPerKey
+from beam_dp.transforms.erm import ContinualERM
+from beam_dp.transforms.erm import ERMOutputs
+from beam_dp.transforms.erm import SlidingWindowERM
 from beam_dp.transforms.growing_database import GrowingDatabaseOutputs
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.select_keys import KeySelectionOutputs
@@ -21,14 +24,17 @@ __all__ = [
     'BBSchedulerQueries',
     'BoundContributions',
     'ContinualCountPerKey',
+    'ContinualERM',
     'ContinualHistogramPerKey',
     'ContinualOutputs',
     'ContinualSumPerKey',
     'DynamicCountPerKey',
+    'ERMOutputs',
     'GrowingDatabaseOutputs',
     'KeySelectionOutputs',
     'SelectKeys',
     'SparseContinualCountPerKey',
+    'SlidingWindowERM',
     'SparseContinualHistogramPerKey',
     'WindowedPMWG',
 ]
