@@ -1,0 +1,174 @@
+"""The ERM job graph: read examples, release private models per stream, write them.
+
+  source        Create (embedded) / ReadFromAvro (batch) / ReadFromPubSub (streaming) | 'Parse'
+  'ByStream'    Partition by the record's stream: digits | drift | other (→ dead letter)
+  per dataset   'Continual<Name>'  beam_dp ContinualERM (Alg 4)   ε per example
+                'Sliding<Name>'    beam_dp SlidingWindowERM (Alg 5) ε per example
+                (one BudgetAccountant of 2ε per dataset: each example is read by both)
+  models        → 'WriteModelsAvro' / 'PublishModels'   (beam_dp.io.erm.MODEL_RELEASE_SCHEMA)
+  ledger        → 'WriteLedgerAvro' / 'PublishLedger'   (ERM_LEDGER_SCHEMA)
+  dead letters  → 'WriteDeadLettersAvro' / 'PublishDeadLetters'
+
+No DP logic lives here: the public parameters (``data.DATASETS``) go to beam_dp, which
+validates them when the graph is built.
+"""
+
+import operator
+from typing import Callable, NamedTuple, Optional
+
+import apache_beam as beam
+import fastavro
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_dp import BudgetAccountant
+from beam_dp import ContinualERM
+from beam_dp import DeadLetter
+from beam_dp import PrivacyBudget
+from beam_dp import SlidingWindowERM
+from beam_dp.io.erm import ERM_LEDGER_SCHEMA
+from beam_dp.io.erm import MODEL_RELEASE_SCHEMA
+from beam_dp.io.erm import ledger_row_to_avro
+from beam_dp.io.erm import model_release_to_avro
+from beam_dp.io.records import DEAD_LETTER_SCHEMA
+from beam_dp.io.records import dead_letter_to_avro
+from beam_dp.noise import using_noise_key
+from pipelines.common import sinks
+from pipelines.common.pubsub_codec import decode
+from pipelines.erm_digits import data
+
+__all__ = [
+    'DEAD_LETTERS_PREFIX',
+    'JobOutputs',
+    'LEDGER_PREFIX',
+    'MODELS_PREFIX',
+    'build_job',
+    'build_pipeline',
+    'transforms_for',
+]
+
+MODELS_PREFIX = 'models'
+LEDGER_PREFIX = 'ledger'
+DEAD_LETTERS_PREFIX = 'dead_letters'
+STREAMING_FILE_FLUSH_SECONDS = 60
+_JOB = 'erm_digits'
+
+
+class JobOutputs(NamedTuple):
+    models: beam.PCollection
+    ledger: beam.PCollection
+    dead_letters: beam.PCollection
+
+
+class _Parse(beam.DoFn):
+    """Avro record / Pub/Sub message → the record at its event time, or a dead letter."""
+
+    def __init__(self, pubsub: bool):
+        self._pubsub = pubsub
+
+    def process(self, element):
+        try:
+            record = decode(data.INPUT_SCHEMA, element) if self._pubsub else element
+            micros = record['event_time_micros']
+            if isinstance(micros, bool) or not isinstance(micros, int):
+                raise ValueError('event_time_micros must be an integer')
+        except Exception as e:  # pylint: disable=broad-except
+            yield beam.pvalue.TaggedOutput('dead_letter', DeadLetter(
+                _JOB, 'Parse', str(e), repr(element)[:2000], None))
+            return
+        yield window.TimestampedValue(record, Timestamp(micros=micros))
+
+
+def _by_stream(record, _num) -> int:
+    names = [ds.name for ds in data.DATASETS]
+    stream = record.get('stream') if isinstance(record, dict) else None
+    return names.index(stream) if stream in names else len(names)
+
+
+def _unknown_stream(record) -> DeadLetter:
+    return DeadLetter(_JOB, 'ByStream', 'stream is not one of '
+                      f'{[ds.name for ds in data.DATASETS]}', repr(record)[:2000],
+                      record.get('event_time_micros') if isinstance(record, dict) else None)
+
+
+def transforms_for(ds: data.Dataset, epsilon: float, end_seconds: Optional[int]):
+    """(ContinualERM, SlidingWindowERM) of one dataset, sharing a 2ε accountant."""
+    accountant = BudgetAccountant(PrivacyBudget(epsilon=2 * epsilon))
+    common = dict(
+        start=data.START_SECONDS, step=data.STEP_SECONDS, end=end_seconds,
+        budget=PrivacyBudget(epsilon=epsilon), public_streams=[ds.name],
+        num_classes=ds.num_classes, feature_dim=ds.feature_dim,
+        records_per_block=ds.records_per_block, mu=ds.mu, passes=ds.passes,
+        batch_size=ds.batch_size, stream_fn=operator.itemgetter('stream'),
+        features_fn=operator.itemgetter('features'), label_fn=operator.itemgetter('label'),
+        accountant=accountant)
+    return (ContinualERM(blocks_per_base=ds.blocks_per_base, **common),
+            SlidingWindowERM(levels=ds.levels, **common))
+
+
+def _read(pipeline, args):
+    if args.input_subscription:
+        raw = pipeline | 'ReadExamples' >> beam.io.ReadFromPubSub(
+            subscription=args.input_subscription, timestamp_attribute='event_time')
+    elif args.input_avro:
+        raw = pipeline | 'ReadExamples' >> beam.io.ReadFromAvro(args.input_avro)
+    else:
+        records = [r for ds in data.DATASETS for r in data.records_of(ds, data.embedded(ds))]
+        raw = pipeline | 'ReadExamples' >> beam.Create(records)
+    parsed = raw | 'Parse' >> beam.ParDo(_Parse(bool(args.input_subscription))).with_outputs(
+        'dead_letter', main='records')
+    return parsed.records, parsed.dead_letter
+
+
+def build_job(pipeline, args) -> JobOutputs:
+    records, dead_parse = _read(pipeline, args)
+    parts = records | 'ByStream' >> beam.Partition(_by_stream, len(data.DATASETS) + 1)
+    models, ledger = [], []
+    dead = [dead_parse, parts[len(data.DATASETS)] | 'UnknownStream' >> beam.Map(
+        _unknown_stream).with_output_types(DeadLetter)]
+    embedded = not (args.input_subscription or args.input_avro)
+    with using_noise_key(args.noise_key):
+        for i, ds in enumerate(data.DATASETS):
+            end = data.end_seconds(ds) if embedded and args.end_seconds is None else (
+                args.end_seconds)
+            name = ds.name.capitalize()
+            for kind, transform in zip(('Continual', 'Sliding'),
+                                       transforms_for(ds, args.epsilon, end)):
+                out = parts[i] | f'{kind}{name}' >> transform
+                models.append(out.releases)
+                ledger.append(out.ledger)
+                dead.append(out.dead_letter)
+    return JobOutputs(tuple(models) | 'MergeModels' >> beam.Flatten(),
+                      tuple(ledger) | 'MergeLedger' >> beam.Flatten(),
+                      tuple(dead) | 'MergeDeadLetters' >> beam.Flatten().with_output_types(
+                          DeadLetter))
+
+
+def _write(pcoll, prefix, path, topic, schema, to_avro, name):
+    """Avro files (batch: one; streaming: flushed periodically) and/or Pub/Sub."""
+    if path:
+        sinks.write_avro_files(
+            pcoll, path, name=name, prefix=prefix, schema=schema, to_avro=to_avro,
+            streaming_window=lambda: sinks.flush_periodically(STREAMING_FILE_FLUSH_SECONDS))
+    if topic:
+        sinks.publish(pcoll, topic, name=name, encode_fn=sinks.avro_encoder(schema, to_avro))
+
+
+def build_pipeline(args, options: PipelineOptions, *,
+                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None) -> beam.Pipeline:
+    """The whole job graph (not run); streaming is switched on when reading Pub/Sub."""
+    if args.input_subscription:
+        options.view_as(StandardOptions).streaming = True
+    pipeline = beam.Pipeline(options=options)
+    outputs = build_job(pipeline, args)
+    _write(outputs.models, MODELS_PREFIX, args.output_avro, args.output_topic,
+           fastavro.parse_schema(dict(MODEL_RELEASE_SCHEMA)), model_release_to_avro, 'Models')
+    _write(outputs.ledger, LEDGER_PREFIX, args.output_avro, args.ledger_topic,
+           fastavro.parse_schema(dict(ERM_LEDGER_SCHEMA)), ledger_row_to_avro, 'Ledger')
+    _write(outputs.dead_letters, DEAD_LETTERS_PREFIX, args.dead_letter_avro,
+           args.dead_letter_topic, DEAD_LETTER_SCHEMA, dead_letter_to_avro, 'DeadLetters')
+    if outputs_fn is not None:
+        outputs_fn(outputs)
+    return pipeline
