@@ -21,7 +21,10 @@ from beam_dp.io.queries import QueryAnswer
 from beam_dp.io.records import DeadLetter
 from beam_dp.io.records import Release
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
+from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
+from beam_dp.mechanisms.kary_tree import KaryTreeCounter
+from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery
@@ -46,6 +49,7 @@ __version__ = '0.1.0'
 __all__ = [
     'BBImproverQueries',
     'BBSchedulerQueries',
+    'BLTCounter',
     'BinaryTreeCounter',
     'BoundContributions',
     'BudgetAccountant',
@@ -63,8 +67,10 @@ __all__ = [
     'InfiniteTreeCounter',
     'InvalidParamsError',
     'InvalidRecordError',
+    'KaryTreeCounter',
     'LinearQuery',
     'ModelRelease',
+    'PerStepCounter',
     'PrivacyBudget',
     'PrivacyCost',
     'PrivateKeys',

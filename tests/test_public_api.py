@@ -8,6 +8,7 @@ import pytest
 MODULES = [
     'beam_dp',
     'beam_dp.accounting',
+    'beam_dp.analysis',
     'beam_dp.drivers',
     'beam_dp.errors',
     'beam_dp.io',
@@ -32,7 +33,8 @@ def test_all_names_resolve(name):
 def test_params_are_frozen_dataclasses():
     import beam_dp
     for cls in (beam_dp.PrivacyBudget, beam_dp.PrivacyCost, beam_dp.BinaryTreeCounter,
-                beam_dp.InfiniteTreeCounter, beam_dp.EventLevel, beam_dp.UserLevel):
+                beam_dp.InfiniteTreeCounter, beam_dp.EventLevel, beam_dp.UserLevel,
+                beam_dp.BLTCounter, beam_dp.KaryTreeCounter, beam_dp.PerStepCounter):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
 
 

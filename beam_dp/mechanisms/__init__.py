@@ -1,5 +1,5 @@
-"""Pure mechanisms (no Beam): continual counters, private partitioning, dynamic release,
-key selection, and the growing-database mechanisms (PMW, PMWG, BBScheduler/BBImprover)."""
+"""Pure mechanisms (no Beam): continual counters (binary, infinite and k-ary trees, BLT,
+per-step noise summed), private partitioning, dynamic release, key selection, and the growing-database mechanisms (PMW, PMWG, BBScheduler/BBImprover)."""
 
 from beam_dp.mechanisms.base import ContinualMechanism
 from beam_dp.mechanisms.base import InteractiveMechanism
@@ -9,6 +9,8 @@ from beam_dp.mechanisms.bb_scheduler import BBScheduler
 from beam_dp.mechanisms.bb_scheduler import BBState
 from beam_dp.mechanisms.bb_scheduler import EpochRelease
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
+from beam_dp.mechanisms.blt import BLTCounter
+from beam_dp.mechanisms.blt import BLTState
 from beam_dp.mechanisms.black_boxes import CallableBlackBox
 from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
 from beam_dp.mechanisms.black_boxes import StaticMechanism
@@ -30,11 +32,16 @@ from beam_dp.mechanisms.growing_svt import NumericSparseGrowing
 from beam_dp.mechanisms.growing_svt import SVTAnswer
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeState
+from beam_dp.mechanisms.kary_tree import KaryTreeCounter
+from beam_dp.mechanisms.kary_tree import KaryTreeState
 from beam_dp.mechanisms.key_selection import ContinualKeySelection
 from beam_dp.mechanisms.key_selection import GaussianThresholdSelection
 from beam_dp.mechanisms.key_selection import KeySelectionState
 from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
 from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
+from beam_dp.mechanisms.participation import Participation
+from beam_dp.mechanisms.per_step import PerStepCounter
+from beam_dp.mechanisms.per_step import PerStepState
 from beam_dp.mechanisms.pmw import PMWAnswer
 from beam_dp.mechanisms.pmw import PMWState
 from beam_dp.mechanisms.pmw import PrivateMultiplicativeWeights
@@ -57,6 +64,8 @@ __all__ = [
     'BBImprover',
     'BBScheduler',
     'BBState',
+    'BLTCounter',
+    'BLTState',
     'BinaryTreeCounter',
     'CallableBlackBox',
     'ContinualKeySelection',
@@ -70,6 +79,8 @@ __all__ = [
     'InfiniteTreeCounter',
     'InfiniteTreeState',
     'InteractiveMechanism',
+    'KaryTreeCounter',
+    'KaryTreeState',
     'KeySelectionState',
     'LaplaceQueryVector',
     'LaplaceThresholdSelection',
@@ -84,7 +95,10 @@ __all__ = [
     'PMWGPublic',
     'PMWGState',
     'PMWState',
+    'Participation',
     'PartitionerState',
+    'PerStepCounter',
+    'PerStepState',
     'PrivateMultiplicativeWeights',
     'SVTAnswer',
     'SegmentClose',

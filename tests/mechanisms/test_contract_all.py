@@ -1,6 +1,7 @@
 """The mechanism contract (tests/mechanisms/contract.py) on every mechanism of beam_dp.mechanisms.
 
-The tree counters run it in their own test files (test_binary_tree.py, test_infinite_counter.py);
+The counters run it in their own test files (test_binary_tree.py, test_infinite_counter.py,
+test_blt.py, test_kary_tree.py: k-ary tree and per-step noise);
 every other mechanism runs it here, and ``test_every_mechanism_runs_the_contract`` fails when a
 mechanism is exported without a contract subclass.
 """
@@ -18,14 +19,17 @@ import beam_dp.mechanisms
 from beam_dp.mechanisms import AboveThresholdGrowing
 from beam_dp.mechanisms import BBImprover
 from beam_dp.mechanisms import BBScheduler
+from beam_dp.mechanisms import BLTCounter
 from beam_dp.mechanisms import ContinualKeySelection
 from beam_dp.mechanisms import FullyDynamicCounter
 from beam_dp.mechanisms import GaussianThresholdSelection
+from beam_dp.mechanisms import KaryTreeCounter
 from beam_dp.mechanisms import LaplaceQueryVector
 from beam_dp.mechanisms import LaplaceThresholdSelection
 from beam_dp.mechanisms import NodeMechanism
 from beam_dp.mechanisms import NumericAboveThresholdGrowing
 from beam_dp.mechanisms import NumericSparseGrowing
+from beam_dp.mechanisms import PerStepCounter
 from beam_dp.mechanisms import PMWG
 from beam_dp.mechanisms import PrivateMultiplicativeWeights
 from beam_dp.mechanisms import SparseCounter
@@ -357,9 +361,12 @@ def _contract_subclasses():
 def test_every_mechanism_runs_the_contract():
     importlib.import_module('tests.mechanisms.test_binary_tree')
     importlib.import_module('tests.mechanisms.test_infinite_counter')
+    importlib.import_module('tests.mechanisms.test_blt')
+    importlib.import_module('tests.mechanisms.test_kary_tree')
     covered = {type(cls().make()) for cls in _contract_subclasses()}
     exported = _exported_mechanism_classes()
-    assert len(exported) >= 19
+    assert len(exported) >= 22
+    assert {BLTCounter, KaryTreeCounter, PerStepCounter} <= exported
     missing = sorted(c.__name__ for c in exported - covered)
     assert not missing, f'mechanisms without a contract test: {missing}'
 
