@@ -35,6 +35,10 @@ EXPECTED_PARAMETERS = {
         "delta", "alpha", "beta", "domain_size", "window_seconds", "data_avro", "query_avro",
         "output_avro", "dead_letter_avro",
     },
+    "erm_digits": {
+        "input_subscription", "output_topic", "ledger_topic", "dead_letter_topic", "epsilon",
+        "end_seconds", "input_avro", "output_avro", "dead_letter_avro",
+    },
 }
 OPTIONAL_PARAMETERS = {
     "continual_counts": {"allowed_lateness_seconds", "horizon_steps", "estimator",
@@ -45,6 +49,8 @@ OPTIONAL_PARAMETERS = {
     "pmwg_queries": {"window_seconds", "data_subscription", "query_subscription", "output_topic",
                      "dead_letter_topic", "data_avro", "query_avro", "output_avro",
                      "dead_letter_avro"},
+    "erm_digits": {"input_subscription", "output_topic", "ledger_topic", "dead_letter_topic",
+                   "end_seconds", "input_avro", "output_avro", "dead_letter_avro"},
 }
 
 
@@ -232,6 +238,17 @@ CASES = {
         "window_seconds": (NONNEG_INT_GOOD, NONNEG_INT_BAD),
         "data_avro": (GCS_GOOD, GCS_BAD),
         "query_avro": (GCS_GOOD, GCS_BAD),
+        "output_avro": (GCS_GOOD, GCS_BAD),
+        "dead_letter_avro": (GCS_GOOD, GCS_BAD),
+    },
+    "erm_digits": {
+        "input_subscription": (SUBSCRIPTION_GOOD, SUBSCRIPTION_BAD),
+        "output_topic": (TOPIC_GOOD, TOPIC_BAD),
+        "ledger_topic": (TOPIC_GOOD, TOPIC_BAD),
+        "dead_letter_topic": (TOPIC_GOOD, TOPIC_BAD),
+        "epsilon": (POSITIVE_DECIMAL_GOOD, POSITIVE_DECIMAL_BAD),
+        "end_seconds": (["1", "1717286400"], ["", "0", "-1", "1.5", "01", "abc"]),
+        "input_avro": (GCS_GOOD, GCS_BAD),
         "output_avro": (GCS_GOOD, GCS_BAD),
         "dead_letter_avro": (GCS_GOOD, GCS_BAD),
     },
