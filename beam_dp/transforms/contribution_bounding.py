@@ -13,10 +13,12 @@ Event-level privacy needs no bounding: each record is its own unit.
 
 import collections
 import typing
+import zlib
 from typing import Any, NamedTuple, Tuple
 
 import apache_beam as beam
-from apache_beam.coders import FastPrimitivesCoder
+from apache_beam.coders import PickleCoder
+from apache_beam.runners.worker.statecache import CacheAware
 from apache_beam.transforms.userstate import BagStateSpec
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
@@ -51,17 +53,46 @@ def _input_record(unit, item):
     return unit, item
 
 
+#: How many stateful keys ('BoundPerUnit') the units are hashed into (CRC-32 of the unit's key
+#: encoding, stable across workers). Each shard holds the compact records of its units.
+UNIT_SHARDS = 64
+#: A shard's bag is compacted (cleared and rewritten as one table) once it holds this many
+#: deltas, so a call reads at most this many tables whatever the length of the stream.
+MAX_DELTAS = 8
+
+
+def unit_shard(encoded: bytes) -> int:
+    """The 'BoundPerUnit' shard of a unit (``encoded``: its ``key_bytes``)."""
+    return zlib.crc32(encoded) % UNIT_SHARDS
+
+
+class _UnitTable(dict, CacheAware):
+    """unit key bytes → the unit's compact record: a tuple of ``(key, step, n)`` (n records of
+    (key, step) kept so far; at most K·S entries). One table is one element of a shard's bag.
+
+    ``CacheAware``: Beam's state cache measures every cached value's deep size; a table reports
+    its size from its length instead of letting the cache walk every record (the walk, not our
+    code, dominated the per-unit state design)."""
+
+    def get_referents_for_cache(self):
+        return []
+
+    def __sizeof__(self):
+        return dict.__sizeof__(self) + 160 * len(self)
+
+
 class _GroupByUnitInBundleFn(beam.DoFn):
-    """Bundle-local: ``(unit, record)`` → ``(unit key, (unit, ((record, micros), ...)))`` per
-    unit, in arrival order, emitted at the end of the bundle (one stateful call per unit and
-    bundle downstream instead of one per record). The unit key is the unit's encoding: the
-    stateful stage is keyed by bytes (a deterministic key coder).
+    """Bundle-local: ``(unit, record)`` → ``(shard, ((unit key, unit, ((record, micros), ...)),
+    ...))``, one element per unit shard and bundle with each unit's records in arrival order,
+    emitted at the end of the bundle (one stateful call per shard and bundle downstream instead
+    of one per unit or record). The unit key is the unit's encoding; the shard its CRC-32 mod
+    ``UNIT_SHARDS``, so the stateful stage is keyed by an int (a deterministic key coder).
 
     Units are grouped by their ``FastPrimitivesCoder`` encoding (the bytes Beam keys state by),
     not by Python equality: ``1``, ``1.0`` and ``True`` are equal in Python but are three
-    different state keys, and grouping them would let one unit's records be counted against
-    another unit's state in some bundles and not in others. A unit that cannot be encoded goes
-    to the dead letter. Each group is timestamped at its earliest record, never earlier than
+    different units, and grouping them would let one unit's records be counted against
+    another unit's record in some bundles and not in others. A unit that cannot be encoded goes
+    to the dead letter. Each element is timestamped at its earliest record, never earlier than
     the bundle's inputs, so nothing becomes late by being grouped.
     """
 
@@ -87,36 +118,71 @@ class _GroupByUnitInBundleFn(beam.DoFn):
         group[1].append((record, micros))
 
     def finish_bundle(self):
+        shards = collections.defaultdict(list)
         for encoded, (unit, records) in self._groups.items():
-            earliest = min(micros for _, micros in records)
-            yield WindowedValue((encoded, (unit, tuple(records))), Timestamp(micros=earliest),
+            shards[unit_shard(encoded)].append((encoded, unit, tuple(records)))
+        for shard, units in shards.items():
+            earliest = min(micros for _, _, records in units for _, micros in records)
+            yield WindowedValue((shard, tuple(units)), Timestamp(micros=earliest),
                                 [GlobalWindow()])
         self._groups = {}
 
 
-class _BoundContributionsFn(beam.DoFn):
-    """Keyed by unit id. State: a bag of ``(key, step, n)`` entries — ``n`` records of
-    ``(key, step)`` kept in one bundle — so a bundle adds one append and no clear; its size is
-    at most K·S·m entries per unit whatever the input."""
+def _latest(tables, encoded):
+    """A unit's record in a shard's bag of tables (the newest table that has it wins)."""
+    for table in reversed(tables):
+        entries = table.get(encoded)
+        if entries is not None:
+            return entries
+    return ()
 
-    KEPT = BagStateSpec('kept', FastPrimitivesCoder())
+
+class _BoundContributionsFn(beam.DoFn):
+    """Keyed by unit shard. State: a bag of ``_UnitTable`` deltas — each call appends ONE table
+    with the new records of the units it changed (writes proportional to the bundle, not to the
+    shard); reads take a unit's newest record; at ``MAX_DELTAS`` tables the bag is rewritten as
+    one merged table. A unit's record holds every (key, step, n) it kept, so the K / S / m / C
+    bounds are exact over the unbounded horizon."""
+
+    KEPT = BagStateSpec('kept_units', PickleCoder())
 
     def __init__(self, unit: UserLevel, transform_label: str):
         self._unit = unit
         self._label = transform_label
 
     def process(self, element, kept_state=beam.DoFn.StateParam(KEPT)):
-        _, (unit_id, records) = element
+        _, units = element
+        tables = list(kept_state.read())
+        delta = _UnitTable()
+        for encoded, unit_id, records in units:
+            entries = _latest(tables, encoded)
+            new_entries = yield from self._bound_unit(unit_id, records, entries)
+            if new_entries is not None:
+                delta[encoded] = new_entries
+        if not delta:
+            return
+        if len(tables) + 1 >= MAX_DELTAS:
+            merged = _UnitTable()
+            for table in tables:
+                merged.update(table)
+            merged.update(delta)
+            kept_state.clear()
+            delta = merged
+        kept_state.add(delta)
+
+    def _bound_unit(self, unit_id, records, entries):
+        """Yields the kept ``(key, step, payload)`` and the dead letters of one unit's records;
+        returns its new record (None if nothing was kept)."""
         bound = self._unit
         counts = collections.Counter()
         steps_of = collections.defaultdict(set)
         total = 0
-        for key, step, n in kept_state.read():
+        for key, step, n in entries:
             counts[(key, step)] += n
             steps_of[key].add(step)
             total += n
         cap = bound.max_total_contributions
-        added = collections.Counter()
+        kept_any = False
         for item, micros in records:
             key, step, payload = item[0], item[1], item[2]
             steps = steps_of.get(key)
@@ -140,11 +206,12 @@ class _BoundContributionsFn(beam.DoFn):
                 continue
             steps_of[key].add(step)
             counts[(key, step)] += 1
-            added[(key, step)] += 1
             total += 1
+            kept_any = True
             yield key, step, payload
-        for (key, step), n in added.items():
-            kept_state.add((key, step, n))
+        if not kept_any:
+            return None
+        return tuple((key, step, n) for (key, step), n in counts.items())
 
 
 @beam.typehints.with_input_types(Tuple[Any, Tuple[Any, ...]])
@@ -164,9 +231,11 @@ class BoundContributions(beam.PTransform):
     key). With ``max_total_contributions=C`` at most C records per unit are kept in total,
     exactly over the unbounded horizon (the state holds every kept count).
 
-    Cost: records are grouped per unit within a bundle first, so the stateful stage is called
-    once per (unit, bundle), reads the unit's bag of kept counts once and appends at most one
-    entry per (key, step) it kept (no read-modify-write of the whole state).
+    Cost: records are grouped per unit within a bundle first, and units are hashed into
+    ``UNIT_SHARDS`` stateful keys, so the stateful stage is called once per (shard, bundle): it
+    reads the shard's bag of compact unit tables (at most ``MAX_DELTAS``) and appends one table
+    with the records of the units it changed (no per-unit state cell, no read-modify-write of
+    the whole shard).
 
     Not guaranteed: which of a unit's records are kept when it exceeds a bound (the first ones
     to arrive, which on a streaming runner is not event-time order).
@@ -188,7 +257,7 @@ class BoundContributions(beam.PTransform):
     def expand(self, pcoll):
         grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
             _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
-                typing.Tuple[bytes, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
+                typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
         bounded = grouped.grouped | 'BoundPerUnit' >> beam.ParDo(
             _BoundContributionsFn(self._unit, self._transform_label)).with_outputs(
                 DEAD_LETTER, main='kept')

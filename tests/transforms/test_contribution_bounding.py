@@ -21,8 +21,11 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beam_dp import UserLevel
 from beam_dp.io.records import DeadLetter
 from beam_dp.transforms.contribution_bounding import BoundContributions
+from beam_dp.transforms.contribution_bounding import MAX_DELTAS
 from beam_dp.transforms.contribution_bounding import _BoundContributionsFn
 from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
+from beam_dp.transforms.contribution_bounding import _latest
+from beam_dp.transforms.contribution_bounding import unit_shard
 from beam_dp.transforms.shell import key_bytes
 
 
@@ -39,6 +42,9 @@ class _Bag:
 
     def add(self, value):
         self.items.append(value)
+
+    def clear(self):
+        self.items = []
 
 
 class _Ts:
@@ -71,11 +77,13 @@ def reference(records, bound):
 
 
 def run_dofns(records, bound, bundle_sizes):
-    """Group per bundle, then bound per (unit, bundle) with one bag per unit."""
+    """Group per bundle, then bound per (shard, bundle) with one bag per unit shard. Returns
+    the kept and dead records and each unit's record in the state (unit → (key, step, n)s)."""
     group_fn = _GroupByUnitInBundleFn('T')
     group_fn.setup()
     bound_fn = _BoundContributionsFn(bound, 'T')
     bags = collections.defaultdict(_Bag)
+    unit_of_payload = {payload: unit for unit, (_, _, payload) in records}   # payloads unique
     kept, dead = [], []
     i = 0
     for size in bundle_sizes:
@@ -85,10 +93,12 @@ def run_dofns(records, bound, bundle_sizes):
         i += size
         for wv in group_fn.finish_bundle():
             assert isinstance(wv, WindowedValue)
-            unit_key, (unit, group) = wv.value
-            assert unit_key == key_bytes(unit)       # the stateful stage is keyed by bytes
-            assert wv.timestamp.micros == min(m for _, m in group)
-            for out in bound_fn.process(wv.value, bags[unit]):
+            shard, units = wv.value
+            for unit_key, unit, _ in units:
+                assert unit_key == key_bytes(unit)     # units are told apart by their bytes
+                assert unit_shard(unit_key) == shard   # the stateful stage is keyed by shard
+            assert wv.timestamp.micros == min(m for _, _, group in units for _, m in group)
+            for out in bound_fn.process(wv.value, bags[shard]):
                 if isinstance(out, beam.pvalue.TaggedOutput):
                     d = out.value
                     u, (key, step, payload) = eval(d.record)  # pylint: disable=eval-used
@@ -97,10 +107,13 @@ def run_dofns(records, bound, bundle_sizes):
                               'total' if 'max_total_contributions' in d.reason else 'per_step')
                     dead.append((u, key, step, payload, reason))
                 else:
-                    kept.append((unit,) + out)
+                    kept.append((unit_of_payload[out[2]],) + out)
+            assert len(bags[shard].items) <= MAX_DELTAS   # compacted: a read stays bounded
     assert i == len(records)
-    return kept, dead, bags
-
+    units = {unit for unit, _ in records}
+    state = {unit: _latest(bags[unit_shard(key_bytes(unit))].items, key_bytes(unit))
+             for unit in units}
+    return kept, dead, state
 
 @pytest.mark.parametrize('seed', range(20))
 def test_grouped_bag_bounding_equals_record_at_a_time_rule(seed):
@@ -119,11 +132,11 @@ def test_grouped_bag_bounding_equals_record_at_a_time_rule(seed):
     # Within a bundle records of one unit keep their order; across units the order may change.
     assert sorted(kept) == sorted(want_kept)
     assert sorted(dead) == sorted(want_dead)
-    # The bag never exceeds K·S·m entries per unit, and it sums to the kept records.
-    cap = bound.max_keys_per_unit * bound.max_steps_per_unit * bound.max_contributions_per_step
-    for unit, bag in bags.items():
-        assert len(bag.items) <= cap
-        assert sum(n for _, _, n in bag.items) == sum(1 for k in kept if k[0] == unit)
+    # A unit's record never exceeds K·S entries, and it sums to the unit's kept records.
+    cap = bound.max_keys_per_unit * bound.max_steps_per_unit
+    for unit, entries in bags.items():
+        assert len(entries) <= cap
+        assert sum(n for _, _, n in entries) == sum(1 for k in kept if k[0] == unit)
 
 
 def test_bag_holds_one_entry_per_key_and_step_per_bundle():
@@ -131,7 +144,7 @@ def test_bag_holds_one_entry_per_key_and_step_per_bundle():
                       max_steps_per_unit=2)
     records = [('u', ('a', 0, i)) for i in range(4)] + [('u', ('b', 1, 9))]
     _, _, bags = run_dofns(records, bound, [len(records)])
-    assert sorted(bags['u'].items) == [('a', 0, 4), ('b', 1, 1)]
+    assert sorted(bags['u']) == [('a', 0, 4), ('b', 1, 1)]
 
 
 def streaming():

@@ -1,0 +1,319 @@
+"""Side by side in one run (issue 15): non-private counts, PipelineDP's batch DP count and
+``ContinualCountPerKey`` at event level, user level and with private keys, on the SAME rows.
+
+Rows: ``--rows`` (default 1M) generated inside each pipeline by a DoFn from a fixed seed (100
+chunks, numpy generator per (seed, chunk)): key ~ Zipf(1.1) over ``--keys`` (10k) keys, user
+uniform over ``--users`` (100k), timestamp uniform over ``--steps`` (64) steps of 60 s. Every
+branch runs in its own fresh Python process on the same runner (``FnApiRunner``, batch,
+in-process), one after the other; time = ``perf_counter`` around ``run().wait_until_finish()``
+(construction excluded). Every sink counts its outputs in a Beam counter, which is checked.
+
+Branches (``--branches``):
+  np_combine     no DP: ``Map`` to ((key, step), 1) + ``CombinePerKey(sum)``, no windows;
+  np_windows     no DP: ``FixedWindows(60 s)`` + ``Count.PerElement()`` of the key;
+  pipelinedp     PipelineDP (pip ``pipeline-dp``, in ITS OWN venv, ``--pdp-venv``, created by
+                 this script: beam_dp never depends on it) DPEngine on BeamBackend, batch DP
+                 COUNT per key, public partitions = the keys, privacy id = user,
+                 max_partitions_contributed=4, max_contributions_per_partition=8, ε = 1, δ = 1e-6;
+  event          ContinualCountPerKey(public_keys, ε = 1, end after 64 steps), event level;
+  user           the same with UserLevel(user, K=4, m=8, S=64);
+  event_private  event with keys=PrivateKeys(ε_s = 1, δ = 1e-6) instead of public keys;
+  user_private   user with private keys.
+Every DP branch except PipelineDP releases every (public or selected) key at every step.
+
+Usage:
+  python benchmarks/throughput_sidebyside/run.py [--rows 1000000] [--branches ...] [--tag T]
+  python benchmarks/throughput_sidebyside/run.py --profile user --rows 50000   # cProfile
+Writes results/sidebyside[_T].json and .png.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, 'results')
+START = 1_700_000_000
+STEP = 60
+CHUNKS = 100
+BRANCHES = ('np_combine', 'np_windows', 'pipelinedp', 'event', 'user', 'event_private',
+            'user_private')
+LABELS = {
+    'np_combine': 'non-private Map + CombinePerKey(sum) per (key, step)',
+    'np_windows': 'non-private FixedWindows + Count.PerElement',
+    'pipelinedp': 'PipelineDP batch DP count per key (<= 4 keys, <= 8 per key per user)',
+    'event': 'ContinualCountPerKey, event level',
+    'user': 'ContinualCountPerKey, UserLevel(K=4, m=8, S=64)',
+    'event_private': 'ContinualCountPerKey, event level, PrivateKeys',
+    'user_private': 'ContinualCountPerKey, UserLevel(K=4, m=8, S=64), PrivateKeys',
+}
+PDP_VENV = '/tmp/pdp_sbs'
+
+
+def _beam():
+    import apache_beam as beam
+    return beam
+
+
+def generate_fn(seed, rows, keys, users, steps):
+    beam = _beam()
+    from apache_beam.utils.timestamp import Timestamp
+
+    class GenerateRows(beam.DoFn):
+        """chunk index -> that chunk's rows (key, user), deterministically from (seed, chunk)."""
+
+        def setup(self):
+            ranks = np.arange(1, keys + 1, dtype=np.float64)
+            p = ranks ** -1.1
+            self._cdf = np.cumsum(p / p.sum())
+            self._names = [f'k{i:05d}' for i in range(keys)]
+
+        def process(self, chunk):
+            n = rows // CHUNKS + (1 if chunk < rows % CHUNKS else 0)
+            rng = np.random.default_rng([seed, chunk])
+            ks = np.minimum(np.searchsorted(self._cdf, rng.random(n)), keys - 1).tolist()
+            us = rng.integers(0, users, n).tolist()
+            micros = (START * 1_000_000 + rng.integers(0, steps * STEP * 1_000_000, n)).tolist()
+            names = self._names
+            for k, u, m in zip(ks, us, micros):
+                yield beam.window.TimestampedValue((names[k], f'u{u}'), Timestamp(micros=m))
+
+    return GenerateRows()
+
+
+def counting_sink(name):
+    beam = _beam()
+
+    class CountingSink(beam.DoFn):
+        def setup(self):
+            self._counter = beam.metrics.Metrics.counter('bench', name)
+
+        def process(self, element):
+            self._counter.inc()
+
+    return CountingSink()
+
+
+def _step_of(row, timestamp):
+    return (row[0], (timestamp.micros // 1_000_000 - START) // STEP), 1
+
+
+def build(branch, args):
+    """(pipeline, expected number of outputs or None)."""
+    beam = _beam()
+    from apache_beam.options.pipeline_options import PipelineOptions
+    p = beam.Pipeline(runner='FnApiRunner', options=PipelineOptions(args.beam_options))
+    rows = (p | 'Chunks' >> beam.Create(list(range(CHUNKS)))
+            | 'Generate' >> beam.ParDo(generate_fn(args.seed, args.rows, args.keys, args.users,
+                                                   args.steps)))
+    keys = [f'k{i:05d}' for i in range(args.keys)]
+    expected = None
+    if branch == 'np_combine':
+        out = (rows
+               | 'KeyStep' >> beam.Map(_step_of, timestamp=beam.DoFn.TimestampParam)
+               | 'Sum' >> beam.CombinePerKey(sum))
+    elif branch == 'np_windows':
+        out = (rows
+               | 'Window' >> beam.WindowInto(beam.window.FixedWindows(STEP))
+               | 'Key' >> beam.Map(lambda r: r[0])
+               | 'Count' >> beam.combiners.Count.PerElement())
+    elif branch == 'pipelinedp':
+        import pipeline_dp
+        accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=1e-6)
+        engine = pipeline_dp.DPEngine(accountant, pipeline_dp.BeamBackend())
+        params = pipeline_dp.AggregateParams(
+            metrics=[pipeline_dp.Metrics.COUNT], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+            max_partitions_contributed=4, max_contributions_per_partition=8)
+        extractors = pipeline_dp.DataExtractors(partition_extractor=lambda r: r[0],
+                                                privacy_id_extractor=lambda r: r[1],
+                                                value_extractor=lambda r: 0)
+        out = engine.aggregate(rows, params, extractors, public_partitions=keys)
+        accountant.compute_budgets()
+        expected = args.keys
+    else:
+        from beam_dp import ContinualCountPerKey, PrivacyBudget, PrivateKeys, UserLevel
+        kwargs = dict(start=START, step=STEP, budget=PrivacyBudget(epsilon=1.0),
+                      end=START + args.steps * STEP)
+        if branch.startswith('user'):
+            kwargs['privacy_unit'] = UserLevel(lambda r: r[1], max_keys_per_unit=4,
+                                               max_contributions_per_step=8,
+                                               max_steps_per_unit=args.steps)
+        if branch.endswith('private'):
+            kwargs['keys'] = PrivateKeys(budget=PrivacyBudget(epsilon=1.0, delta=1e-6))
+        else:
+            kwargs['public_keys'] = keys
+            expected = args.keys * args.steps
+        outs = rows | 'ContinualCount' >> ContinualCountPerKey(**kwargs)
+        outs.dead_letter | 'DeadSink' >> beam.ParDo(counting_sink('dead_letter'))
+        out = outs.releases
+    out | 'Sink' >> beam.ParDo(counting_sink('outputs'))
+    return p, expected
+
+
+def counter_value(result, name):
+    from apache_beam.metrics.metric import MetricsFilter
+    found = result.metrics().query(MetricsFilter().with_name(name))['counters']
+    return sum(c.committed for c in found) if found else 0
+
+
+def worker(branch, args):
+    """Runs one branch in this process; prints one JSON line."""
+    p, expected = build(branch, args)
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    result = p.run()
+    result.wait_until_finish()
+    secs = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    outputs = counter_value(result, 'outputs')
+    if expected is not None and outputs != expected:
+        raise AssertionError(f'{branch}: {outputs} outputs, expected {expected}')
+    print('RESULT ' + json.dumps({'branch': branch, 'seconds': secs, 'cpu_seconds': cpu,
+                                  'outputs': outputs,
+                                  'dead_letter': counter_value(result, 'dead_letter')}),
+          flush=True)
+
+
+def ensure_pdp_venv(path):
+    """PipelineDP's own venv: a fresh venv that sees this interpreter's site-packages (Apache
+    Beam, numpy) through a .pth file and gets ``pipeline-dp`` from PyPI. Returns its python."""
+    python = os.path.join(path, 'bin', 'python')
+    probe = [python, '-c', 'import pipeline_dp']
+    if os.path.exists(python) and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    base = getattr(sys, '_base_executable', sys.executable)
+    subprocess.run([base, '-m', 'venv', path], check=True)
+    site = subprocess.run([python, '-c', 'import site; print(site.getsitepackages()[0])'],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    import sysconfig
+    with open(os.path.join(site, 'zz_beam_venv.pth'), 'w') as f:
+        f.write(sysconfig.get_paths()['purelib'] + '\n')
+    subprocess.run([python, '-m', 'pip', 'install', '-q', 'pipeline-dp'], check=True)
+    return python
+
+
+def run_branch(branch, args, python):
+    cmd = [python, os.path.abspath(__file__), '--worker', branch, '--rows', str(args.rows),
+           '--keys', str(args.keys), '--users', str(args.users), '--steps', str(args.steps),
+           '--seed', str(args.seed)] + [f'--beam-options={o}' for o in args.beam_options]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(HERE)))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    for line in proc.stdout.splitlines():
+        if line.startswith('RESULT '):
+            return json.loads(line[len('RESULT '):])
+    raise RuntimeError(f'{branch} failed:\n{proc.stderr[-3000:]}')
+
+
+def machine():
+    return {'cpus': os.cpu_count(), 'python': platform.python_version(),
+            'platform': platform.platform(), 'loadavg_at_start': os.getloadavg()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--rows', type=int, default=1_000_000)
+    parser.add_argument('--keys', type=int, default=10_000)
+    parser.add_argument('--users', type=int, default=100_000)
+    parser.add_argument('--steps', type=int, default=64)
+    parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--branches', nargs='+', default=list(BRANCHES), choices=BRANCHES)
+    parser.add_argument('--repeats', type=int, default=1)
+    parser.add_argument('--tag', default='')
+    parser.add_argument('--pdp-venv', default=PDP_VENV)
+    parser.add_argument('--worker', choices=BRANCHES, help=argparse.SUPPRESS)
+    parser.add_argument('--profile', choices=BRANCHES, help='cProfile one branch in-process')
+    parser.add_argument('--top', type=int, default=30)
+    parser.add_argument('--beam-options', action='append', default=[])
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args)
+        return
+    if args.profile:
+        import cProfile
+        import pstats
+        p, _ = build(args.profile, args)
+        prof = cProfile.Profile()
+        prof.enable()
+        p.run().wait_until_finish()
+        prof.disable()
+        stats = pstats.Stats(prof)
+        stats.sort_stats('tottime').print_stats(args.top)
+        stats.sort_stats('cumulative').print_stats(args.top)
+        return
+    os.makedirs(RESULTS, exist_ok=True)
+    runs = {b: [] for b in args.branches}
+    for rep in range(args.repeats):
+        for branch in args.branches:
+            python = ensure_pdp_venv(args.pdp_venv) if branch == 'pipelinedp' else sys.executable
+            r = run_branch(branch, args, python)
+            runs[branch].append(r)
+            print(f'repeat {rep}: {branch:14s} {r["seconds"]:8.2f} s wall, {r["cpu_seconds"]:8.2f}'
+                  f' s cpu, {args.rows / r["seconds"]:9,.0f} rows/s, {r["outputs"]} outputs, '
+                  f'{r["dead_letter"]} dead letters', flush=True)
+    summary = {}
+    for branch, rs in runs.items():
+        best = min(rs, key=lambda r: r['seconds'])
+        summary[branch] = {'label': LABELS[branch], 'runs': rs, 'best_seconds': best['seconds'],
+                           'rows_per_second': args.rows / best['seconds'],
+                           'outputs': best['outputs'], 'dead_letter': best['dead_letter']}
+    results = {'benchmark': 'throughput_sidebyside',
+               'command': 'python benchmarks/throughput_sidebyside/run.py ' + ' '.join(sys.argv[1:]),
+               'rows': args.rows, 'keys': args.keys, 'users': args.users, 'steps': args.steps,
+               'runner': 'FnApiRunner (batch, in-process), one fresh process per branch',
+               'machine': machine(), 'branches': summary, 'ratios': ratios(summary)}
+    suffix = f'_{args.tag}' if args.tag else ''
+    with open(os.path.join(RESULTS, f'sidebyside{suffix}.json'), 'w') as f:
+        json.dump(results, f, indent=1)
+    print(json.dumps(results['ratios'], indent=1))
+    plot(results, os.path.join(RESULTS, f'sidebyside{suffix}.png'))
+
+
+def ratios(summary):
+    """Throughput ratios of the issue's targets (time of the reference / time of ours)."""
+    t = {b: s['best_seconds'] for b, s in summary.items()}
+    out = {}
+    fastest = min((t[b] for b in ('np_combine', 'np_windows') if b in t), default=None)
+    if fastest is not None:
+        out['vs_fastest_non_private'] = {b: fastest / s for b, s in t.items()}
+    if 'pipelinedp' in t and 'user' in t:
+        out['user_over_pipelinedp'] = t['pipelinedp'] / t['user']   # target >= 1.0
+    if 'event' in t and fastest is not None:
+        out['event_over_fastest_non_private'] = fastest / t['event']   # target >= 0.8
+    for level in ('event', 'user'):
+        if level in t and f'{level}_private' in t:
+            # target: private within 1.5x of public, i.e. time ratio <= 1.5
+            out[f'{level}_private_time_over_public'] = t[f'{level}_private'] / t[level]
+    return out
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    names = list(results['branches'])
+    rate = [results['branches'][n]['rows_per_second'] / 1000 for n in names]
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    y = np.arange(len(names))
+    ax.barh(y, rate, color=['grey' if n.startswith('np') else 'tab:orange'
+                            if n == 'pipelinedp' else 'tab:blue' for n in names])
+    for yi, r, n in zip(y, rate, names):
+        ax.text(r, yi, f' {r:.1f}k ({results["branches"][n]["best_seconds"]:.0f} s)',
+                va='center', fontsize=8)
+    ax.set_yticks(y)
+    ax.set_yticklabels([LABELS[n] for n in names], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel('thousand rows / s (higher is better)')
+    ax.set_title(f"{results['rows']:,} rows, {results['keys']:,} Zipf keys, {results['users']:,} "
+                 f"users, {results['steps']} steps; FnApiRunner, batch")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == '__main__':
+    main()
