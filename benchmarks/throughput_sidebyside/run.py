@@ -174,7 +174,9 @@ def worker(branch, args):
     outputs = counter_value(result, 'outputs')
     if expected is not None and outputs != expected:
         raise AssertionError(f'{branch}: {outputs} outputs, expected {expected}')
+    import beam_dp
     print('RESULT ' + json.dumps({'branch': branch, 'seconds': secs, 'cpu_seconds': cpu,
+                                  'beam_dp': os.path.dirname(beam_dp.__file__),
                                   'outputs': outputs,
                                   'dead_letter': counter_value(result, 'dead_letter')}),
           flush=True)
@@ -198,11 +200,13 @@ def ensure_pdp_venv(path):
     return python
 
 
-def run_branch(branch, args, python):
+def run_branch(branch, args, python, code=None):
+    """Runs one branch in a fresh process; ``code``: a source tree whose beam_dp to use (a
+    ``git archive`` of an earlier commit, for before/after measurements in one run)."""
     cmd = [python, os.path.abspath(__file__), '--worker', branch, '--rows', str(args.rows),
            '--keys', str(args.keys), '--users', str(args.users), '--steps', str(args.steps),
            '--seed', str(args.seed)] + [f'--beam-options={o}' for o in args.beam_options]
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(HERE)))
+    env = dict(os.environ, PYTHONPATH=code or os.path.dirname(os.path.dirname(HERE)))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     for line in proc.stdout.splitlines():
         if line.startswith('RESULT '):
@@ -230,6 +234,11 @@ def main():
     parser.add_argument('--profile', choices=BRANCHES, help='cProfile one branch in-process')
     parser.add_argument('--top', type=int, default=30)
     parser.add_argument('--beam-options', action='append', default=[])
+    parser.add_argument('--before', metavar='DIR',
+                        help='also run the beam_dp branches with the beam_dp of this source tree '
+                        '(e.g. `git archive <commit> | tar -x -C DIR`), as <branch>@before')
+    parser.add_argument('--before-branches', nargs='*', default=None,
+                        help='which branches to run @before (default: every beam_dp branch)')
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args)
@@ -247,19 +256,25 @@ def main():
         stats.sort_stats('cumulative').print_stats(args.top)
         return
     os.makedirs(RESULTS, exist_ok=True)
-    runs = {b: [] for b in args.branches}
+    plan = [(b, b, None) for b in args.branches]
+    if args.before:
+        before = args.before_branches
+        if before is None:
+            before = [b for b in args.branches if not b.startswith(('np_', 'pipelinedp'))]
+        plan += [(f'{b}@before', b, os.path.abspath(args.before)) for b in before]
+    runs = {name: [] for name, _, _ in plan}
     for rep in range(args.repeats):
-        for branch in args.branches:
+        for name, branch, code in plan:
             python = ensure_pdp_venv(args.pdp_venv) if branch == 'pipelinedp' else sys.executable
-            r = run_branch(branch, args, python)
-            runs[branch].append(r)
-            print(f'repeat {rep}: {branch:14s} {r["seconds"]:8.2f} s wall, {r["cpu_seconds"]:8.2f}'
+            r = run_branch(branch, args, python, code)
+            runs[name].append(r)
+            print(f'repeat {rep}: {name:21s} {r["seconds"]:8.2f} s wall, {r["cpu_seconds"]:8.2f}'
                   f' s cpu, {args.rows / r["seconds"]:9,.0f} rows/s, {r["outputs"]} outputs, '
                   f'{r["dead_letter"]} dead letters', flush=True)
     summary = {}
     for branch, rs in runs.items():
         best = min(rs, key=lambda r: r['seconds'])
-        summary[branch] = {'label': LABELS[branch], 'runs': rs, 'best_seconds': best['seconds'],
+        summary[branch] = {'label': label(branch), 'runs': rs, 'best_seconds': best['seconds'],
                            'rows_per_second': args.rows / best['seconds'],
                            'outputs': best['outputs'], 'dead_letter': best['dead_letter']}
     results = {'benchmark': 'throughput_sidebyside',
@@ -272,6 +287,11 @@ def main():
         json.dump(results, f, indent=1)
     print(json.dumps(results['ratios'], indent=1))
     plot(results, os.path.join(RESULTS, f'sidebyside{suffix}.png'))
+
+
+def label(name):
+    branch, _, before = name.partition('@')
+    return LABELS[branch] + (' [before]' if before else '')
 
 
 def ratios(summary):
@@ -289,6 +309,9 @@ def ratios(summary):
         if level in t and f'{level}_private' in t:
             # target: private within 1.5x of public, i.e. time ratio <= 1.5
             out[f'{level}_private_time_over_public'] = t[f'{level}_private'] / t[level]
+    for name in t:
+        if name.endswith('@before') and name.split('@')[0] in t:
+            out[f'speedup_{name.split("@")[0]}_after_over_before'] = t[name] / t[name.split('@')[0]]
     return out
 
 
@@ -306,7 +329,7 @@ def plot(results, path):
         ax.text(r, yi, f' {r:.1f}k ({results["branches"][n]["best_seconds"]:.0f} s)',
                 va='center', fontsize=8)
     ax.set_yticks(y)
-    ax.set_yticklabels([LABELS[n] for n in names], fontsize=8)
+    ax.set_yticklabels([label(n) for n in names], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel('thousand rows / s (higher is better)')
     ax.set_title(f"{results['rows']:,} rows, {results['keys']:,} Zipf keys, {results['users']:,} "
