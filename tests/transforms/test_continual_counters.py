@@ -1,0 +1,105 @@
+"""Pipeline tier: the counter the keyed continual transforms pick by default (issue 14), on
+TestStream in streaming mode on the ``BundleBasedDirectRunner`` (named): BLT for a zCDP budget,
+per-step noise summed and the k-ary tree for pure-ε budgets with a known horizon (``end``). Every
+key is released at every step, empty steps included, with the seeded values of the pure
+reference (which drives the same driver) and ``Release.mechanism`` / ``noise_stddev`` saying what
+ran; at user level with a total bound C the excess is dead-lettered with its reason."""
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+from apache_beam.transforms.window import TimestampedValue
+
+from beam_dp import ContinualCountPerKey
+from beam_dp import ContinualHistogramPerKey
+from beam_dp import PrivacyBudget
+from beam_dp import UserLevel
+from beam_dp.testing import reference_releases
+from tests.runners import DIRECT_RUNNER
+from tests.runners import streaming_options
+
+pytestmark = pytest.mark.pipeline
+
+STEP = 60
+KEYS = ['a', 'b', 'c']
+
+
+def _events(steps):
+    """(key, unit, second): data on a few steps only, so most (key, step) cells are empty."""
+    return [(KEYS[i % 3], f'u{i}', (i * 7) % 3 * STEP + i % STEP)
+            for i in range(12)] + [('b', 'u99', (steps - 1) * STEP + 5)]
+
+
+def _stream(events, steps, later=()):
+    stream = TestStream().advance_watermark_to(0)
+    stream = stream.add_elements([TimestampedValue((k, u), t) for k, u, t in events])
+    if later:                              # a second batch, after the first is bounded
+        stream = stream.advance_watermark_to(1).add_elements(
+            [TimestampedValue((k, u), t) for k, u, t in later])
+    # Jump over several empty steps at once: each is still released exactly once.
+    return stream.advance_watermark_to(steps * STEP // 2).advance_watermark_to(
+        steps * STEP + 1).advance_watermark_to_infinity()
+
+
+def _run(transform, events, steps, later=(), dead=None, value=lambda k, u: None):
+    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
+        out = p | _stream(events, steps, later) | transform
+        assert_that(out.releases | beam.Map(lambda r: (r.key, r.step,
+                                                       tuple(r.values) or (r.value,),
+                                                       r.mechanism, r.noise_stddev)),
+                    _matches_reference(transform, events, steps, value), label='CheckReleases')
+        if dead is not None:
+            assert_that(out.dead_letter | beam.Map(lambda d: (d.stage, d.reason)),
+                        equal_to(dead), label='CheckDeadLetters')
+
+
+def _matches_reference(transform, events, steps, value):
+    driver = transform.driver
+    ref = reference_releases(driver, transform.label, 17,
+                             [(k, t // STEP, value(k, u)) for k, u, t in events], steps)
+
+    def check(actual):
+        assert len(actual) == len(KEYS) * steps == len(set((k, s) for k, s, *_ in actual))
+        for key, step, values, mechanism, stddev in actual:
+            assert mechanism == driver.mechanism_name
+            assert stddev == pytest.approx(driver.noise_stddev(step), rel=1e-12)
+            assert list(values) == pytest.approx(ref[(key, step)], rel=0, abs=1e-9)
+    return check
+
+
+@pytest.mark.parametrize('budget,steps,mechanism', [
+    (PrivacyBudget(rho=0.5), 12, 'blt/4_buffers/discrete_gaussian'),
+    (PrivacyBudget(epsilon=1.0), 8, 'per_step/summed/discrete_laplace'),
+    (PrivacyBudget(epsilon=1.0), 64, 'kary_tree[k=9]/variance_reduced/discrete_laplace'),
+])
+def test_default_counter_releases_every_step_with_reference_values(budget, steps, mechanism):
+    transform = ContinualCountPerKey(public_keys=KEYS, start=0, step=STEP, end=steps * STEP,
+                                     budget=budget, testing_seed=17, label='Counts')
+    assert transform.driver.mechanism_name == mechanism
+    _run(transform, _events(steps), steps)
+
+
+def _bin(key, unit):
+    return 'odd' if int(unit[1:]) % 2 else 'even'
+
+
+def test_blt_histogram_at_user_level_with_a_total_bound():
+    """ρ-zCDP at user level (K = 2, m = 1, S = 4, C = 3): the BLT calibrated to the unit's
+    multi-participation bound; unit 'u50' sends 3 records, then 2 more that only C refuses."""
+    steps = 10
+    unit = UserLevel(unit_fn=lambda r: r[1], max_keys_per_unit=2, max_contributions_per_step=1,
+                     max_steps_per_unit=4, max_total_contributions=3)
+    transform = ContinualHistogramPerKey(
+        public_keys=KEYS, start=0, step=STEP, end=steps * STEP, bins=['even', 'odd'],
+        value_fn=lambda r: _bin(*r), budget=PrivacyBudget(rho=0.25), privacy_unit=unit,
+        testing_seed=17, label='Hist')
+    assert transform.driver.mechanism_name == \
+        'blt/4_buffers+multi_participation/discrete_gaussian'
+    assert transform.driver.sensitivity() == (3, 3.0)    # C = 3 < m·S = 4 < K·m·S = 8
+    first = _events(steps) + [('a', 'u50', 5), ('b', 'u50', 65), ('a', 'u50', 130)]
+    later = [('a', 'u50', 250), ('b', 'u50', 310)]
+    reason = 'contribution bound: unit already contributed max_total_contributions=3 records'
+    _run(transform, first, steps, later=later, dead=[('BoundContributions', reason)] * 2,
+         value=_bin)
