@@ -197,3 +197,19 @@ def test_noise_key_replays_bit_identical(monkeypatch):
     models = [r for r in first if hasattr(r, 'weights')]
     assert models and [r.weights for r in models] != [
         r.weights for r in fresh if hasattr(r, 'weights')]
+
+
+def test_unbounded_stream_without_end_releases_until_the_input_ends():
+    records = make_records()
+    transform = sliding(end=None)
+    want, _ = expected(transform, 'ERM', records)
+
+    def check(got):
+        # Every block up to the last watermark (200 s: block 19) is released, no further: the
+        # end-of-input timer stops the loop when the watermark jumps to infinity.
+        assert max(r.t_block for r in got) == 19
+        assert sorted((r for r in got if r.t_block <= LAST_BLOCK), key=_key) == sorted(
+            want, key=_key)
+    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
+        out = p | stream_of(records) | 'ERM' >> transform
+        assert_that(out.releases, check)
