@@ -126,8 +126,9 @@ def test_a_replayed_pipeline_releases_bit_identical_values_under_one_noise_key(
     first = _run_once(name, noise_key=f'env:{KEY_ENV}')
     replay = _run_once(name, noise_key=f'env:{KEY_ENV}')
     assert first and first == replay
-    # Power: the releases are noisy (not the exact counts) and fresh randomness redraws them.
-    assert any(v != round(v) for _, _, v, _ in first) or name.startswith('Sparse')
+    # Power: the releases are noisy (not the exact counts) and fresh randomness redraws them
+    # (noise-free releases would make the three runs equal). Per-step noise summed, the default
+    # counter for this short horizon, releases integers, so integrality proves nothing.
     fresh = [_run_once(name), _run_once(name)]
     assert fresh[0] != fresh[1] or fresh[0] != first
     # Another key, other noise.
