@@ -5,9 +5,9 @@ Which counter (``mechanism='auto'``, the default): the known horizon is the numb
 ``start`` to ``end`` (capped by ``horizon_steps``), None without either; ``beam_dp.analysis.
 select_counter`` then picks, from public parameters only, the counter with the lowest expected
 RMSE per step (per bin) for that horizon and the budget's notion: ρ → BLT (ρ-zCDP) for T ≥ 2
-or unbounded, the pure counters at ε = √(2ρ) where they are better (T = 1); ε → per-step noise
-summed for short horizons (up to ~tens of steps at any ε), the k-ary tree for longer known
-horizons, the infinite-horizon tree when unbounded; (ε, δ > 0) is spent as pure ε (δ unused)
+or unbounded, the pure counters at ε = √(2ρ) where they are better (T = 1: one noisy node);
+ε → per-step noise summed for T = 2 … 46 (at any ε), the k-ary tree (k = 7 … 20) for longer
+known horizons, the infinite-horizon tree when unbounded; (ε, δ > 0) is spent as pure ε (δ unused)
 and picks among the pure counters. ``mechanism='blt' | 'kary_tree' | 'binary_tree' |
 'infinite_tree' | 'per_step'`` forces one (the trees and the k-ary tree take ``estimator``);
 ``estimator=`` with ``mechanism='auto'`` is the explicit override for the old tree counters:
