@@ -33,8 +33,8 @@ __all__ = [
     'GrowingDatabaseOutputs',
     'KeySelectionOutputs',
     'SelectKeys',
-    'SparseContinualCountPerKey',
     'SlidingWindowERM',
+    'SparseContinualCountPerKey',
     'SparseContinualHistogramPerKey',
     'WindowedPMWG',
 ]
