@@ -78,6 +78,8 @@ FIXED_BITS = 192
 PARAM_BITS = 52
 #: An unbounded-horizon counter stops after this many steps (its slack sum runs to it).
 MAX_STEPS = 1 << 62
+#: Beyond the tables, the optimiser holds O(horizon) floats: larger horizons are refused.
+MAX_OPTIMISED_HORIZON = 1 << 24
 #: Default bound on the fraction the rounding slack adds to the sensitivity.
 SLACK_FRACTION = 1e-4
 _SENS_INFLATION = 1 + 1e-9
@@ -190,11 +192,20 @@ class BLTCounter:
         v.check_positive(owner, 'rho', self.rho)
         if self.horizon is not None:
             v.check_positive_int(owner, 'horizon', self.horizon)
+            object.__setattr__(self, 'horizon', int(self.horizon))     # numpy ints too
             if self.design_horizon is not None:
                 raise InvalidParamsError(f'{owner}: design_horizon is only for horizon=None, got '
                                          f'horizon={self.horizon}.')
         elif self.design_horizon is not None:
             v.check_positive_int(owner, 'design_horizon', self.design_horizon)
+            object.__setattr__(self, 'design_horizon', int(self.design_horizon))
+        target = self.horizon or self.design_horizon or _DEFAULT_DESIGN_HORIZON
+        if self.theta is None and target > MAX_OPTIMISED_HORIZON:
+            name = 'horizon' if self.horizon is not None else 'design_horizon'
+            raise InvalidParamsError(
+                f'{owner}: {name}={target} is beyond the tables (2^20) and the optimiser\'s '
+                f'O({name}) memory limit 2^{MAX_OPTIMISED_HORIZON.bit_length() - 1}; give '
+                f'theta and weights explicitly.')
         _dyadic.check_privacy_params(owner, None, self.rho, self.l1_sensitivity,
                                      self.l2_sensitivity)
         v.check_positive_int(owner, 'dimension', self.dimension)
@@ -202,8 +213,13 @@ class BLTCounter:
         if (self.theta is None) != (self.weights is None):
             raise InvalidParamsError(f'{owner}: give both theta and weights or neither.')
         if self.theta is not None:
-            object.__setattr__(self, 'theta', tuple(self.theta))
-            object.__setattr__(self, 'weights', tuple(self.weights))
+            try:
+                object.__setattr__(self, 'theta', tuple(float(x) for x in self.theta))
+                object.__setattr__(self, 'weights', tuple(float(x) for x in self.weights))
+            except (TypeError, ValueError) as e:
+                raise InvalidParamsError(f'{owner}: theta and weights must be sequences of '
+                                         f'numbers, got {self.theta!r} and {self.weights!r}.'
+                                         ) from e
             if len(self.theta) != len(self.weights) or len(self.theta) > 8:
                 raise InvalidParamsError(f'{owner}: theta and weights must have the same length '
                                          f'(1 to 8), got {len(self.theta)} and '
@@ -214,7 +230,12 @@ class BLTCounter:
         theta, w = self._float_params()
         _to_dyadic(theta, 'theta', owner, 1.0)
         _to_dyadic(w, 'weights', owner, None)
-        if self._fixed_point_error_bits() + self.grid_bits + grid_offset(MAX_STEPS) + 1 \
+        try:
+            grid_bits = self.grid_bits
+        except (OverflowError, ValueError, ZeroDivisionError) as e:   # subnormal inputs
+            raise InvalidParamsError(f'{owner}: l2_sensitivity, slack_fraction and rho give no '
+                                     f'finite encoder grid ({e}).') from e
+        if self._fixed_point_error_bits() + grid_bits + grid_offset(MAX_STEPS) + 1 \
                 > FIXED_BITS:
             raise InvalidParamsError(f'{owner}: theta too close to 1 for the encoder precision.')
 
