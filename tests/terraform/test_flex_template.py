@@ -28,12 +28,12 @@ EXPECTED_PARAMETERS = {
         "step_seconds", "allowed_lateness_seconds", "public_keys", "max_contributions_per_step",
         "max_keys_per_unit", "max_steps_per_unit", "horizon_steps", "estimator",
         "timestamp_attribute", "input_avro", "output_avro", "dead_letter_avro", "public_keys_file",
-        "start", "end", "num_shards", "progress_every",
+        "start", "end", "num_shards", "progress_every", "noise_key",
     },
     "pmwg_queries": {
         "data_subscription", "query_subscription", "output_topic", "dead_letter_topic", "epsilon",
         "delta", "alpha", "beta", "domain_size", "window_seconds", "data_avro", "query_avro",
-        "output_avro", "dead_letter_avro",
+        "output_avro", "dead_letter_avro", "noise_key",
     },
     "erm_digits": {
         "input_subscription", "output_topic", "ledger_topic", "dead_letter_topic", "epsilon",
@@ -45,10 +45,10 @@ OPTIONAL_PARAMETERS = {
                          "timestamp_attribute", "input_subscription", "output_topic",
                          "dead_letter_topic", "public_keys", "input_avro", "output_avro",
                          "dead_letter_avro", "public_keys_file", "start", "end", "num_shards",
-                         "progress_every"},
+                         "progress_every", "noise_key"},
     "pmwg_queries": {"window_seconds", "data_subscription", "query_subscription", "output_topic",
                      "dead_letter_topic", "data_avro", "query_avro", "output_avro",
-                     "dead_letter_avro"},
+                     "dead_letter_avro", "noise_key"},
     "erm_digits": {"input_subscription", "output_topic", "ledger_topic", "dead_letter_topic",
                    "end_seconds", "input_avro", "output_avro", "dead_letter_avro"},
 }
@@ -194,6 +194,13 @@ GCS_GOOD = ["gs://my-bucket/rides/*.avro", "gs://b12/out", "gs://my.bucket_1/a/b
 GCS_BAD = ["", "/tmp/out", "s3://bucket/x", "gs://", "gs://ab/x", "gs://My-Bucket/x",
            "gs://bucket/a b", " gs://bucket/x"]
 TIME_GOOD = ["2024-06-02T00:00:00Z", "2024-06-02T00:00:00.5+02:00", "1717286400", "1717286400.25"]
+# A reference to the secret, never the secret (a pasted key must not match).
+NOISE_KEY_GOOD = ["gcpsm:projects/my-proj/secrets/beam-dp-counts-noise-key/versions/latest",
+                  "gcpsm:projects/p/secrets/s/versions/3", "env:BEAM_DP_NOISE_KEY",
+                  "file:/secrets/noise_key"]
+NOISE_KEY_BAD = ["", "3f" * 32, "gcpsm:projects/p/secrets/s", "gcpsm:p/s/versions/1",
+                 "env:1VAR", "env:", "file:relative/path", "sm:projects/p/secrets/s/versions/1",
+                 " env:KEY", "env:KEY "]
 TIME_BAD = ["", "2024-06-02", "2024-06-02T00:00:00", "-1", "1e9", "tomorrow", "2024-06-02 00:00:00Z"]
 
 CASES = {
@@ -224,6 +231,7 @@ CASES = {
         "end": (TIME_GOOD, TIME_BAD),
         "num_shards": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "progress_every": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
+        "noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
     },
     "pmwg_queries": {
         "data_subscription": (SUBSCRIPTION_GOOD, SUBSCRIPTION_BAD),
@@ -240,6 +248,7 @@ CASES = {
         "query_avro": (GCS_GOOD, GCS_BAD),
         "output_avro": (GCS_GOOD, GCS_BAD),
         "dead_letter_avro": (GCS_GOOD, GCS_BAD),
+        "noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
     },
     "erm_digits": {
         "input_subscription": (SUBSCRIPTION_GOOD, SUBSCRIPTION_BAD),
@@ -309,3 +318,15 @@ def test_launcher_accepts_every_metadata_parameter(job):
     assert not missing, f"{job} parser lacks arguments {missing}"
     names = [p["name"] for p in _metadata(job)["parameters"]]
     assert set(names) <= accepted
+
+
+def test_noise_key_regex_agrees_with_the_launchers_reference_check():
+    """The template's first validation of noise_key and beam_dp's NoiseKeyRef (the second)
+    accept and refuse the same values."""
+    from beam_dp.errors import InvalidParamsError
+    from beam_dp.noise import NoiseKeyRef
+    for value in NOISE_KEY_GOOD:
+        NoiseKeyRef(value)
+    for value in NOISE_KEY_BAD:
+        with pytest.raises(InvalidParamsError):
+            NoiseKeyRef(value)

@@ -209,9 +209,40 @@ def test_every_metadata_parameter_reaches_the_flex_job(job):
     for name, value in body["parameters"].items():
         text = _expr(value)
         # Every value comes from a validated variable or a created resource, never a literal.
-        assert re.search(r"\b(var|module)\.", text), f"{job}.{name} = {text}"
-        if not name.endswith(("subscription", "topic")):
+        assert re.search(r"\b(var|module|google_secret_manager_secret)\.", text), \
+            f"{job}.{name} = {text}"
+        if not name.endswith(("subscription", "topic", "noise_key")):
             assert f"var.{job}.{name}" in text, f"{job}.{name} = {text}"
+
+
+@pytest.mark.parametrize("job", ["continual_counts", "pmwg_queries"])
+def test_noise_key_is_a_secret_only_the_jobs_worker_reads(job):
+    """The job gets a Secret Manager *reference* to its own secret; that secret's only accessor
+    binding is the job's worker (through the module's secrets map); Terraform never holds the
+    key itself (no secret version resource anywhere)."""
+    doc = _load_dir(EXAMPLE)
+    secrets = {name: body for _, name, body in
+               _resources(doc, "google_secret_manager_secret")}
+    secret = f"{job}_noise_key"
+    assert secret in secrets
+    ref = _expr(_flex_job_calls()[f"{job}_job"]["parameters"]["noise_key"])
+    assert ref.startswith("gcpsm:${google_secret_manager_secret." + secret), ref
+    assert ref.endswith("/versions/latest"), ref
+    workers = {name: body for name, body in _blocks(doc, "module").items()
+               if _unq(body["source"]) == "../../modules/worker_service_account"}
+    readers = [name for name, body in workers.items()
+               if any(f"google_secret_manager_secret.{secret}" in _expr(v)
+                      for v in (body.get("secrets") or {}).values())]
+    assert readers == [f"{job}_worker"], readers
+    for directory in _all_tf_dirs():
+        tf = _load_dir(directory)
+        assert not _resources(tf, "google_secret_manager_secret_version"), directory
+        for rtype, name, _ in _resources(tf):
+            if rtype.startswith("google_secret_manager_secret_iam"):
+                assert directory == MODULES / "worker_service_account", (directory, name)
+    module_roles = _string_list(_locals(_load_dir(MODULES / "worker_service_account"))[
+        "secret_roles"])
+    assert module_roles == ["roles/secretmanager.secretAccessor"]
 
 
 def test_template_locals_point_at_the_right_pipeline():

@@ -68,6 +68,21 @@ module "continual_counts_pubsub" {
   labels      = var.labels
 }
 
+# The job's secret noise key (docs/privacy_model.md): a Secret Manager secret that only the
+# worker service account can read. Terraform creates the secret, never its value (a version in
+# Terraform would put the key in the state): add one with
+#   openssl rand -hex 32 | gcloud secrets versions add <secret_id> --data-file=-
+# The job gets a reference (--noise_key=gcpsm:.../versions/latest), never the key.
+resource "google_secret_manager_secret" "continual_counts_noise_key" {
+  project   = var.project_id
+  secret_id = "${var.name_prefix}-counts-noise-key"
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+}
+
 module "continual_counts_worker" {
   source = "../../modules/worker_service_account"
 
@@ -82,6 +97,9 @@ module "continual_counts_worker" {
   publish_topics = {
     output      = module.continual_counts_pubsub.output_topic_id
     dead_letter = module.continual_counts_pubsub.dead_letter_topic_id
+  }
+  secrets = {
+    noise_key = google_secret_manager_secret.continual_counts_noise_key.id
   }
   artifact_registry_repository = local.repository
   deployer_member              = var.deployer_member
@@ -128,6 +146,7 @@ module "continual_counts_job" {
     end                        = var.continual_counts.end
     num_shards                 = var.continual_counts.num_shards == null ? null : tostring(var.continual_counts.num_shards)
     progress_every             = var.continual_counts.progress_every == null ? null : tostring(var.continual_counts.progress_every)
+    noise_key                  = "gcpsm:${google_secret_manager_secret.continual_counts_noise_key.id}/versions/latest"
   }
 
   # The workers' permissions must exist before the launcher VM starts.
@@ -148,6 +167,18 @@ module "pmwg_queries_pubsub" {
   labels      = var.labels
 }
 
+resource "google_secret_manager_secret" "pmwg_queries_noise_key" {
+  count = var.enable_pmwg_queries ? 1 : 0
+
+  project   = var.project_id
+  secret_id = "${var.name_prefix}-pmwg-noise-key"
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+}
+
 module "pmwg_queries_worker" {
   source = "../../modules/worker_service_account"
   count  = var.enable_pmwg_queries ? 1 : 0
@@ -164,6 +195,9 @@ module "pmwg_queries_worker" {
   publish_topics = {
     output      = module.pmwg_queries_pubsub[0].output_topic_id
     dead_letter = module.pmwg_queries_pubsub[0].dead_letter_topic_id
+  }
+  secrets = {
+    noise_key = google_secret_manager_secret.pmwg_queries_noise_key[0].id
   }
   artifact_registry_repository = local.repository
   deployer_member              = var.deployer_member
@@ -202,6 +236,7 @@ module "pmwg_queries_job" {
     query_avro         = var.pmwg_queries.query_avro
     output_avro        = var.pmwg_queries.output_avro
     dead_letter_avro   = var.pmwg_queries.dead_letter_avro
+    noise_key          = "gcpsm:${google_secret_manager_secret.pmwg_queries_noise_key[0].id}/versions/latest"
   }
 
   depends_on = [module.pmwg_queries_worker]

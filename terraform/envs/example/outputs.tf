@@ -77,3 +77,11 @@ output "pmwg_queries_job_id" {
   description = "Dataflow job ID of pmwg_queries (null unless enabled and launched)."
   value       = one(module.pmwg_queries_job[*].job_id)
 }
+
+output "noise_key_secrets" {
+  description = "Secret Manager secrets of the jobs' noise keys (add a version to each before launching: openssl rand -hex 32 | gcloud secrets versions add <id> --data-file=-); only the job's worker can read it."
+  value = {
+    continual_counts = google_secret_manager_secret.continual_counts_noise_key.id
+    pmwg_queries     = var.enable_pmwg_queries ? google_secret_manager_secret.pmwg_queries_noise_key[0].id : null
+  }
+}

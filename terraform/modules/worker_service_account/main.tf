@@ -14,6 +14,8 @@ locals {
   subscription_roles = ["roles/pubsub.subscriber", "roles/pubsub.viewer"]
   topic_roles        = ["roles/pubsub.publisher"]
   repository_roles   = ["roles/artifactregistry.reader"]
+  # Read (access) the noise key's versions; nothing else in Secret Manager.
+  secret_roles = ["roles/secretmanager.secretAccessor"]
   # Only the deployer may act as (launch jobs as) the worker.
   deployer_roles = ["roles/iam.serviceAccountUser"]
 
@@ -32,6 +34,10 @@ locals {
   topic_bindings = {
     for pair in setproduct(keys(var.publish_topics), local.topic_roles) :
     "${pair[0]}/${pair[1]}" => { topic = var.publish_topics[pair[0]], role = pair[1] }
+  }
+  secret_bindings = {
+    for pair in setproduct(keys(var.secrets), local.secret_roles) :
+    "${pair[0]}/${pair[1]}" => { secret = var.secrets[pair[0]], role = pair[1] }
   }
 }
 
@@ -75,6 +81,16 @@ resource "google_pubsub_topic_iam_member" "topic" {
   topic   = each.value.topic
   role    = each.value.role
   member  = local.member
+}
+
+# The noise key: only this worker may read it (the secret has no other accessor binding).
+resource "google_secret_manager_secret_iam_member" "secret" {
+  for_each = local.secret_bindings
+
+  project   = var.project_id
+  secret_id = each.value.secret
+  role      = each.value.role
+  member    = local.member
 }
 
 resource "google_artifact_registry_repository_iam_member" "repository" {

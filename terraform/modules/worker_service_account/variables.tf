@@ -58,6 +58,17 @@ variable "publish_topics" {
   }
 }
 
+variable "secrets" {
+  type        = map(string)
+  description = "Secret Manager secrets the job reads (its noise key), keyed by a static label (e.g. { noise_key = \"projects/P/secrets/S\" }). Gets roles/secretmanager.secretAccessor on each secret only."
+  default     = {}
+
+  validation {
+    condition     = alltrue([for s in values(var.secrets) : can(regex("^(projects/[^/]+/secrets/)?[a-zA-Z0-9_-]{1,255}$", s))])
+    error_message = "secrets values must be secret IDs or projects/<P>/secrets/<S> names."
+  }
+}
+
 variable "artifact_registry_repository" {
   type = object({
     project  = string
