@@ -73,8 +73,8 @@ _SECOND = operator.itemgetter(1)
 
 class _ExtractFn(beam.DoFn):
     """record → (unit, (key id, step, (shard, slot, units))) or a dead letter; with private
-    keys (unit, (key, step, (shard, key, bin, units, unit))) — the unit rides along for
-    'MarkNewUnits'. At user level a 4th item, the record's rendering, rides along to
+    keys (unit, (key, step, (shard, key, bin, units, unit))) ('MarkNewUnits' replaces the unit
+    by the new-unit flag). At user level a 4th item, the record's rendering, rides along to
     'BoundContributions', whose dead letters hold it (it drops it from what it keeps)."""
 
     def __init__(self, driver: KeyedReleaseDriver, label: str, key_fn, value_fn, unit_fn):
@@ -280,7 +280,8 @@ class _ContinualPerKey(shell.ShellTransform):
             bounded = (
                 valid
                 | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
-                | 'BoundContributions' >> BoundContributions(unit, self.label))
+                | 'BoundContributions' >> BoundContributions(
+                    unit, self.label, mark_new_keys=self._driver.private_keys is not None))
             dead.append(bounded.dead_letter)
             valid = bounded.kept
         return valid, dead

@@ -4,8 +4,8 @@ Wiring, after 'ExtractAndValidate' (+ 'BoundContributions') of ``continual`` (la
 the update contract):
 
   valid
-    | 'KeyByUnitAndKey' + 'MarkNewUnits'   (user-level only) keyed by (unit, key): flags a
-                                            unit's first record for a key
+    | 'MarkNewUnits'        (user-level only) the flag of a unit's first kept record for a key,
+                            set by 'BoundContributions' (mark_new_keys=True; stateless here)
     | 'DropUnit'                            (event level: every record is a new unit)
     | 'PreAggregate'        bundle-local sums per (shard, step, key): per-bin units, new units
     + 'ShardSeeds'          one element per shard at ``start``
@@ -17,7 +17,6 @@ The state machine is ``beam_dp.drivers.private_keys.PrivateKeysShard``.
 """
 
 import collections
-import typing
 
 import apache_beam as beam
 from apache_beam.coders import BooleanCoder
@@ -43,23 +42,11 @@ __all__ = [
 ]
 
 
-def _by_unit_and_key(element):
-    # (unit, key) as the bytes Beam keys state by: a deterministic key coder (BytesCoder).
-    return shell.key_bytes((element[2][4], element[0])), element
-
-
-class _MarkNewUnitsFn(beam.DoFn):
-    """Keyed by (unit, key): flags the first kept record of a unit for a key, so the key
-    selection counts distinct units (one unit moves a key's selection count by at most 1)."""
-
-    SEEN = ReadModifyWriteStateSpec('seen', BooleanCoder())
-
-    def process(self, element, seen=beam.DoFn.StateParam(SEEN)):
-        _, (key, step, (shard, _, bin_index, units, _)) = element
-        first = not seen.read()
-        if first:
-            seen.write(True)
-        yield key, step, (shard, key, bin_index, units, int(first))
+def _mark_new_units(element):
+    """'MarkNewUnits': ``BoundContributions(mark_new_keys=True)`` flagged each unit's first kept
+    record of a key; that flag replaces the unit in the payload (the unit is dropped here)."""
+    key, step, (shard, _, bin_index, units, _), first = element
+    return key, step, (shard, key, bin_index, units, first)
 
 
 class _PreAggregateFn(beam.DoFn):
@@ -187,11 +174,9 @@ def release_private_keys(valid: beam.PCollection, driver: KeyedReleaseDriver, la
     """Applies the private-keys stages to the extracted (and bounded) records of the transform
     ``label``; returns the 'ReleaseNoisyValues' outputs (``releases`` and ``DEAD_LETTER``)."""
     if isinstance(driver.privacy_unit, UserLevel):
-        valid = (
-            valid
-            | 'KeyByUnitAndKey' >> beam.Map(_by_unit_and_key).with_output_types(
-                typing.Tuple[bytes, typing.Any])
-            | 'MarkNewUnits' >> beam.ParDo(_MarkNewUnitsFn()))
+        # The first kept record of a unit for a key, flagged by 'BoundContributions' (which
+        # holds every key a unit kept): the selection counts distinct units.
+        valid = valid | 'MarkNewUnits' >> beam.Map(_mark_new_units)
     else:
         # Event level: every record is its own unit, so every record is a new unit.
         valid = valid | 'DropUnit' >> beam.Map(lambda e: (e[1][0], e[1][1], e[1][2][:4] + (1,)))

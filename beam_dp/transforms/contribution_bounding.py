@@ -146,9 +146,10 @@ class _BoundContributionsFn(beam.DoFn):
 
     KEPT = BagStateSpec('kept_units', PickleCoder())
 
-    def __init__(self, unit: UserLevel, transform_label: str):
+    def __init__(self, unit: UserLevel, transform_label: str, mark_new_keys: bool = False):
         self._unit = unit
         self._label = transform_label
+        self._mark = mark_new_keys
 
     def process(self, element, kept_state=beam.DoFn.StateParam(KEPT)):
         _, units = element
@@ -208,7 +209,10 @@ class _BoundContributionsFn(beam.DoFn):
             counts[(key, step)] += 1
             total += 1
             kept_any = True
-            yield key, step, payload
+            if self._mark:   # the unit's first kept record of this key, over the whole horizon
+                yield key, step, payload, int(steps is None)
+            else:
+                yield key, step, payload
         if not kept_any:
             return None
         return tuple((key, step, n) for (key, step), n in counts.items())
@@ -237,6 +241,10 @@ class BoundContributions(beam.PTransform):
     with the records of the units it changed (no per-unit state cell, no read-modify-write of
     the whole shard).
 
+    With ``mark_new_keys=True`` the kept elements are ``(key, step, payload, first)``, where
+    ``first`` is 1 on the unit's first kept record of the key (over the whole horizon: the
+    unit's record holds every key it kept), else 0 — what private key selection counts.
+
     Not guaranteed: which of a unit's records are kept when it exceeds a bound (the first ones
     to arrive, which on a streaming runner is not event-time order).
 
@@ -244,22 +252,26 @@ class BoundContributions(beam.PTransform):
       privacy_unit: the ``UserLevel(...)`` whose bounds K, S and m apply.
       transform_label: the ``DeadLetter.transform`` of its dead letters (the enclosing
         transform's label).
+      mark_new_keys: also flag each unit's first kept record of a key (above).
     """
 
-    def __init__(self, privacy_unit: UserLevel, transform_label: str = 'BoundContributions'):
+    def __init__(self, privacy_unit: UserLevel, transform_label: str = 'BoundContributions',
+                 mark_new_keys: bool = False):
         super().__init__()
         if not isinstance(privacy_unit, UserLevel):
             raise TypeError(f'BoundContributions: privacy_unit must be UserLevel(...), got '
                             f'{privacy_unit!r}.')
         self._unit = privacy_unit
         self._transform_label = transform_label
+        self._mark_new_keys = mark_new_keys
 
     def expand(self, pcoll):
         grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
             _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
                 typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
         bounded = grouped.grouped | 'BoundPerUnit' >> beam.ParDo(
-            _BoundContributionsFn(self._unit, self._transform_label)).with_outputs(
+            _BoundContributionsFn(self._unit, self._transform_label,
+                                  self._mark_new_keys)).with_outputs(
                 DEAD_LETTER, main='kept')
         dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
                 | 'MergeBoundingDeadLetters' >> beam.Flatten())

@@ -76,12 +76,12 @@ def reference(records, bound):
     return kept, dead
 
 
-def run_dofns(records, bound, bundle_sizes):
+def run_dofns(records, bound, bundle_sizes, mark_new_keys=False):
     """Group per bundle, then bound per (shard, bundle) with one bag per unit shard. Returns
     the kept and dead records and each unit's record in the state (unit → (key, step, n)s)."""
     group_fn = _GroupByUnitInBundleFn('T')
     group_fn.setup()
-    bound_fn = _BoundContributionsFn(bound, 'T')
+    bound_fn = _BoundContributionsFn(bound, 'T', mark_new_keys)
     bags = collections.defaultdict(_Bag)
     unit_of_payload = {payload: unit for unit, (_, _, payload) in records}   # payloads unique
     kept, dead = [], []
@@ -137,6 +137,25 @@ def test_grouped_bag_bounding_equals_record_at_a_time_rule(seed):
     for unit, entries in bags.items():
         assert len(entries) <= cap
         assert sum(n for _, _, n in entries) == sum(1 for k in kept if k[0] == unit)
+
+
+@pytest.mark.parametrize('seed', range(5))
+def test_new_key_flag_marks_each_units_first_kept_record_of_a_key(seed):
+    rng = random.Random(seed)
+    bound = UserLevel(unit_fn=_first, max_keys_per_unit=2, max_contributions_per_step=2,
+                      max_steps_per_unit=2)
+    records = [(f'u{rng.randint(0, 4)}', (rng.randint(0, 3), rng.randint(0, 3), n))
+               for n in range(300)]
+    sizes = [rng.choice([1, 5, 40]) for _ in range(300)]
+    sizes = [s for i, s in enumerate(sizes) if sum(sizes[:i]) < 300]
+    sizes[-1] -= sum(sizes) - 300
+    kept, _, _ = run_dofns(records, bound, sizes, mark_new_keys=True)
+    want_kept, _ = reference(records, bound)
+    seen, want = set(), []
+    for unit, key, step, payload in want_kept:     # reference order = arrival order per unit
+        want.append((unit, key, step, payload, int((unit, key) not in seen)))
+        seen.add((unit, key))
+    assert sorted(kept) == sorted(want)
 
 
 def test_bag_holds_one_entry_per_key_and_step_per_bundle():
