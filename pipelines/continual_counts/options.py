@@ -14,6 +14,7 @@ import datetime
 import os
 from typing import List, Optional, Tuple
 
+from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import optional_int
 from pipelines.common.launch import resolve_output_defaults
@@ -97,11 +98,18 @@ def build_parser() -> argparse.ArgumentParser:
                          '(default 3).')
     dp.add_argument('--horizon_steps', type=optional_int, default=None,
                     help='A known number of steps (binary tree); default: unbounded.')
-    dp.add_argument('--estimator', choices=('textbook', 'variance_reduced'),
-                    default='variance_reduced',
-                    help="How a release combines the tree's noisy node counts: "
-                         "'variance_reduced' (default; Honaker 2015, same privacy, ~1.7x lower "
-                         "noise variance) or 'textbook' (the plain sum of the covering nodes).")
+    dp.add_argument('--mechanism', default='auto',
+                    choices=('auto', 'blt', 'kary_tree', 'binary_tree', 'infinite_tree',
+                             'per_step'),
+                    help="The continual counter: 'auto' (default) picks the one with the lowest "
+                         "expected error for the budget and the known horizon (see "
+                         "`python -m beam_dp.analysis`); the others force one.")
+    dp.add_argument('--estimator', choices=('textbook', 'variance_reduced'), default=None,
+                    help="Tree counters only (binary_tree, infinite_tree, kary_tree): how a "
+                         "release combines the noisy node counts: 'variance_reduced' (Honaker "
+                         "2015, same privacy, lower variance) or 'textbook' (the plain sum of the "
+                         "covering nodes). Given alone (with --mechanism auto) it keeps the old "
+                         "binary/infinite trees.")
     dp.add_argument('--start', type=_time_arg, default=sample_data.SAMPLE_START.timestamp(),
                     help='Start of step 0: RFC 3339 or epoch seconds (default: the sample start, '
                          f'{sample_data.SAMPLE_START.isoformat()}).')
@@ -120,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="PNG of released vs true series after a local batch run, or 'none' "
                           '(default: <output_avro>/releases.png).')
     run.add_argument('--progress_every', type=int, default=10_000,
-                     help='Log a progress line every N events / releases (default 10000).')
+                     help='Log a progress line every N releases (and, with --debug_metrics, '
+                          'every N events) (default 10000).')
+    add_debug_metrics_argument(run)
     run.add_argument('--postprocess', choices=('none', 'isotonic', 'running_max'),
                      default='none',
                      help='Also report the releases after optional post-processing into '

@@ -3,13 +3,18 @@
   source                   ReadFromPubSub (streaming) or ReadFromAvro (batch), or an injected
                            PTransform (tests: a TestStream)
     | 'ParseEvents'        decode + validate into RideEvent; malformed → dead letter
-    | 'LogEventProgress'   a log line every N events (pass-through)
+    | 'LogEventProgress'   --debug_metrics only: a log line every N events (pass-through)
     | 'ContinualCountPerStation'   beam_dp.ContinualCountPerKey, user-level (rider_id)
   releases    → 'WriteReleasesAvro' / 'PublishReleases'
   dead letters (parse + transform) → 'WriteDeadLettersAvro' / 'PublishDeadLetters'
 
 No DP logic lives here: the bounds, budget and schedule are handed to beam_dp, which validates
 them (again, after the Flex Template regexes) when the graph is built.
+
+Metrics and logs: by default only data-independent facts (the options, ε, the release count,
+which is keys × steps). Exact counts of private records (events parsed, dead letters per stage)
+are SENSITIVE and reported only with ``--debug_metrics`` (README, "What metrics and logs
+reveal").
 
 Event time: in batch, from the record's ``event_time_micros``; from Pub/Sub, the message's
 ``--timestamp_attribute`` (Beam's watermark tracks it), or the publish time without one.
@@ -90,10 +95,11 @@ class _ParseFn(beam.DoFn):
     attribute) is kept.
     """
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, debug_metrics: bool = False):
         if kind not in ('avro', 'pubsub'):
             raise ValueError(f'_ParseFn: kind must be avro or pubsub, got {kind!r}')
         self._kind = kind
+        self._debug = debug_metrics
         self._dead = beam.metrics.Metrics.counter(JOB, f'dead_letters_parse_{kind}')
         self._ok = beam.metrics.Metrics.counter(JOB, f'events_parsed_{kind}')
 
@@ -105,13 +111,15 @@ class _ParseFn(beam.DoFn):
                 data = getattr(element, 'data', element)
                 event = validate_event(decode_event_record(data))
         except InvalidRecordError as e:
-            self._dead.inc()
+            if self._debug:                      # SENSITIVE: an exact count of private records
+                self._dead.inc()
             yield beam.pvalue.TaggedOutput(
                 'dead_letter', DeadLetter(transform='ParseEvents', stage=f'parse_{self._kind}',
                                           reason=str(e), record=_render(element),
                                           event_time_micros=_element_micros(timestamp)))
             return
-        self._ok.inc()
+        if self._debug:
+            self._ok.inc()
         if self._kind == 'avro':
             yield window.TimestampedValue(event, Timestamp(micros=event.event_time_micros))
         else:
@@ -130,12 +138,13 @@ def _element_micros(timestamp) -> Optional[int]:
 class ParseEvents(beam.PTransform):
     """Raw inputs → ``RideEvent`` (main output) and ``DeadLetter`` (tag 'dead_letter')."""
 
-    def __init__(self, kind: str, label: Optional[str] = None):
+    def __init__(self, kind: str, label: Optional[str] = None, debug_metrics: bool = False):
         super().__init__(label)
         self._kind = kind
+        self._debug = debug_metrics
 
     def expand(self, raw):
-        parsed = raw | 'Parse' >> beam.ParDo(_ParseFn(self._kind)).with_outputs(
+        parsed = raw | 'Parse' >> beam.ParDo(_ParseFn(self._kind, self._debug)).with_outputs(
             'dead_letter', main='events')
         parsed.events.element_type = RideEvent
         parsed.dead_letter.element_type = DeadLetter
@@ -143,18 +152,19 @@ class ParseEvents(beam.PTransform):
 
 
 class _LogProgress(beam.DoFn):
-    """Pass-through that logs every ``every`` elements it sees (per DoFn instance)."""
+    """Pass-through that logs every ``every`` elements it sees (per DoFn instance); silent
+    unless ``enabled`` (counts of private records are logged only with --debug_metrics)."""
 
-    def __init__(self, what: str, every: int):
+    def __init__(self, what: str, every: int, enabled: bool = True):
         self._what = what
-        self._every = max(1, int(every))
+        self._every = max(1, int(every)) if enabled else 0
 
     def setup(self):
         self._seen = 0
 
     def process(self, element):
         self._seen += 1
-        if self._seen % self._every == 0:
+        if self._every and self._seen % self._every == 0:
             _LOG.info('%s: %d so far (this worker)', self._what, self._seen)
         yield element
 
@@ -181,9 +191,9 @@ def read_events(pipeline: beam.Pipeline, args, source: Optional[beam.PTransform]
         else:
             source = beam.io.ReadFromAvro(args.input_avro or sample_data.RIDES_PATH)
     raw = pipeline | 'ReadEvents' >> source
-    parsed = raw | 'ParseEvents' >> ParseEvents(kind)
+    parsed = raw | 'ParseEvents' >> ParseEvents(kind, debug_metrics=args.debug_metrics)
     events = parsed.events | 'LogEventProgress' >> beam.ParDo(
-        _LogProgress('events parsed', args.progress_every))
+        _LogProgress('events parsed', args.progress_every, enabled=args.debug_metrics))
     events.element_type = RideEvent
     return events, parsed.dead_letter
 
@@ -217,8 +227,9 @@ def count_per_station(events: beam.PCollection, args,
             public_keys=public_keys(args), start=args.start, step=args.step_seconds,
             budget=budget, privacy_unit=unit, key_fn=operator.attrgetter('station'),
             accountant=accountant, allowed_lateness=args.allowed_lateness_seconds,
-            horizon_steps=args.horizon_steps, end=args.end, estimator=args.estimator,
-            num_shards=args.num_shards)
+            horizon_steps=args.horizon_steps, end=args.end, mechanism=args.mechanism,
+            estimator=args.estimator,
+            num_shards=args.num_shards, debug_metrics=args.debug_metrics)
     return events | 'ContinualCountPerStation' >> counts
 
 
@@ -276,7 +287,7 @@ def write_dead_letters(dead_letters: beam.PCollection, args) -> None:
                       encode_fn=_dead_letter_message, with_attributes=True)
     if not args.dead_letter_avro and not args.dead_letter_topic:
         _LOG.warning('No dead-letter sink (--dead_letter_avro / --dead_letter_topic): dead letters '
-                     'are only counted in the job metrics.')
+                     'are dropped (counted in the job metrics only with --debug_metrics).')
 
 
 # -- the job ---------------------------------------------------------------------------------------
@@ -291,12 +302,16 @@ def build_job(pipeline: beam.Pipeline, args, source: Optional[beam.PTransform] =
     releases.element_type = Release
     dead = ((parse_dead, counted.dead_letter)
             | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
-    dead = dead | 'CountDeadLetters' >> beam.Map(_count_dead_letter).with_output_types(DeadLetter)
+    dead = dead | 'CountDeadLetters' >> beam.Map(
+        _count_dead_letter, args.debug_metrics).with_output_types(DeadLetter)
     return JobOutputs(releases, dead)
 
 
-def _count_dead_letter(dead: DeadLetter) -> DeadLetter:
-    beam.metrics.Metrics.counter(JOB, f'dead_letters_{dead.stage}').inc()
+def _count_dead_letter(dead: DeadLetter, debug_metrics: bool) -> DeadLetter:
+    """SENSITIVE (--debug_metrics only): exact dead letters per stage, e.g. how many records
+    exceeded a contribution bound."""
+    if debug_metrics:
+        beam.metrics.Metrics.counter(JOB, f'dead_letters_{dead.stage}').inc()
     return dead
 
 

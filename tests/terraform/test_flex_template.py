@@ -26,7 +26,7 @@ EXPECTED_PARAMETERS = {
     "continual_counts": {
         "input_subscription", "output_topic", "dead_letter_topic", "epsilon", "delta",
         "step_seconds", "allowed_lateness_seconds", "public_keys", "max_contributions_per_step",
-        "max_keys_per_unit", "max_steps_per_unit", "horizon_steps", "estimator",
+        "max_keys_per_unit", "max_steps_per_unit", "horizon_steps", "mechanism", "estimator",
         "timestamp_attribute", "input_avro", "output_avro", "dead_letter_avro", "public_keys_file",
         "start", "end", "num_shards", "progress_every", "noise_key",
     },
@@ -41,7 +41,7 @@ EXPECTED_PARAMETERS = {
     },
 }
 OPTIONAL_PARAMETERS = {
-    "continual_counts": {"allowed_lateness_seconds", "horizon_steps", "estimator",
+    "continual_counts": {"allowed_lateness_seconds", "horizon_steps", "mechanism", "estimator",
                          "timestamp_attribute", "input_subscription", "output_topic",
                          "dead_letter_topic", "public_keys", "input_avro", "output_avro",
                          "dead_letter_avro", "public_keys_file", "start", "end", "num_shards",
@@ -218,6 +218,8 @@ CASES = {
         "max_keys_per_unit": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "max_steps_per_unit": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "horizon_steps": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
+        "mechanism": (["auto", "blt", "kary_tree", "binary_tree", "infinite_tree", "per_step"],
+                      ["", "Auto", "blt ", "tree", "kary-tree"]),
         "estimator": (["textbook", "variance_reduced"],
                       ["", "Textbook", "honaker", "textbook ", "variance-reduced",
                        "textbookvariance_reduced"]),
