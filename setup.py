@@ -29,7 +29,9 @@ setuptools.setup(
                  'scikit-learn>=1.3',   # load_digits for the ERM utility tests
                  # Pub/Sub emulator end to end (tests/integration/test_pubsub_e2e.py) and the
                  # Dataflow translation tests (gs:// paths need Beam's GCS filesystem).
-                 f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18,<3'],
+                 f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18,<3',
+                 # Pure-Python Kafka client: the Kafka-on-Flink tests produce and read topics.
+                 'kafka-python>=3.0,<4'],
         'gcp': [f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18',
                 'google-cloud-secret-manager>=2.16'],   # --noise_key=gcpsm:... on the workers
         'bench': ['matplotlib>=3.7', 'scipy>=1.11', 'pipeline-dp>=0.2.1',
