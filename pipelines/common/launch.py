@@ -17,6 +17,7 @@ from beam_dp.noise import NoiseKeyRef
 
 __all__ = [
     'LOCAL_RUNNERS',
+    'add_debug_metrics_argument',
     'add_noise_key_argument',
     'configure_logging',
     'is_local_runner',
@@ -56,6 +57,17 @@ def add_noise_key_argument(group) -> None:
                             'randomness (a replay redraws noise).')
     group.add_argument('--testing_seed', type=_refuse_seed, default=argparse.SUPPRESS,
                        help=argparse.SUPPRESS)
+
+
+def add_debug_metrics_argument(group) -> None:
+    """--debug_metrics: SENSITIVE exact counts (parsed events, dead letters per stage) as Beam
+    metrics and progress logs. Off by default: metrics and logs then carry only data-independent
+    facts (README, "What metrics and logs reveal")."""
+    group.add_argument('--debug_metrics', action='store_true',
+                       help='SENSITIVE: also report exact counts of private records (events '
+                            'parsed, dead letters per stage, e.g. how many records exceeded a '
+                            'bound) as job metrics and progress logs. Debugging only; they are '
+                            'not differentially private. Default: off.')
 
 
 def _refuse_seed(text: str):

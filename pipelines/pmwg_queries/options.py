@@ -10,6 +10,7 @@ import argparse
 import os
 from typing import List, Optional, Tuple
 
+from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import resolve_output_defaults
 from pipelines.pmwg_queries import sample_data
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help='Fixed event-time windows (independent databases); 0: one growing '
                          'database (default).')
     add_noise_key_argument(dp)
+    add_debug_metrics_argument(dp)
     parser.add_argument('--verbose', action='store_true',
                         help="Show Beam's INFO logs too (default: Beam warnings only).")
     return parser

@@ -345,7 +345,9 @@ def test_demo_no_arguments_end_to_end(tmp_path):
     bounded_line = next(line for line in done.stdout.splitlines() if 'error vs bounded' in line)
     ratio = float(bounded_line.split('RMSE / noise std = ')[1].split(')')[0])
     assert 0.5 < ratio < 1.6, bounded_line
-    assert 'events parsed: 10000' in done.stderr   # progress lines
+    # Progress lines count releases only (their number is public); exact input counts are
+    # logged only with --debug_metrics (issue 10).
+    assert 'events parsed' not in done.stderr
     # Quiet by default: no Beam INFO logs besides the forwarded progress lines.
     noisy = [line for line in done.stderr.splitlines()
              if (' INFO apache_beam' in line and 'worker: ' not in line) or ' INFO root' in line]
