@@ -21,14 +21,18 @@
 # Env: BEAM_DP_CACHE, BEAM_DP_FLINK_SLOTS (default 2), BEAM_DP_FLINK_REST_PORT (8081),
 #      BEAM_DP_WORKER_POOL=1 (also start python -m apache_beam.runners.worker.worker_pool_main),
 #      BEAM_DP_WORKER_POOL_PORT (50000), BEAM_DP_PYTHON (python for the worker pool, default python3)
+#      BEAM_DP_FLINK_CLUSTER_RUN (run dir, default <cache>/flink-cluster), BEAM_DP_FLINK_RPC_PORT
+#      (6123), BEAM_DP_FLINK_BLOB_PORT (6124), BEAM_DP_FLINK_CONF_EXTRA (lines appended to the conf)
 set -euo pipefail
 
 CACHE="${BEAM_DP_CACHE:-$HOME/.cache/beam_dp}"
 LIB="${BEAM_DP_FLINK_CLUSTER_LIB:-$CACHE/flink/lib-2.62.0}"
-RUN="$CACHE/flink-cluster"
+RUN="${BEAM_DP_FLINK_CLUSTER_RUN:-$CACHE/flink-cluster}"
 SLOTS="${BEAM_DP_FLINK_SLOTS:-2}"
 REST_PORT="${BEAM_DP_FLINK_REST_PORT:-8081}"
 POOL_PORT="${BEAM_DP_WORKER_POOL_PORT:-50000}"
+RPC_PORT="${BEAM_DP_FLINK_RPC_PORT:-6123}"
+BLOB_PORT="${BEAM_DP_FLINK_BLOB_PORT:-6124}"
 PY="${BEAM_DP_PYTHON:-python3}"
 
 # Java 17: the --add-opens/--add-exports Flink 1.19's own scripts pass (env.java.opts.all).
@@ -54,12 +58,12 @@ write_conf() {
   mkdir -p "$RUN/conf"
   cat > "$RUN/conf/flink-conf.yaml" <<CONF
 jobmanager.rpc.address: 127.0.0.1
-jobmanager.rpc.port: 6123
+jobmanager.rpc.port: $RPC_PORT
 jobmanager.bind-host: 127.0.0.1
 rest.address: 127.0.0.1
 rest.bind-address: 127.0.0.1
 rest.port: $REST_PORT
-blob.server.port: 6124
+blob.server.port: $BLOB_PORT
 taskmanager.host: 127.0.0.1
 taskmanager.bind-host: 127.0.0.1
 taskmanager.numberOfTaskSlots: $SLOTS
@@ -83,6 +87,7 @@ taskmanager.memory.jvm-overhead.min: 192m
 taskmanager.memory.jvm-overhead.max: 192m
 io.tmp.dirs: $RUN/tmp
 web.tmpdir: $RUN/tmp
+${BEAM_DP_FLINK_CONF_EXTRA:-}
 CONF
   mkdir -p "$RUN/tmp"
 }

@@ -1,0 +1,290 @@
+"""Restart from a checkpoint and stop-with-savepoint on a Flink session cluster, Kafka in and out.
+
+The job of test_kafka_flink (Avro events on Kafka -> Beam's Kafka source -> ContinualCountPerKey
+-> releases on Kafka) on a real session cluster (.ci/flink_cluster.sh: JobManager and TaskManager
+as separate JVMs, with the Kafka IO jars on their class path), Flink checkpointing every 2 s,
+the events produced in real time while the job runs, and the secret noise key
+(``noise_key='env:...'``: every draw is a PRF of the key and its address):
+
+* **restart**: the TaskManager is killed (SIGKILL) mid-stream and started again; the job restores
+  from its last checkpoint; the releases equal those of an uninterrupted run of the same job on
+  the same topic, none missing; the Kafka sink is at-least-once, so a release may appear twice
+  and is then identical.
+* **clean stop**: stop-with-savepoint (REST ``/jobs/<id>/stop``, no drain) mid-stream, then the
+  same job resubmitted from the savepoint (``--savepoint_path``): no step is lost, and together
+  the two runs released exactly the uninterrupted run's releases.
+"""
+
+import os
+import subprocess
+import threading
+import time
+import typing
+
+import apache_beam as beam
+import pytest
+import requests
+from apache_beam.io.kafka import WriteToKafka
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_dp import ContinualCountPerKey
+from beam_dp import PrivacyBudget
+from tests import runners
+from tests.integration import kafka_support as ks
+from tests.integration import test_kafka_flink as kf
+
+pytestmark = [pytest.mark.integration, pytest.mark.flink, runners.requires_flink,
+              ks.requires_kafka]
+
+SECONDS = 40                      # of real-time events: 8 steps of 5 s
+LATENESS = 5                      # allowed lateness (s): covers the producer -> reader latency
+KEY_ENV = 'BEAM_DP_RESTART_TEST_NOISE_KEY'
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(ROOT, '.ci', 'flink_cluster.sh')
+EXPECTED = len(kf.KEYS) * SECONDS // kf.STEP
+
+
+class Cluster:
+    def __init__(self, workdir):
+        self.rest_port = ks.free_port()
+        self.env = dict(os.environ,
+                        BEAM_DP_FLINK_CLUSTER_RUN=workdir,
+                        BEAM_DP_FLINK_CLUSTER_LIB=ks.flink_kafka_cluster_lib(),
+                        BEAM_DP_FLINK_REST_PORT=str(self.rest_port),
+                        BEAM_DP_FLINK_RPC_PORT=str(ks.free_port()),
+                        BEAM_DP_FLINK_BLOB_PORT=str(ks.free_port()),
+                        BEAM_DP_FLINK_CONF_EXTRA='heartbeat.interval: 2000\n'
+                                                 'heartbeat.timeout: 8000\n')
+        self.workdir = workdir
+        self.url = 'http://127.0.0.1:%d' % self.rest_port
+
+    def run(self, command):
+        subprocess.run(['bash', CLUSTER, command], env=self.env, check=True,
+                       capture_output=True, timeout=180)
+
+    def kill_taskmanager(self):
+        with open(os.path.join(self.workdir, 'taskmanager.pid'), encoding='utf-8') as f:
+            pid = int(f.read().strip())
+        os.kill(pid, 9)
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+    def running_job(self, timeout=180):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            jobs = requests.get(self.url + '/jobs/overview', timeout=5).json()['jobs']
+            running = [j['jid'] for j in jobs if j['state'] == 'RUNNING']
+            if running:
+                return running[0]
+            time.sleep(1)
+        raise AssertionError('no running Flink job after %ss' % timeout)
+
+    def completed_checkpoints(self, jid):
+        counts = requests.get(self.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
+        return counts.get('counts', {}).get('completed', 0)
+
+    def state(self, jid):
+        return requests.get(self.url + '/jobs/' + jid, timeout=5).json()['state']
+
+
+@pytest.fixture(scope='module')
+def cluster(tmp_path_factory):
+    c = Cluster(str(tmp_path_factory.mktemp('flink-cluster')))
+    c.run('start')
+    try:
+        yield c
+    finally:
+        c.run('stop')
+
+
+@pytest.fixture(scope='module')
+def broker(tmp_path_factory):
+    b = ks.KafkaBroker(str(tmp_path_factory.mktemp('kafka'))).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(autouse=True)
+def noise_key(monkeypatch):
+    # LOOPBACK: the SDK workers are this process, so they read the key from its environment.
+    monkeypatch.setenv(KEY_ENV, os.urandom(32).hex())
+
+
+def produce_in_real_time(bootstrap, topic, start, stop_event=None):
+    """Sends each event at its event time (Kafka CreateTime = event time), in order."""
+    prod = ks.producer(bootstrap)
+    for station, rider, t in kf.events(start):
+        delay = t - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        prod.send(topic, key=station.encode(), timestamp_ms=int(t * 1000),
+                  value=ks.avro_encode(ks.EVENT_SCHEMA, {
+                      'station': station, 'rider': rider,
+                      'event_time_micros': int(round(t * 1e6))}))
+    prod.flush()
+    prod.close()
+
+
+def submit(cluster, broker, topic_in, topic_out, start, extra=()):
+    """Builds the job and submits it to the session cluster; returns the PipelineResult."""
+    args = [a if not a.startswith('--flink_job_server_jar=')
+            else '--flink_job_server_jar=' + ks.flink_kafka_job_server_jar()
+            for a in runners.flink_options(streaming=True, master='127.0.0.1:%d' %
+                                           cluster.rest_port)]
+    args += ['--checkpointing_interval=2000', '--number_of_execution_retries=10',
+             '--execution_retry_delay=2000', *extra]
+    service = ks.expansion_service()
+    p = beam.Pipeline(options=PipelineOptions(args))
+    out = (p
+           | 'ReadEvents' >> ks.read_from_kafka(broker.bootstrap, topic_in, start * 1000 - 1000,
+                                                service)
+           | 'DecodeAvro' >> beam.Map(kf.decode_event).with_output_types(tuple[str, str])
+           | ContinualCountPerKey(public_keys=kf.KEYS, start=start, step=kf.STEP,
+                                  end=start + SECONDS, allowed_lateness=LATENESS,
+                                  budget=PrivacyBudget(epsilon=1.0),
+                                  noise_key='env:' + KEY_ENV, label='RestartCounts'))
+    _ = (out.releases
+         | 'EncodeAvro' >> beam.Map(kf.encode_release).with_output_types(
+             typing.Tuple[bytes, bytes])
+         | 'WriteReleases' >> WriteToKafka(producer_config={'bootstrap.servers': broker.bootstrap},
+                                           topic=topic_out, expansion_service=service))
+    return p.run()
+
+
+def wait_distinct(reader, n, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
+        if len({(r['key'], r['step']) for r in got}) >= n:
+            return got
+    raise AssertionError('only %d of %d releases after %ss' % (
+        len({(r['key'], r['step']) for r in got}), n, timeout))
+
+
+def by_step(releases):
+    """{(key, step): value}; fails if a duplicated release differs."""
+    out = {}
+    for r in releases:
+        k = (r['key'], r['step'])
+        assert out.get(k, r['value']) == r['value'], ('a duplicate release differs', k)
+        out[k] = r['value']
+    return out
+
+
+def uninterrupted(cluster, broker, topic_in, start, name):
+    """The same job on the same (now complete) topic, not interrupted: the reference."""
+    broker.create_topics(name)
+    reader = ks.TopicReader(broker.bootstrap, name)
+    result = submit(cluster, broker, topic_in, name, start)
+    try:
+        got = wait_distinct(reader, EXPECTED, timeout=240)
+        time.sleep(3)
+        got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
+    finally:
+        result.cancel()
+        reader.close()
+    assert len(got) == EXPECTED, 'the uninterrupted run released a step twice'
+    return by_step(got)
+
+
+def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker):
+    began = time.monotonic()
+    topic_in, topic_out = 'restart-in', 'restart-out'
+    broker.create_topics(topic_in, topic_out)
+    start = int(time.time()) + 5
+    producer = threading.Thread(target=produce_in_real_time,
+                                args=(broker.bootstrap, topic_in, start), daemon=True)
+    producer.start()
+    reader = ks.TopicReader(broker.bootstrap, topic_out)
+    result = submit(cluster, broker, topic_in, topic_out, start)
+    try:
+        jid = cluster.running_job()
+        before = wait_distinct(reader, 2 * len(kf.KEYS), timeout=240)   # two steps released
+        done = cluster.completed_checkpoints(jid)
+        deadline = time.monotonic() + 30
+        while cluster.completed_checkpoints(jid) <= done and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert cluster.completed_checkpoints(jid) > done, 'no checkpoint completed'
+        cluster.kill_taskmanager()
+        killed_after = len({(r['key'], r['step']) for r in before})
+        time.sleep(2)
+        cluster.run('start')                          # starts the missing TaskManager only
+        got = wait_distinct(reader, EXPECTED, timeout=300)
+        time.sleep(3)
+        got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
+        restarts = requests.get(cluster.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
+    finally:
+        result.cancel()
+        reader.close()
+    producer.join()
+    print(f'restart run: {time.monotonic() - began:.1f}s; {killed_after} releases before the '
+          f'kill, {len(got)} records for {EXPECTED} releases; restored: '
+          f'{restarts.get("latest", {}).get("restored")}')
+    assert restarts.get('latest', {}).get('restored'), 'the job did not restore a checkpoint'
+    interrupted = by_step(got)
+    reference = uninterrupted(cluster, broker, topic_in, start, 'restart-reference')
+    assert interrupted == reference
+    print(f'restart test: {time.monotonic() - began:.1f}s')
+
+
+def stop_with_savepoint(cluster, jid, directory):
+    trigger = requests.post(cluster.url + '/jobs/%s/stop' % jid, timeout=10,
+                            json={'targetDirectory': directory, 'drain': False}).json()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status = requests.get(cluster.url + '/jobs/%s/savepoints/%s' % (
+            jid, trigger['request-id']), timeout=5).json()
+        if status['status']['id'] == 'COMPLETED':
+            op = status['operation']
+            assert 'location' in op, op
+            return op['location']
+        time.sleep(1)
+    raise AssertionError('stop-with-savepoint did not complete')
+
+
+def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path):
+    began = time.monotonic()
+    topic_in, topic_out = 'savepoint-in', 'savepoint-out'
+    broker.create_topics(topic_in, topic_out)
+    start = int(time.time()) + 5
+    producer = threading.Thread(target=produce_in_real_time,
+                                args=(broker.bootstrap, topic_in, start), daemon=True)
+    producer.start()
+    reader = ks.TopicReader(broker.bootstrap, topic_out)
+    result = submit(cluster, broker, topic_in, topic_out, start)
+    try:
+        jid = cluster.running_job()
+        wait_distinct(reader, 2 * len(kf.KEYS), timeout=240)
+        location = stop_with_savepoint(cluster, jid, 'file://' + str(tmp_path / 'savepoints'))
+        deadline = time.monotonic() + 60
+        while cluster.state(jid) != 'FINISHED' and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert cluster.state(jid) == 'FINISHED'
+        time.sleep(2)
+        first = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
+    finally:
+        result.cancel() if str(result.state) == 'RUNNING' else None
+    stopped_after = len({(r['key'], r['step']) for r in first})
+    assert stopped_after < EXPECTED, 'the job finished before the stop: nothing tested'
+    result = submit(cluster, broker, topic_in, topic_out, start,
+                    extra=['--savepoint_path=' + location])
+    try:
+        got = wait_distinct(reader, EXPECTED, timeout=300)
+        time.sleep(3)
+        got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
+    finally:
+        result.cancel()
+        reader.close()
+    producer.join()
+    print(f'savepoint run: {time.monotonic() - began:.1f}s; {stopped_after} releases before the '
+          f'stop, {len(got)} records in all')
+    resumed = by_step(got)
+    reference = uninterrupted(cluster, broker, topic_in, start, 'savepoint-reference')
+    assert resumed == reference
+    print(f'savepoint test: {time.monotonic() - began:.1f}s')
