@@ -330,24 +330,28 @@ def ratios(summary):
 
 
 def plot(results, path):
+    """Two panels: rows/s on wall time and on CPU time (higher is better)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     names = list(results['branches'])
-    rate = [results['branches'][n]['rows_per_second'] / 1000 for n in names]
-    fig, ax = plt.subplots(figsize=(10, 4.8))
+    colors = ['grey' if n.startswith('np') else 'tab:orange' if n == 'pipelinedp'
+              else 'lightsteelblue' if n.endswith('@before') else 'tab:blue' for n in names]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 0.45 * len(names) + 1.6), sharey=True)
     y = np.arange(len(names))
-    ax.barh(y, rate, color=['grey' if n.startswith('np') else 'tab:orange'
-                            if n == 'pipelinedp' else 'tab:blue' for n in names])
-    for yi, r, n in zip(y, rate, names):
-        ax.text(r, yi, f' {r:.1f}k ({results["branches"][n]["best_seconds"]:.0f} s)',
-                va='center', fontsize=8)
-    ax.set_yticks(y)
-    ax.set_yticklabels([label(n) for n in names], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel('thousand rows / s (higher is better)')
-    ax.set_title(f"{results['rows']:,} rows, {results['keys']:,} Zipf keys, {results['users']:,} "
-                 f"users, {results['steps']} steps; FnApiRunner, batch")
+    for ax, field, what in ((axes[0], 'best_seconds', 'wall'), (axes[1], 'best_cpu_seconds', 'CPU')):
+        secs = [results['branches'][n][field] for n in names]
+        rate = [results['rows'] / s / 1000 for s in secs]
+        ax.barh(y, rate, color=colors)
+        for yi, r, s in zip(y, rate, secs):
+            ax.text(r, yi, f' {r:.1f}k ({s:.0f} s)', va='center', fontsize=7)
+        ax.set_xlabel(f'thousand rows / {what} second (higher is better)')
+        ax.set_xlim(0, max(rate) * 1.3)
+    axes[0].set_yticks(y)
+    axes[0].set_yticklabels([label(n) for n in names], fontsize=7)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"{results['rows']:,} rows, {results['keys']:,} Zipf keys, {results['users']:,} "
+                 f"users, {results['steps']} steps; FnApiRunner, batch", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
