@@ -1,0 +1,466 @@
+"""Boost: cached DP answers to linear queries over event-time blocks (spec 002 §5).
+
+``BoostQueries`` answers a stream of linear queries over windows of sealed time blocks of a data
+stream, with Alg. 2 tree-structured PMW-Bypass + exact cache (or any preset of
+``beam_dp.mechanisms.boost``). Every decision is the pure driver's
+(``beam_dp.drivers.boost.BoostDriver``); this module is wiring, state and timers on the shell.
+
+Wiring (labels are part of the update contract):
+
+  data    | 'DataToGlobalWindow' | 'ExtractRows'   (dataset, ('row', micros, attributes));
+                              malformed / unknown dataset / before start / after end → dead letter
+  queries | 'QueriesToGlobalWindow' | 'ExtractQueries'  (dataset, ('query', micros, record));
+                              malformed → dead letter, unknown dataset → 'wrong_dataset' refusal
+  + 'DatasetSeeds'/'SeedAtStart'  one element per public dataset at ``start`` (empty datasets
+                              still seal their blocks)
+  | 'MergeSeeds'              typed Tuple[str, Any]: the state key coder is deterministic
+  | 'AnswerQueries'           stateful DoFn per dataset (global window): rows and queries wait
+                              in a Bag; ONE event-time timer at the next event (block seal
+                              time = block end + allowed_lateness, or a query's timestamp); on
+                              fire, events up to the fired time are applied in time order
+                              (block seals before queries of the same instant, queries of one
+                              instant in query-id order): the order depends on event times
+                              only, never on bundling. A row for a sealed block is 'late' and
+                              dead-lettered (a sealed block never changes). Once the last block
+                              (``end``) is sealed, or at the end of an unbounded input, the
+                              queries still waiting are refused ('window_not_sealed').
+  | 'MergeDeadLetters'
+
+Noise address: ``rng.derive(label)``, then the driver's ('boost', dataset, query_id) and the
+mechanism's (node, purpose); with ``noise_key=`` a re-run is bit-identical.
+"""
+
+import dataclasses
+import operator
+import typing
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.coders import BooleanCoder
+from apache_beam.coders import PickleCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.userstate import TimerSpec
+from apache_beam.transforms.userstate import on_timer
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.boost import BoostDriver
+from beam_dp.drivers.clock import require_public_end
+from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import InvalidRecordError
+from beam_dp.io.boost import BoostAnswerRecord
+from beam_dp.io.boost import BoostBlockSealed
+from beam_dp.io.boost import BoostLedgerRow
+from beam_dp.io.boost import BoostQueryRecord
+from beam_dp.io.boost import BoostRefusal
+from beam_dp.io.boost import boost_from_avro
+from beam_dp.mechanisms.boost import Readiness
+from beam_dp.mechanisms.boost import preset as boost_preset
+from beam_dp.mechanisms.boost.presets import PRESETS
+from beam_dp.transforms import arguments
+from beam_dp.transforms import shell
+from beam_dp.transforms.shell import DEAD_LETTER
+
+__all__ = [
+    'BOOST_DOCS',
+    'BoostOutputs',
+    'BoostQueries',
+    'parse_query',
+]
+
+REFUSALS, LEDGER, BLOCKS = 'refusals', 'ledger', 'blocks'
+ROW, QUERY = 'row', 'query'
+_QUERY_TYPES = {'query_id': str, 'dataset': str, 'subsets': list, 'vector': list,
+                'first_block': int, 'last_block': int, 'latest': int}
+
+BOOST_DOCS = {
+    **arguments.COMMON_DOCS,
+    'public_datasets': 'the dataset ids (strings), public: one stateful key each (atomic '
+                       'check-and-charge); a row or query of another dataset is refused.',
+    'shape': 'the public attribute domain sizes (d_1, ..., d_m): a row\'s attributes are a tuple '
+             'of ints with 0 ≤ x_a < d_a; the bins are their mixed radix (N = Π d_a).',
+    'budget': '``PrivacyBudget(epsilon=ε_G)``: the capacity of every block\'s privacy filter '
+              '(each row is in one block; block composition). Pure ε only.',
+    'step': 'the length of a time block (seconds, a Beam Duration or a timedelta): block b holds '
+            'the rows with event time in [start + b·step, start + (b+1)·step); it is sealed '
+            'when the watermark passes its end plus ``allowed_lateness`` (empty blocks too).',
+    'preset': "the mechanism: 'tree_pmw_bypass' (Boost, Alg. 2; default), "
+              "'tree_pmw_bypass_warm', 'pmw_bypass', or a baseline ('vanilla_pmw', 'laplace', "
+              "'exact_cache', 'tree_exact_cache').",
+    'alpha': 'the accuracy target α of every answer (a fraction of the window size; default 0.05).',
+    'beta': 'the failure probability β of the α target (default 1e-3).',
+    'readiness': 'the histogram readiness heuristic ``Readiness(c0, s0)`` (default the '
+                 'preset\'s).',
+    'window_bound': 'T = 2^m, the longest window in blocks (trees overlap every T blocks).',
+    'dataset_fn': 'row → dataset id (default ``row[0]``).',
+    'attributes_fn': 'row → attribute tuple (default ``row[1]``).',
+}
+
+
+class BoostOutputs(NamedTuple):
+    """``answers``: ``BoostAnswerRecord`` (DP value, count estimate, path; replays flagged);
+    ``refusals``: ``BoostRefusal`` with a public reason; ``ledger``: ``BoostLedgerRow`` per
+    per-block charge; ``blocks``: ``BoostBlockSealed`` per sealed block (public size);
+    ``dead_letter``: ``DeadLetter`` (malformed, unknown dataset, late, out-of-range rows and
+    malformed queries: as private as the input)."""
+    answers: beam.PCollection
+    refusals: beam.PCollection
+    ledger: beam.PCollection
+    blocks: beam.PCollection
+    dead_letter: beam.PCollection
+
+
+def parse_query(element) -> BoostQueryRecord:
+    """A ``BoostQueryRecord`` or its Avro dict → the record, types checked (its window and
+    predicate are checked by the driver, which refuses them with a reason).
+
+    Raises:
+      InvalidRecordError: the dead-letter reason.
+    """
+    if isinstance(element, dict):
+        try:
+            element = boost_from_avro(BoostQueryRecord, element)
+        except (KeyError, TypeError) as e:
+            raise InvalidRecordError(f'query dict is not a BoostQueryRecord: {e!r}') from e
+    if not isinstance(element, BoostQueryRecord):
+        raise InvalidRecordError(f'a query must be a BoostQueryRecord or its Avro dict, got '
+                                 f'{type(element).__name__}')
+    for name, kind in _QUERY_TYPES.items():
+        value = getattr(element, name)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise InvalidRecordError(f'query field {name} must be {kind.__name__}, got '
+                                     f'{value!r:.80}')
+    if not element.query_id:
+        raise InvalidRecordError('query has no query_id')
+    if not (all(isinstance(s, list) for s in element.subsets)
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                    for x in element.vector)):
+        raise InvalidRecordError('query subsets must be lists and vector numbers')
+    return element
+
+
+class _ExtractFn(beam.DoFn):
+    """Rows → (dataset, ('row', micros, attributes)); queries → (dataset, ('query', micros,
+    record)); or a dead letter (a query of an unknown dataset: a refusal)."""
+
+    def __init__(self, kind: str, label: str, driver: BoostDriver, fns, datasets, last_block):
+        self._kind = kind
+        self._label = label
+        self._driver = driver
+        self._fns = fns
+        self._datasets = frozenset(datasets)
+        self._last_block = last_block
+
+    def setup(self):
+        self._empty = self._driver.init_state()
+
+    def extract_row(self, record, micros: int):
+        """(dataset, item); raises ``InvalidRecordError`` with the dead-letter reason."""
+        dataset_fn, attributes_fn = self._fns
+        dataset = shell.extract_key(dataset_fn, record)
+        if not isinstance(dataset, str) or dataset not in self._datasets:
+            raise InvalidRecordError(f'dataset {dataset!r:.80} is not one of the public datasets')
+        try:
+            attributes = tuple(attributes_fn(record))
+        except Exception as e:  # pylint: disable=broad-except
+            raise InvalidRecordError(f'attributes_fn raised {e!r}') from e
+        state, rejected = self._driver.add_rows(self._empty, [(micros, attributes)])
+        if rejected:
+            raise InvalidRecordError(rejected[0].reason)
+        ((block, _),) = state.open_blocks
+        if self._last_block is not None and block > self._last_block:
+            raise InvalidRecordError(f'after_end: block {block} is after the last block '
+                                     f'{self._last_block}')
+        return dataset, (ROW, micros, tuple(int(x) for x in attributes))
+
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        micros = timestamp.micros
+        stage = 'ExtractRows' if self._kind == ROW else 'ExtractQueries'
+        try:
+            if self._kind == ROW:
+                yield self.extract_row(element, micros)
+                return
+            query = parse_query(element)
+        except InvalidRecordError as e:
+            yield shell.dead_letter(self._label, stage, str(e), element, micros)
+            return
+        if query.dataset not in self._datasets:
+            yield beam.pvalue.TaggedOutput(REFUSALS, BoostRefusal(
+                query.dataset, query.query_id, 'wrong_dataset', query.first_block,
+                query.last_block, False))
+            return
+        yield query.dataset, (QUERY, micros, query)
+
+
+class _AnswerFn(shell.DriverFn):
+    """Keyed by dataset: the ``BoostDriverState`` in one cell, rows/queries in a Bag, the
+    number of sealed blocks in a cell (the late check), ONE wake-up timer."""
+
+    DRIVER_STATE = ReadModifyWriteStateSpec('driver_state', PickleCoder())
+    PENDING = BagStateSpec('pending', PickleCoder())
+    WAKE = ReadModifyWriteStateSpec('wake', PickleCoder())
+    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
+    WAKE_TIMER = TimerSpec('wake', TimeDomain.WATERMARK)
+    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
+
+    def __init__(self, drivers, label: str, rng, clock):
+        super().__init__(drivers, label, rng)
+        self._step_clock = clock
+
+    def setup(self):
+        self._clock = self._step_clock
+
+    def _seal_time(self, block: int) -> Optional[int]:
+        if self._clock.last_step is not None and block > self._clock.last_step:
+            return None
+        return self._clock.release_time_micros(block)
+
+    def _arm(self, timer, wake, micros: Optional[int]) -> None:
+        current = wake.read()
+        if micros is not None and (current is None or micros < current):
+            timer.set(Timestamp(micros=min(micros, shell.MAX_MICROS)))
+            wake.write(micros)
+
+    def process(self, element, key=beam.DoFn.KeyParam,
+                driver_state=beam.DoFn.StateParam(DRIVER_STATE),
+                pending=beam.DoFn.StateParam(PENDING), wake=beam.DoFn.StateParam(WAKE),
+                wake_timer=beam.DoFn.TimerParam(WAKE_TIMER),
+                end_timer=beam.DoFn.TimerParam(END_TIMER)):
+        _, item = element
+        state = driver_state.read()
+        if state is None:
+            state = self._driver[key].init_state()
+            driver_state.write(state)
+            self._arm(wake_timer, wake, self._seal_time(0))
+            shell.arm_end_of_input(self._clock, end_timer)
+        if item is None:
+            return
+        kind, micros, payload = item
+        if kind == ROW:
+            driver = self._driver[key]
+            block = (micros - driver.start_micros) // driver.block_micros
+            if block < state.mech.num_blocks:
+                yield shell.dead_letter(self._label, 'AnswerQueries', 'late', {
+                    'dataset': key, 'attributes': payload}, micros)
+                return
+        pending.add(item)
+        if kind == QUERY:
+            self._arm(wake_timer, wake, micros)
+
+    @on_timer(WAKE_TIMER)
+    def on_wake(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
+                driver_state=beam.DoFn.StateParam(DRIVER_STATE),
+                pending=beam.DoFn.StateParam(PENDING), wake=beam.DoFn.StateParam(WAKE),
+                wake_timer=beam.DoFn.TimerParam(WAKE_TIMER),
+                finished=beam.DoFn.StateParam(FINISHED)):
+        wake.clear()
+        state = driver_state.read()
+        if state is None or finished.read():
+            return
+        items = list(pending.read())
+        state, out, rest = run_events(self._driver[key], self._clock, state, items, fired.micros,
+                                      self._rng.derive(self._label))
+        driver_state.write(state)
+        pending.clear()
+        for item in rest:
+            pending.add(item)
+        yield from _route(self._label, out)
+        times = [i[1] for i in rest if i[0] == QUERY]
+        seal = self._seal_time(state.mech.num_blocks)
+        times += [] if seal is None else [seal]
+        self._arm(wake_timer, wake, min(times) if times else None)
+
+    @on_timer(END_TIMER)
+    def end_of_input(self, key=beam.DoFn.KeyParam,
+                     driver_state=beam.DoFn.StateParam(DRIVER_STATE),
+                     pending=beam.DoFn.StateParam(PENDING),
+                     wake_timer=beam.DoFn.TimerParam(WAKE_TIMER),
+                     finished=beam.DoFn.StateParam(FINISHED)):
+        state = driver_state.read()
+        if state is None or finished.read():
+            return
+        finished.write(True)
+        state, out = refuse_waiting(self._driver[key], state)
+        driver_state.write(state)
+        pending.clear()
+        wake_timer.clear()
+        yield from _route(self._label, out)
+
+
+def run_events(driver: BoostDriver, clock, state, items: List[tuple], upto: int, rng):
+    """THE order of a dataset's events up to event time ``upto`` (the DoFn's timer and the pure
+    reference share it): rows of blocks not yet sealed are added; then, in time order, each
+    block seal (at end + lateness) and each group of queries stamped at one instant (in
+    query-id order, by the driver); a seal and a query group at the same instant: seal first.
+    Returns (state, outputs, items not yet due)."""
+    state, rejected = driver.add_rows(state, [(i[1], i[2]) for i in items if i[0] == ROW])
+    queries = sorted((i for i in items if i[0] == QUERY and i[1] <= upto),
+                     key=lambda i: (i[1], i[2].query_id))
+    rest = [i for i in items if i[0] == QUERY and i[1] > upto]
+    out: List[Any] = list(rejected)
+    last = clock.last_step
+    for t in sorted({i[1] for i in queries}) + [None]:
+        watermark = (upto if t is None else t) - clock.allowed_lateness_micros
+        if last is not None:
+            watermark = min(watermark, driver.block_end(last))
+        state, sealed = driver.seal_until(state, watermark, rng)
+        out.extend(sealed)
+        if t is not None:
+            state, answered = driver.submit(state, [i[2] for i in queries if i[1] == t], rng)
+            out.extend(answered)
+        if last is not None and state.mech.num_blocks > last:
+            state, refused = refuse_waiting(driver, state)
+            out.extend(refused)
+    return state, out, rest
+
+
+def refuse_waiting(driver: BoostDriver, state):
+    """At the end of input: every query still waiting for an unsealed block is refused
+    ('window_not_sealed'), in query-id order."""
+    out: List[Any] = []
+    waiting, state = state.pending, dataclasses.replace(state, pending=())
+    for q in waiting:
+        state, rows = driver._finish(state, q, 'window_not_sealed', None)  # pylint: disable=protected-access
+        out.extend(rows)
+    return state, out
+
+
+def _route(label: str, out):
+    for record in out:
+        if isinstance(record, BoostAnswerRecord):
+            yield record
+        elif isinstance(record, BoostRefusal):
+            yield beam.pvalue.TaggedOutput(REFUSALS, record)
+        elif isinstance(record, BoostLedgerRow):
+            yield beam.pvalue.TaggedOutput(LEDGER, record)
+        elif isinstance(record, BoostBlockSealed):
+            yield beam.pvalue.TaggedOutput(BLOCKS, record)
+        else:
+            yield shell.dead_letter(label, 'AnswerQueries', record.reason, record.record,
+                                    record.event_time_micros)
+
+
+@arguments.public(docs=BOOST_DOCS)
+class BoostQueries(shell.ShellTransform):
+    """Boost: DP answers to linear queries over windows of sealed event-time blocks, cached.
+
+    Applied to ``(data, queries)`` (or ``{'data': ..., 'queries': ...}``): ``data`` rows (default
+    ``(dataset, attributes)`` at their event time), ``queries`` ``BoostQueryRecord`` (or its Avro
+    dict) at their event time. A query over blocks [a, b] (or the latest P sealed blocks) is
+    answered once those blocks are sealed: from the exact cache (free), a ready histogram
+    (PMW-Bypass R1, the sparse-vector test), or Laplace over the dyadic cover (R3), each
+    charge taken atomically from the per-block filters. A replayed query id returns the stored
+    answer (``replay=True``) at no charge.
+
+    Privacy unit and neighbours: event level, one row; replace-one within a block (block sizes
+    are public). Guarantee: ε_G-DP (``budget.epsilon``) for everything released about each
+    block (answers, refusals, ledger), by per-block filters (block composition; datasets are
+    parallel). Not protected: the public arguments, block sizes (``blocks`` output), the query
+    stream and its timing, the dead-letter output (raw rows).
+
+    Cite: Kostopoulou, Tholoniat, Cidon, Geambasu, Lécuyer, "Boost: Effective Caching in
+    Differentially-Private Databases" (VLDB 2023), Alg. 1-3.
+
+    Returns:
+      ``BoostOutputs(answers, refusals, ledger, blocks, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad parameter (or a bounded input without ``end``);
+        BudgetExceededError: over budget.
+    """
+
+    def __init__(self, *, public_datasets: Sequence[str], shape: Sequence[int],
+                 budget: PrivacyBudget, start, step, end=None, allowed_lateness=0,
+                 preset: str = 'tree_pmw_bypass', alpha: float = 0.05, beta: float = 1e-3,
+                 readiness: Optional[Readiness] = None, window_bound: int = 64,
+                 dataset_fn: Callable[[Any], Any] = operator.itemgetter(0),
+                 attributes_fn: Callable[[Any], Any] = operator.itemgetter(1),
+                 accountant: Optional[BudgetAccountant] = None, noise_key=None,
+                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
+                 label: Optional[str] = None):
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
+        owner = self.owner
+        if not isinstance(budget, PrivacyBudget) or budget.is_zcdp or budget.delta:
+            raise InvalidParamsError(f'{owner}: budget must be a pure epsilon '
+                                     f'PrivacyBudget(epsilon=...), got {budget!r}.')
+        if (isinstance(public_datasets, (str, bytes)) or not public_datasets
+                or not all(isinstance(s, str) for s in public_datasets)
+                or len(set(public_datasets)) != len(public_datasets)):
+            raise InvalidParamsError(f'{owner}: public_datasets must be a non-empty collection '
+                                     f'of distinct strings, got {public_datasets!r}.')
+        if preset not in PRESETS:
+            raise InvalidParamsError(f'{owner}: preset must be one of {sorted(PRESETS)}, got '
+                                     f'{preset!r}.')
+        shell.check_callable(owner, 'dataset_fn', dataset_fn)
+        shell.check_callable(owner, 'attributes_fn', attributes_fn)
+        self._clock = shell.parse_clock(owner, start=start, step=step, end=end,
+                                        allowed_lateness=allowed_lateness)
+        self._datasets = sorted(public_datasets)
+        self._fns = (dataset_fn, attributes_fn)
+        with self.params():
+            if isinstance(shape, (str, bytes)) or not isinstance(shape, (list, tuple)):
+                raise InvalidParamsError(f'{owner}: shape must be a list of positive ints, got '
+                                         f'{shape!r}.')
+            n = 1
+            for d in shape:
+                n *= d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else 0
+            extra = {} if readiness is None else {'readiness': readiness}
+            mechanism = boost_preset(preset, max(n, 2), alpha=alpha, beta=beta,
+                                     epsilon_budget=float(budget.epsilon),
+                                     window_bound=window_bound, **extra)
+            # One driver per dataset, differing only in ``dataset`` (the DoFn re-keys it).
+            self._drivers = {d: BoostDriver(d, tuple(shape), mechanism, self._clock.start_micros,
+                                            self._clock.step_micros) for d in self._datasets}
+        self._mechanism = mechanism
+        self.check_budget()
+
+    def driver(self, dataset: str) -> BoostDriver:
+        """The pure driver of ``dataset`` (``run_events`` with ``rng.derive(label)`` replays
+        the transform)."""
+        return self._drivers[dataset]
+
+    @property
+    def clock(self):
+        return self._clock
+
+    def privacy_costs(self):
+        return [(self.label, self._mechanism.privacy_cost())]
+
+    def expand(self, inputs):
+        data, queries = (inputs['data'], inputs['queries']) if isinstance(inputs, dict) \
+            else inputs
+        require_public_end(self.owner, bool(data.is_bounded and queries.is_bounded),
+                           self._clock)
+        self.spend_budget((data, queries))
+        label, clock = self.label, self._clock
+        any_driver = self._drivers[self._datasets[0]]
+        extracted = {}
+        for kind, pcoll, name in ((ROW, data, 'Data'), (QUERY, queries, 'Queries')):
+            extracted[kind] = (
+                pcoll
+                | f'{name}ToGlobalWindow' >> beam.WindowInto(GlobalWindows())
+                | f'Extract{"Rows" if kind == ROW else name}' >> beam.ParDo(_ExtractFn(
+                    kind, label, any_driver, self._fns, self._datasets,
+                    clock.last_step)).with_outputs(DEAD_LETTER, REFUSALS, main='valid'))
+        seeds = shell.seeds_at_start(data.pipeline, self._datasets, clock.start_micros,
+                                     create_label='DatasetSeeds', key_type=str)
+        merged = (extracted[ROW].valid, extracted[QUERY].valid, seeds) | 'MergeSeeds' >> \
+            beam.Flatten().with_output_types(typing.Tuple[str, typing.Any])
+        answered = merged | 'AnswerQueries' >> beam.ParDo(_AnswerFn(
+            dict(self._drivers), label, self.rng, clock)).with_outputs(
+                DEAD_LETTER, REFUSALS, LEDGER, BLOCKS, main='answers')
+        answered.answers.element_type = BoostAnswerRecord
+        refusals = (answered[REFUSALS], extracted[QUERY][REFUSALS]) | 'MergeRefusals' >> \
+            beam.Flatten().with_output_types(BoostRefusal)
+        answered[LEDGER].element_type = BoostLedgerRow
+        answered[BLOCKS].element_type = BoostBlockSealed
+        dead = shell.merge_dead_letters([extracted[ROW][DEAD_LETTER],
+                                         extracted[QUERY][DEAD_LETTER], answered[DEAD_LETTER]],
+                                        self.debug_metrics, label)
+        return BoostOutputs(answered.answers, refusals, answered[LEDGER], answered[BLOCKS],
+                            dead)
