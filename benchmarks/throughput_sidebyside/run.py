@@ -61,43 +61,18 @@ def _beam():
     return beam
 
 
-def generate_fn(seed, rows, keys, users, steps):
-    beam = _beam()
-    from apache_beam.utils.timestamp import Timestamp
-
-    class GenerateRows(beam.DoFn):
-        """chunk index -> that chunk's rows (key, user), deterministically from (seed, chunk)."""
-
-        def setup(self):
-            ranks = np.arange(1, keys + 1, dtype=np.float64)
-            p = ranks ** -1.1
-            self._cdf = np.cumsum(p / p.sum())
-            self._names = [f'k{i:05d}' for i in range(keys)]
-
-        def process(self, chunk):
-            n = rows // CHUNKS + (1 if chunk < rows % CHUNKS else 0)
-            rng = np.random.default_rng([seed, chunk])
-            ks = np.minimum(np.searchsorted(self._cdf, rng.random(n)), keys - 1).tolist()
-            us = rng.integers(0, users, n).tolist()
-            micros = (START * 1_000_000 + rng.integers(0, steps * STEP * 1_000_000, n)).tolist()
-            names = self._names
-            for k, u, m in zip(ks, us, micros):
-                yield beam.window.TimestampedValue((names[k], f'u{u}'), Timestamp(micros=m))
-
-    return GenerateRows()
-
-
-def counting_sink(name):
-    beam = _beam()
-
-    class CountingSink(beam.DoFn):
-        def setup(self):
-            self._counter = beam.metrics.Metrics.counter('bench', name)
-
-        def process(self, element):
-            self._counter.inc()
-
-    return CountingSink()
+def _throughput_module():
+    """benchmarks/throughput/run.py: the row generator (the same rows as that benchmark), the
+    counting sink and the counter query are shared with it."""
+    import importlib.util
+    name = 'beam_dp_benchmarks_throughput_run'
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(os.path.dirname(HERE), 'throughput', 'run.py'))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def _step_of(row, timestamp=_beam().DoFn.TimestampParam):
@@ -109,9 +84,11 @@ def build(branch, args):
     beam = _beam()
     from apache_beam.options.pipeline_options import PipelineOptions
     p = beam.Pipeline(runner='FnApiRunner', options=PipelineOptions(args.beam_options))
+    shared = _throughput_module()
+    assert (shared.START, shared.STEP, shared.CHUNKS) == (START, STEP, CHUNKS)
     rows = (p | 'Chunks' >> beam.Create(list(range(CHUNKS)))
-            | 'Generate' >> beam.ParDo(generate_fn(args.seed, args.rows, args.keys, args.users,
-                                                   args.steps)))
+            | 'Generate' >> beam.ParDo(_throughput_module().GenerateEvents(
+                args.seed, args.rows, args.keys, args.users, args.steps)))
     keys = [f'k{i:05d}' for i in range(args.keys)]
     expected = None
     if branch == 'np_combine':
@@ -150,16 +127,14 @@ def build(branch, args):
             kwargs['public_keys'] = keys
             expected = args.keys * args.steps
         outs = rows | 'ContinualCount' >> ContinualCountPerKey(**kwargs)
-        outs.dead_letter | 'DeadSink' >> beam.ParDo(counting_sink('dead_letter'))
+        outs.dead_letter | 'DeadSink' >> beam.ParDo(_throughput_module().CountingSink('dead_letter'))
         out = outs.releases
-    out | 'Sink' >> beam.ParDo(counting_sink('outputs'))
+    out | 'Sink' >> beam.ParDo(_throughput_module().CountingSink('outputs'))
     return p, expected
 
 
 def counter_value(result, name):
-    from apache_beam.metrics.metric import MetricsFilter
-    found = result.metrics().query(MetricsFilter().with_name(name))['counters']
-    return sum(c.committed for c in found) if found else 0
+    return _throughput_module().counter_value(result, name)
 
 
 def worker(branch, args):
