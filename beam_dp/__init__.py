@@ -15,6 +15,7 @@ from beam_dp.errors import BudgetExceededError
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.errors import UnsupportedMechanismError
+from beam_dp.io.boost import BoostQueryRecord
 from beam_dp.io.erm import ERMLedgerRow
 from beam_dp.io.erm import ModelRelease
 from beam_dp.io.queries import QueryAnswer
@@ -30,6 +31,8 @@ from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms import BBImproverQueries
 from beam_dp.transforms import BBSchedulerQueries
+from beam_dp.transforms import BoostOutputs
+from beam_dp.transforms import BoostQueries
 from beam_dp.transforms import BoundContributions
 from beam_dp.transforms import ContinualCountPerKey
 from beam_dp.transforms import ContinualERM
@@ -51,6 +54,9 @@ __all__ = [
     'BBSchedulerQueries',
     'BLTCounter',
     'BinaryTreeCounter',
+    'BoostOutputs',
+    'BoostQueries',
+    'BoostQueryRecord',
     'BoundContributions',
     'BudgetAccountant',
     'BudgetExceededError',

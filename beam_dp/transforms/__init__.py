@@ -3,6 +3,8 @@ shared shell ``beam_dp.transforms.shell``)."""
 
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
+from beam_dp.transforms.boost import BoostOutputs
+from beam_dp.transforms.boost import BoostQueries
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
@@ -22,6 +24,8 @@ from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
 __all__ = [
     'BBImproverQueries',
     'BBSchedulerQueries',
+    'BoostOutputs',
+    'BoostQueries',
     'BoundContributions',
     'ContinualCountPerKey',
     'ContinualERM',
