@@ -75,6 +75,85 @@ def _throughput_module():
     return sys.modules[name]
 
 
+def stage_costs(args):
+    """CPU µs per record of each entry stage's DoFn driven directly (no runner, so without
+    Beam's per-element and shuffle costs): 'ExtractAndValidate' (event and user level),
+    'KeyByUnit', 'GroupByUnitInBundle' (bundles of 10 000), 'BoundPerUnit' (a list as its
+    bag), 'PreAggregate'; on ``--rows`` rows drawn like the pipelines' (one generator)."""
+    import collections
+    from beam_dp import ContinualCountPerKey, PrivacyBudget, UserLevel
+    from beam_dp.transforms import continual, contribution_bounding as cb
+    rng = np.random.default_rng(args.seed)
+    p = np.arange(1, args.keys + 1, dtype=np.float64) ** -1.1
+    cdf = np.cumsum(p / p.sum())
+    names = [f'k{i:05d}' for i in range(args.keys)]
+    n = args.rows
+    ks = np.minimum(np.searchsorted(cdf, rng.random(n)), args.keys - 1).tolist()
+    us = rng.integers(0, args.users, n).tolist()
+    micros = (START * 10**6 + rng.integers(0, args.steps * STEP * 10**6, n)).tolist()
+    stamps = [type('T', (), {'micros': m})() for m in micros]
+    rows = [(names[k], f'u{u}') for k, u in zip(ks, us)]
+    unit = UserLevel(_user, max_keys_per_unit=4, max_contributions_per_step=8,
+                     max_steps_per_unit=args.steps)
+    costs = {}
+
+    def timed(name, fn):
+        t0 = time.process_time()
+        out = fn()
+        costs[name] = (time.process_time() - t0) / n * 1e6
+        return out
+
+    for level in ('event', 'user'):
+        t = ContinualCountPerKey(public_keys=names, start=START, step=STEP, end=START + args.steps
+                                 * STEP, budget=PrivacyBudget(epsilon=1.0),
+                                 **({'privacy_unit': unit} if level == 'user' else {}))
+        extract = continual._ExtractFn(t.driver, 'L', t._key_fn, t._value_fn, t._unit_fn)
+        extract.setup()
+        valid = timed(f'ExtractAndValidate ({level})', lambda: [
+            out for r, ts in zip(rows, stamps) for out in extract.process(r, ts)])
+    keyed = timed('KeyByUnit', lambda: [(e[0], e[1]) for e in valid])
+    group = cb._GroupByUnitInBundleFn('L')
+
+    def grouping():
+        grouped = []
+        for i in range(0, n, 10_000):
+            group.start_bundle()
+            for e, ts in zip(keyed[i:i + 10_000], stamps[i:i + 10_000]):
+                for _ in group.process(e, ts):
+                    pass
+            grouped.extend(wv.value for wv in group.finish_bundle())
+        return grouped
+    grouped = timed('GroupByUnitInBundle', grouping)
+    bags = collections.defaultdict(_ListBag)
+    bound = cb._BoundContributionsFn(unit, 'L')
+    kept = timed('BoundPerUnit', lambda: [o for e in grouped for o in bound.process(e, bags[e[0]])
+                                          if type(o) is tuple])
+    pre = continual._PreAggregateFn(t.driver)
+    pre.start_bundle()
+    timed('PreAggregate', lambda: ([pre.process(e) for e in kept], list(pre.finish_bundle())))
+    for name, us_per_row in costs.items():
+        print(f'{name:32s} {us_per_row:6.2f} µs/record (CPU)')
+    print(f'kept {len(kept)} of {n} records')
+
+
+def _user(row):
+    return row[1]
+
+
+class _ListBag:
+    def __init__(self):
+        self.items = []
+
+    def read(self):
+        return list(self.items)
+
+    def add(self, value):
+        self.items.append(value)
+
+    def clear(self):
+        self.items = []
+
+
 def _step_of(row, timestamp=_beam().DoFn.TimestampParam):
     return (row[0], (timestamp.micros // 1_000_000 - START) // STEP), 1
 
@@ -208,6 +287,8 @@ def main():
     parser.add_argument('--worker', choices=BRANCHES, help=argparse.SUPPRESS)
     parser.add_argument('--profile', choices=BRANCHES, help='cProfile one branch in-process')
     parser.add_argument('--top', type=int, default=30)
+    parser.add_argument('--stage-costs', action='store_true',
+                        help='CPU µs per record of the entry stages\' DoFns, driven directly')
     parser.add_argument('--beam-options', action='append', default=[])
     parser.add_argument('--before', metavar='DIR',
                         help='also run the beam_dp branches with the beam_dp of this source tree '
@@ -217,6 +298,9 @@ def main():
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args)
+        return
+    if args.stage_costs:
+        stage_costs(args)
         return
     if args.profile:
         import cProfile
