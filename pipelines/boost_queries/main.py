@@ -1,0 +1,39 @@
+"""Thin entrypoint of the Boost-queries job (the Flex Template's FLEX_TEMPLATE_PYTHON_PY_FILE):
+configures logging, parses the command line, builds and runs the graph, and after a local batch
+run prints the budget summary (``summary``)."""
+
+import os
+import sys
+
+if __package__ in (None, ''):
+    # Run as a script (the Flex Template launcher runs this file by path).
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__)))))
+
+# pylint: disable=wrong-import-position
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+
+from pipelines.boost_queries import pipeline as job
+from pipelines.boost_queries import summary
+from pipelines.boost_queries.options import parse_args
+from pipelines.common.launch import configure_logging
+from pipelines.common.launch import run_pipeline
+from pipelines.common.launch import runner_name
+from pipelines.common.launch import with_default_runner
+
+
+def main(argv=None) -> None:
+    configure_logging(argv)
+    args, beam_args = parse_args(argv)
+    options = PipelineOptions(with_default_runner(beam_args))
+    streaming = bool(args.data_subscription) or options.view_as(StandardOptions).streaming
+    if not run_pipeline(job.build_pipeline(args, options), runner_name(options)):
+        return
+    if streaming or not args.output_avro:
+        return
+    print(summary.summarize(args).text())
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,158 @@
+"""Summary of a local run: budget consumed per path and per block, and cumulative budget vs
+queries for Boost (the job's ledger) and its baselines (the pure presets of
+``beam_dp.mechanisms.boost`` run by the pure driver on the same blocks and queries, in the same
+order; evaluation only, not part of the DP job: it reads the input rows). The budget of a query
+is the mean over blocks of its per-block charges (Σ ledger ε / number of blocks), the paper's
+"average budget consumed per block"."""
+
+import collections
+import dataclasses
+import glob
+import os
+from typing import Dict, List, Tuple
+
+import fastavro
+import numpy as np
+
+from beam_dp import noise
+from beam_dp.drivers.boost import BoostDriver
+from beam_dp.io.boost import BoostQueryRecord
+from beam_dp.mechanisms.boost import preset
+from beam_dp.transforms.boost import QUERY
+from beam_dp.transforms.boost import ROW
+from beam_dp.transforms.boost import run_events
+from pipelines.boost_queries import pipeline as job
+from pipelines.boost_queries import sample_data
+
+__all__ = ['BASELINES', 'Summary', 'summarize']
+
+BASELINES = ('laplace', 'exact_cache', 'tree_exact_cache', 'vanilla_pmw', 'pmw_bypass')
+PATHS = {'EXACT': 'exact cache hit (free)', 'R1': 'histogram passed the sparse-vector test',
+         'R2': 'sparse-vector failure, answered with noise', 'R3': 'Laplace (histogram not ready)',
+         'MIXED': 'nodes answered by different paths'}
+
+
+def _read(directory: str, prefix: str) -> List[dict]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, f'{prefix}*.avro'))):
+        with open(path, 'rb') as f:
+            out.extend(fastavro.reader(f))
+    return out
+
+
+def _inputs(args) -> Tuple[list, list]:
+    rows = (sample_data.job_rows() if not args.data_avro else
+            [r for p in sorted(glob.glob(args.data_avro)) for r in fastavro.reader(open(p, 'rb'))])
+    if args.query_avro:
+        queries = [(job.query_time_micros(q, args.blocks), q) for p in sorted(
+            glob.glob(args.query_avro)) for q in fastavro.reader(open(p, 'rb'))]
+    else:
+        queries = sample_data.job_queries()
+    return rows, queries
+
+
+def _cumulative(ledger: List[Tuple[str, float]], order: List[str], blocks: int) -> np.ndarray:
+    per: Dict[str, float] = collections.defaultdict(float)
+    for qid, eps in ledger:
+        per[qid] += eps / blocks
+    return np.cumsum([per.get(q, 0.0) for q in order])
+
+
+def run_baseline(name: str, args, rows, queries, rng) -> List[Tuple[str, float]]:
+    """(query id, ε) ledger of the pure ``name`` preset on the same events."""
+    mech = preset(name, sample_data.N, alpha=args.alpha, beta=args.beta,
+                  epsilon_budget=args.epsilon)
+    start = sample_data.START_SECONDS * 10 ** 6
+    driver = BoostDriver(sample_data.DATASET, sample_data.SHAPE, mech, start,
+                         sample_data.BLOCK_SECONDS * 10 ** 6)
+    from beam_dp.drivers.clock import StepClock  # pylint: disable=import-outside-toplevel
+    clock = StepClock(start, sample_data.BLOCK_SECONDS * 10 ** 6, 0, args.blocks - 1)
+    items = [(ROW, r['event_time_micros'], tuple(r['attributes'])) for r in rows
+             if r['dataset'] == sample_data.DATASET]
+    items += [(QUERY, t, BoostQueryRecord(**q)) for t, q in queries]
+    _, out, _ = run_events(driver, clock, driver.init_state(), items, 2 ** 62, rng)
+    return [(r.query_id, r.epsilon) for r in out if type(r).__name__ == 'BoostLedgerRow']
+
+
+@dataclasses.dataclass
+class Summary:
+    paths: Dict[str, Tuple[int, float]]
+    refusals: Dict[str, int]
+    per_block: Dict[int, Tuple[int, float]]
+    curves: Dict[str, np.ndarray]
+    epsilon: float
+    preset: str
+    plot: str = ''
+    dead_letters: int = 0
+
+    def text(self) -> str:
+        answered = sum(n for n, _ in self.paths.values())
+        lines = [f'Boost queries summary ({answered} answers, {sum(self.refusals.values())} '
+                 f'refusals, preset {self.preset}, ε_G={self.epsilon:g} per block)',
+                 '  budget by path (answers, Σ ε over blocks):']
+        for path, (n, eps) in sorted(self.paths.items()):
+            lines.append(f'    {path:<6} {n:>5}  {eps:9.4f}  {PATHS.get(path, "")}')
+        for reason, n in sorted(self.refusals.items()):
+            lines.append(f'    refused {reason}: {n}')
+        lines.append('  budget by block (public size, ε consumed of ε_G):')
+        for block, (size, eps) in sorted(self.per_block.items()):
+            lines.append(f'    block {block:>3}  n={size:>7}  {eps:8.4f} / {self.epsilon:g}')
+        lines.append('  cumulative budget after all queries (mean ε per block):')
+        for name, curve in self.curves.items():
+            lines.append(f'    {name:<18} {curve[-1] if curve.size else 0.0:9.4f}')
+        lines.append(f'  dead letters: {self.dead_letters}')
+        if self.plot:
+            lines.append(f'  plot: {self.plot}')
+        return '\n'.join(lines)
+
+
+def _plot(curves: Dict[str, np.ndarray], path: str) -> str:
+    try:
+        import matplotlib  # pylint: disable=import-outside-toplevel
+        matplotlib.use('Agg')
+        from matplotlib import pyplot as plt  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return ''
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, curve in curves.items():
+        ax.plot(np.arange(1, curve.size + 1), curve, label=name)
+    ax.set_xlabel('queries')
+    ax.set_ylabel('cumulative budget (mean ε per block)')
+    ax.set_title('Boost vs baselines (same blocks, same Zipf queries)')
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def summarize(args) -> Summary:
+    out = args.output_avro
+    answers, ledger = _read(out, 'answers'), _read(out, 'ledger')
+    path_of = {a['query_id']: a['path'] for a in answers if not a['replay']}
+    paths: Dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
+    for a in answers:
+        if not a['replay']:
+            paths[a['path']][0] += 1
+    for row in ledger:
+        paths[path_of.get(row['query_id'], '?')][1] += row['epsilon']
+    per_block = {b['block']: [b['size'], 0.0] for b in _read(out, 'blocks')}
+    for row in ledger:
+        per_block.setdefault(row['block'], [0, 0.0])[1] = max(
+            per_block[row['block']][1], row['consumed'])
+    refusals = collections.Counter(r['reason'] for r in _read(out, 'refusals'))
+    rows, queries = _inputs(args)
+    order = [q['query_id'] for _, q in sorted(queries, key=lambda t: (t[0], t[1]['query_id']))]
+    curves = {f'{args.preset} (job)': _cumulative(
+        [(r['query_id'], r['epsilon']) for r in ledger], order, args.blocks)}
+    if not args.no_baselines:
+        rng = noise.noise_source('boost_queries.summary', noise_key=args.noise_key)
+        for name in BASELINES:
+            if name != args.preset:
+                curves[name] = _cumulative(run_baseline(name, args, rows, queries, rng), order,
+                                           args.blocks)
+    plot = _plot(curves, os.path.join(out, 'budget_vs_queries.png'))
+    dead = len(_read(args.dead_letter_avro or out, 'dead_letters'))
+    return Summary({k: tuple(v) for k, v in paths.items()}, dict(refusals),
+                   {k: tuple(v) for k, v in per_block.items()}, curves, args.epsilon,
+                   args.preset, plot, dead)
