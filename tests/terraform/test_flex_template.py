@@ -39,6 +39,11 @@ EXPECTED_PARAMETERS = {
         "input_subscription", "output_topic", "ledger_topic", "dead_letter_topic", "epsilon",
         "end_seconds", "input_avro", "output_avro", "dead_letter_avro",
     },
+    "boost_queries": {
+        "data_subscription", "query_subscription", "output_topic", "dead_letter_topic", "epsilon",
+        "alpha", "beta", "preset", "blocks", "data_avro", "query_avro", "output_avro",
+        "dead_letter_avro", "noise_key",
+    },
 }
 OPTIONAL_PARAMETERS = {
     "continual_counts": {"allowed_lateness_seconds", "horizon_steps", "mechanism", "estimator",
@@ -51,6 +56,9 @@ OPTIONAL_PARAMETERS = {
                      "dead_letter_avro", "noise_key"},
     "erm_digits": {"input_subscription", "output_topic", "ledger_topic", "dead_letter_topic",
                    "end_seconds", "input_avro", "output_avro", "dead_letter_avro"},
+    "boost_queries": {"data_subscription", "query_subscription", "output_topic",
+                      "dead_letter_topic", "alpha", "beta", "preset", "blocks", "data_avro",
+                      "query_avro", "output_avro", "dead_letter_avro", "noise_key"},
 }
 
 
@@ -262,6 +270,23 @@ CASES = {
         "input_avro": (GCS_GOOD, GCS_BAD),
         "output_avro": (GCS_GOOD, GCS_BAD),
         "dead_letter_avro": (GCS_GOOD, GCS_BAD),
+    },
+    "boost_queries": {
+        "data_subscription": (SUBSCRIPTION_GOOD, SUBSCRIPTION_BAD),
+        "query_subscription": (SUBSCRIPTION_GOOD, SUBSCRIPTION_BAD),
+        "output_topic": (TOPIC_GOOD, TOPIC_BAD),
+        "dead_letter_topic": (TOPIC_GOOD, TOPIC_BAD),
+        "epsilon": (POSITIVE_DECIMAL_GOOD, POSITIVE_DECIMAL_BAD),
+        "alpha": (POSITIVE_DECIMAL_GOOD, POSITIVE_DECIMAL_BAD),
+        "beta": (OPEN_UNIT_GOOD, OPEN_UNIT_BAD),
+        "preset": (["tree_pmw_bypass", "laplace", "tree_pmw_bypass_warm"],
+                   ["", "Laplace", "tree", "laplace ", "pmw"]),
+        "blocks": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
+        "data_avro": (GCS_GOOD, GCS_BAD),
+        "query_avro": (GCS_GOOD, GCS_BAD),
+        "output_avro": (GCS_GOOD, GCS_BAD),
+        "dead_letter_avro": (GCS_GOOD, GCS_BAD),
+        "noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
     },
 }
 
