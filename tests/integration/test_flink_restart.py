@@ -56,6 +56,7 @@ class Cluster:
                         BEAM_DP_FLINK_CONF_EXTRA='heartbeat.interval: 2000\n'
                                                  'heartbeat.timeout: 8000\n')
         self.workdir = workdir
+        self.seen = set()
         self.url = 'http://127.0.0.1:%d' % self.rest_port
 
     def run(self, command):
@@ -74,14 +75,27 @@ class Cluster:
             time.sleep(0.1)
 
     def running_job(self, timeout=180):
+        """The id of the job just submitted: a RUNNING job not seen by an earlier call."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             jobs = requests.get(self.url + '/jobs/overview', timeout=5).json()['jobs']
-            running = [j['jid'] for j in jobs if j['state'] == 'RUNNING']
+            running = [j['jid'] for j in jobs
+                       if j['state'] == 'RUNNING' and j['jid'] not in self.seen]
             if running:
+                self.seen.add(running[0])
                 return running[0]
             time.sleep(1)
-        raise AssertionError('no running Flink job after %ss' % timeout)
+        raise AssertionError('no new running Flink job after %ss' % timeout)
+
+    def cancel(self, result, jid, timeout=60):
+        """Cancels the job and waits until Flink has released it (its slot)."""
+        if jid is None or self.state(jid) == 'RUNNING':
+            result.cancel()
+        deadline = time.monotonic() + timeout
+        while jid is not None and time.monotonic() < deadline:
+            if self.state(jid) in ('CANCELED', 'FINISHED', 'FAILED'):
+                return
+            time.sleep(0.5)
 
     def completed_checkpoints(self, jid):
         counts = requests.get(self.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
@@ -154,6 +168,11 @@ def submit(cluster, broker, topic_in, topic_out, start, extra=()):
              typing.Tuple[bytes, bytes])
          | 'WriteReleases' >> WriteToKafka(producer_config={'bootstrap.servers': broker.bootstrap},
                                            topic=topic_out, expansion_service=service))
+    _ = (out.dead_letter      # diagnostics: why a record was not counted (late, ...)
+         | 'EncodeDead' >> beam.Map(lambda d: (b'', f'{d.stage}: {d.reason}'.encode()))
+         .with_output_types(typing.Tuple[bytes, bytes])
+         | 'WriteDead' >> WriteToKafka(producer_config={'bootstrap.servers': broker.bootstrap},
+                                       topic=topic_out + '-dead', expansion_service=service))
     return p.run()
 
 
@@ -177,7 +196,15 @@ def by_step(releases):
     return out
 
 
-def check_equal(got, reference, start, stopped_after):
+def dead_letters(broker, topic_out):
+    reader = ks.TopicReader(broker.bootstrap, topic_out + '-dead')
+    try:
+        return [v.decode()[:120] for _, v in reader.poll()]
+    finally:
+        reader.close()
+
+
+def check_equal(got, reference, start, stopped_after, dead=()):
     """got == reference, with a readable diff (and the true counts) when not."""
     true = {}
     for key, _, t in kf.events(start):
@@ -186,20 +213,21 @@ def check_equal(got, reference, start, stopped_after):
     diff = [(k, got.get(k), reference.get(k), true.get(k, 0))
             for k in sorted(set(got) | set(reference)) if got.get(k) != reference.get(k)]
     assert not diff, ('(key, step), this run, uninterrupted run, true count; %d releases before '
-                      'the interruption: %s' % (stopped_after, diff))
+                      'the interruption: %s; dead letters: %s' % (stopped_after, diff, dead))
 
 
 def uninterrupted(cluster, broker, topic_in, start, name):
     """The same job on the same (now complete) topic, not interrupted: the reference."""
-    broker.create_topics(name)
+    broker.create_topics(name, name + '-dead')
     reader = ks.TopicReader(broker.bootstrap, name)
-    result = submit(cluster, broker, topic_in, name, start)
+    result, jid = submit(cluster, broker, topic_in, name, start), None
     try:
+        jid = cluster.running_job()
         got = wait_distinct(reader, EXPECTED, timeout=240)
         time.sleep(3)
         got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
     finally:
-        result.cancel()
+        cluster.cancel(result, jid)
         reader.close()
     assert len(got) == EXPECTED, 'the uninterrupted run released a step twice'
     return by_step(got)
@@ -208,13 +236,13 @@ def uninterrupted(cluster, broker, topic_in, start, name):
 def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker):
     began = time.monotonic()
     topic_in, topic_out = 'restart-in', 'restart-out'
-    broker.create_topics(topic_in, topic_out)
+    broker.create_topics(topic_in, topic_out, topic_out + '-dead')
     start = int(time.time()) + 5
     producer = threading.Thread(target=produce_in_real_time,
                                 args=(broker.bootstrap, topic_in, start), daemon=True)
     producer.start()
     reader = ks.TopicReader(broker.bootstrap, topic_out)
-    result = submit(cluster, broker, topic_in, topic_out, start)
+    result, jid = submit(cluster, broker, topic_in, topic_out, start), None
     try:
         jid = cluster.running_job()
         before = wait_distinct(reader, 2 * len(kf.KEYS), timeout=240)   # two steps released
@@ -232,7 +260,7 @@ def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker)
         got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
         restarts = requests.get(cluster.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
     finally:
-        result.cancel()
+        cluster.cancel(result, jid)
         reader.close()
     producer.join()
     print(f'restart run: {time.monotonic() - began:.1f}s; {killed_after} releases before the '
@@ -241,7 +269,8 @@ def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker)
     assert restarts.get('latest', {}).get('restored'), 'the job did not restore a checkpoint'
     interrupted = by_step(got)
     reference = uninterrupted(cluster, broker, topic_in, start, 'restart-reference')
-    check_equal(interrupted, reference, start, killed_after)
+    check_equal(interrupted, reference, start, killed_after,
+                dead_letters(broker, topic_out) + dead_letters(broker, 'restart-reference'))
     print(f'restart test: {time.monotonic() - began:.1f}s')
 
 
@@ -263,13 +292,13 @@ def stop_with_savepoint(cluster, jid, directory):
 def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path):
     began = time.monotonic()
     topic_in, topic_out = 'savepoint-in', 'savepoint-out'
-    broker.create_topics(topic_in, topic_out)
+    broker.create_topics(topic_in, topic_out, topic_out + '-dead')
     start = int(time.time()) + 5
     producer = threading.Thread(target=produce_in_real_time,
                                 args=(broker.bootstrap, topic_in, start), daemon=True)
     producer.start()
     reader = ks.TopicReader(broker.bootstrap, topic_out)
-    result = submit(cluster, broker, topic_in, topic_out, start)
+    result, jid = submit(cluster, broker, topic_in, topic_out, start), None
     try:
         jid = cluster.running_job()
         wait_distinct(reader, 2 * len(kf.KEYS), timeout=240)
@@ -281,22 +310,24 @@ def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path)
         time.sleep(2)
         first = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
     finally:
-        result.cancel() if str(result.state) == 'RUNNING' else None
+        cluster.cancel(result, jid)
     stopped_after = len({(r['key'], r['step']) for r in first})
     assert stopped_after < EXPECTED, 'the job finished before the stop: nothing tested'
-    result = submit(cluster, broker, topic_in, topic_out, start,
-                    extra=['--savepoint_path=' + location])
+    result, jid = submit(cluster, broker, topic_in, topic_out, start,
+                         extra=['--savepoint_path=' + location]), None
     try:
+        jid = cluster.running_job()
         got = wait_distinct(reader, EXPECTED, timeout=300)
         time.sleep(3)
         got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
     finally:
-        result.cancel()
+        cluster.cancel(result, jid)
         reader.close()
     producer.join()
     print(f'savepoint run: {time.monotonic() - began:.1f}s; {stopped_after} releases before the '
           f'stop, {len(got)} records in all')
     resumed = by_step(got)
     reference = uninterrupted(cluster, broker, topic_in, start, 'savepoint-reference')
-    check_equal(resumed, reference, start, stopped_after)
+    check_equal(resumed, reference, start, stopped_after,
+                dead_letters(broker, topic_out) + dead_letters(broker, 'savepoint-reference'))
     print(f'savepoint test: {time.monotonic() - began:.1f}s')
