@@ -32,6 +32,7 @@ import typing
 import uuid
 
 import fastavro
+import pytest
 from apache_beam.io.kafka import ReadFromKafka
 from apache_beam.transforms.external import ExternalTransform
 from apache_beam.transforms.external import JavaJarExpansionService
@@ -202,6 +203,16 @@ class KafkaBroker:
                 self.process.wait()
         self.process = None
         shutil.rmtree(os.path.join(self.workdir, 'data'), ignore_errors=True)
+
+
+@pytest.fixture(scope='module')
+def broker(tmp_path_factory):
+    """A KafkaBroker for the test module (import this name into the module to use it)."""
+    b = KafkaBroker(str(tmp_path_factory.mktemp('kafka'))).start()
+    try:
+        yield b
+    finally:
+        b.stop()
 
 
 def producer(bootstrap: str):

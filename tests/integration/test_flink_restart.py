@@ -32,6 +32,7 @@ from beam_dp import PrivacyBudget
 from tests import runners
 from tests.integration import kafka_support as ks
 from tests.integration import test_kafka_flink as kf
+from tests.integration.kafka_support import broker  # noqa: F401  (module fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.flink, runners.requires_flink,
               ks.requires_kafka]
@@ -113,15 +114,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.run('stop')
-
-
-@pytest.fixture(scope='module')
-def broker(tmp_path_factory):
-    b = ks.KafkaBroker(str(tmp_path_factory.mktemp('kafka'))).start()
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -216,33 +208,53 @@ def check_equal(got, reference, start, stopped_after, dead=()):
                       'the interruption: %s; dead letters: %s' % (stopped_after, diff, dead))
 
 
+def run_to_completion(cluster, reader, result, timeout):
+    """all_releases of the job just submitted; then the job is cancelled and the reader closed."""
+    jid = None
+    try:
+        jid = cluster.running_job()
+        return all_releases(reader, timeout)
+    finally:
+        cluster.cancel(result, jid)
+        reader.close()
+
+
 def uninterrupted(cluster, broker, topic_in, start, name):
     """The same job on the same (now complete) topic, not interrupted: the reference."""
     broker.create_topics(name, name + '-dead')
     reader = ks.TopicReader(broker.bootstrap, name)
-    result, jid = submit(cluster, broker, topic_in, name, start), None
-    try:
-        jid = cluster.running_job()
-        got = wait_distinct(reader, EXPECTED, timeout=240)
-        time.sleep(3)
-        got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
-    finally:
-        cluster.cancel(result, jid)
-        reader.close()
+    got = run_to_completion(cluster, reader, submit(cluster, broker, topic_in, name, start), 240)
     assert len(got) == EXPECTED, 'the uninterrupted run released a step twice'
     return by_step(got)
 
 
-def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker):
-    began = time.monotonic()
-    topic_in, topic_out = 'restart-in', 'restart-out'
+def real_time_job(cluster, broker, name):
+    """Topics <name>-in/-out/-out-dead, a producer thread sending the events in real time from
+    5 s from now, a reader of the releases and the job submitted: (topics, start, producer,
+    reader, result)."""
+    topic_in, topic_out = name + '-in', name + '-out'
     broker.create_topics(topic_in, topic_out, topic_out + '-dead')
     start = int(time.time()) + 5
     producer = threading.Thread(target=produce_in_real_time,
                                 args=(broker.bootstrap, topic_in, start), daemon=True)
     producer.start()
     reader = ks.TopicReader(broker.bootstrap, topic_out)
-    result, jid = submit(cluster, broker, topic_in, topic_out, start), None
+    return (topic_in, topic_out), start, producer, reader, submit(
+        cluster, broker, topic_in, topic_out, start)
+
+
+def all_releases(reader, timeout):
+    """Every release record once all EXPECTED releases are there, and 3 s more (duplicates)."""
+    wait_distinct(reader, EXPECTED, timeout=timeout)
+    time.sleep(3)
+    return [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
+
+
+def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker):
+    began = time.monotonic()
+    (topic_in, topic_out), start, producer, reader, result = real_time_job(
+        cluster, broker, 'restart')
+    jid = None
     try:
         jid = cluster.running_job()
         before = wait_distinct(reader, 2 * len(kf.KEYS), timeout=240)   # two steps released
@@ -255,9 +267,7 @@ def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker)
         killed_after = len({(r['key'], r['step']) for r in before})
         time.sleep(2)
         cluster.run('start')                          # starts the missing TaskManager only
-        got = wait_distinct(reader, EXPECTED, timeout=300)
-        time.sleep(3)
-        got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
+        got = all_releases(reader, timeout=300)
         restarts = requests.get(cluster.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
     finally:
         cluster.cancel(result, jid)
@@ -291,14 +301,9 @@ def stop_with_savepoint(cluster, jid, directory):
 
 def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path):
     began = time.monotonic()
-    topic_in, topic_out = 'savepoint-in', 'savepoint-out'
-    broker.create_topics(topic_in, topic_out, topic_out + '-dead')
-    start = int(time.time()) + 5
-    producer = threading.Thread(target=produce_in_real_time,
-                                args=(broker.bootstrap, topic_in, start), daemon=True)
-    producer.start()
-    reader = ks.TopicReader(broker.bootstrap, topic_out)
-    result, jid = submit(cluster, broker, topic_in, topic_out, start), None
+    (topic_in, topic_out), start, producer, reader, result = real_time_job(
+        cluster, broker, 'savepoint')
+    jid = None
     try:
         jid = cluster.running_job()
         wait_distinct(reader, 2 * len(kf.KEYS), timeout=240)
@@ -313,16 +318,8 @@ def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path)
         cluster.cancel(result, jid)
     stopped_after = len({(r['key'], r['step']) for r in first})
     assert stopped_after < EXPECTED, 'the job finished before the stop: nothing tested'
-    result, jid = submit(cluster, broker, topic_in, topic_out, start,
-                         extra=['--savepoint_path=' + location]), None
-    try:
-        jid = cluster.running_job()
-        got = wait_distinct(reader, EXPECTED, timeout=300)
-        time.sleep(3)
-        got = [ks.avro_decode(ks.RELEASE_SCHEMA, v) for _, v in reader.poll()]
-    finally:
-        cluster.cancel(result, jid)
-        reader.close()
+    got = run_to_completion(cluster, reader, submit(cluster, broker, topic_in, topic_out, start,
+                                                    extra=['--savepoint_path=' + location]), 300)
     producer.join()
     print(f'savepoint run: {time.monotonic() - began:.1f}s; {stopped_after} releases before the '
           f'stop, {len(got)} records in all')

@@ -25,6 +25,7 @@ from beam_dp import PrivacyBudget
 from beam_dp.testing import reference_releases
 from tests import runners
 from tests.integration import kafka_support as ks
+from tests.integration.kafka_support import broker  # noqa: F401  (module fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.flink, runners.requires_flink,
               ks.requires_kafka]
@@ -68,15 +69,6 @@ def flink_kafka_options():
     jar = ks.flink_kafka_job_server_jar()
     return [a if not a.startswith('--flink_job_server_jar=') else '--flink_job_server_jar=' + jar
             for a in runners.flink_options(streaming=True)]
-
-
-@pytest.fixture(scope='module')
-def broker(tmp_path_factory):
-    b = ks.KafkaBroker(str(tmp_path_factory.mktemp('kafka'))).start()
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 def wait_for_releases(reader, expected_count, timeout, result=None):
