@@ -23,7 +23,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from tests import families
 
-__all__ = ['Harness', 'entry_fn']
+__all__ = ['Harness', 'entry_fn', 'stage_fn']
 
 
 class _Finder(beam.pipeline.PipelineVisitor):
@@ -40,18 +40,24 @@ class _Finder(beam.pipeline.PipelineVisitor):
 def entry_fn(name, stage='ExtractAndValidate', **kw):
     """(transform, the stage's DoFn as a worker gets it: pickled, unpickled, set up)."""
     transform = families.build(name, **kw)
+    return transform, stage_fn(transform, stage, families.kind(name) == 'growing')
+
+
+def stage_fn(transform, stage, growing=False):
+    """The DoFn of ``transform``'s stage ``stage`` as a worker gets it (pickled, unpickled,
+    set up)."""
     pipeline = beam.Pipeline(runner='BundleBasedDirectRunner')
-    if families.kind(name) == 'growing':
+    if growing:
         _ = (pipeline | 'D' >> beam.Create([1]), pipeline | 'Q' >> beam.Create([])) | transform
     else:
         _ = pipeline | beam.Create([('a', 1, 'u')]) | transform
     finder = _Finder(stage)
     pipeline.visit(finder)
-    assert len(finder.found) == 1, (name, stage, finder.found)
+    assert len(finder.found) == 1, (transform, stage, finder.found)
     fn = pickler.loads(pickler.dumps(finder.found[0]))
     if hasattr(fn, 'setup'):
         fn.setup()
-    return transform, fn
+    return fn
 
 
 class _Cell:
