@@ -30,10 +30,9 @@ Noise address: ``rng.derive(label)``, then the driver's ('boost', dataset, query
 mechanism's (node, purpose); with ``noise_key=`` a re-run is bit-identical.
 """
 
-import dataclasses
 import operator
 import typing
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.coders import BooleanCoder
@@ -49,6 +48,10 @@ from apache_beam.utils.timestamp import Timestamp
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.boost import BoostDriver
+from beam_dp.drivers.boost_events import QUERY
+from beam_dp.drivers.boost_events import ROW
+from beam_dp.drivers.boost_events import refuse_waiting
+from beam_dp.drivers.boost_events import run_events
 from beam_dp.drivers.clock import require_public_end
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
@@ -69,11 +72,14 @@ __all__ = [
     'BOOST_DOCS',
     'BoostOutputs',
     'BoostQueries',
+    'QUERY',
+    'ROW',
     'parse_query',
+    'refuse_waiting',
+    'run_events',
 ]
 
 REFUSALS, LEDGER, BLOCKS = 'refusals', 'ledger', 'blocks'
-ROW, QUERY = 'row', 'query'
 _QUERY_TYPES = {'query_id': str, 'dataset': str, 'subsets': list, 'vector': list,
                 'first_block': int, 'last_block': int, 'latest': int}
 
@@ -289,44 +295,6 @@ class _AnswerFn(shell.DriverFn):
         pending.clear()
         wake_timer.clear()
         yield from _route(self._label, out)
-
-
-def run_events(driver: BoostDriver, clock, state, items: List[tuple], upto: int, rng):
-    """THE order of a dataset's events up to event time ``upto`` (the DoFn's timer and the pure
-    reference share it): rows of blocks not yet sealed are added; then, in time order, each
-    block seal (at end + lateness) and each group of queries stamped at one instant (in
-    query-id order, by the driver); a seal and a query group at the same instant: seal first.
-    Returns (state, outputs, items not yet due)."""
-    state, rejected = driver.add_rows(state, [(i[1], i[2]) for i in items if i[0] == ROW])
-    queries = sorted((i for i in items if i[0] == QUERY and i[1] <= upto),
-                     key=lambda i: (i[1], i[2].query_id))
-    rest = [i for i in items if i[0] == QUERY and i[1] > upto]
-    out: List[Any] = list(rejected)
-    last = clock.last_step
-    for t in sorted({i[1] for i in queries}) + [None]:
-        watermark = (upto if t is None else t) - clock.allowed_lateness_micros
-        if last is not None:
-            watermark = min(watermark, driver.block_end(last))
-        state, sealed = driver.seal_until(state, watermark, rng)
-        out.extend(sealed)
-        if t is not None:
-            state, answered = driver.submit(state, [i[2] for i in queries if i[1] == t], rng)
-            out.extend(answered)
-        if last is not None and state.mech.num_blocks > last:
-            state, refused = refuse_waiting(driver, state)
-            out.extend(refused)
-    return state, out, rest
-
-
-def refuse_waiting(driver: BoostDriver, state):
-    """At the end of input: every query still waiting for an unsealed block is refused
-    ('window_not_sealed'), in query-id order."""
-    out: List[Any] = []
-    waiting, state = state.pending, dataclasses.replace(state, pending=())
-    for q in waiting:
-        state, rows = driver._finish(state, q, 'window_not_sealed', None)  # pylint: disable=protected-access
-        out.extend(rows)
-    return state, out
 
 
 def _route(label: str, out):

@@ -20,9 +20,7 @@ stamped just after its last block is sealed.
 """
 
 import itertools
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 

@@ -15,7 +15,6 @@ import functools
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.coders import FastPrimitivesCoder
 from apache_beam.internal import pickler
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms.window import TimestampedValue
@@ -38,6 +37,9 @@ from beam_dp.transforms.boost import refuse_waiting
 from beam_dp.transforms.boost import run_events
 from tests.fuzz import strategies as fz
 from tests.fuzz.harness import _Finder
+from tests.fuzz.test_erm_fuzz import _PIPELINE_MICROS
+from tests.fuzz.test_erm_fuzz import _encodable
+from tests.fuzz.test_erm_fuzz import _equal
 
 pytestmark = pytest.mark.fuzz
 
@@ -131,18 +133,6 @@ def test_query_extraction_one_outcome(query, micros):
         assert valid or dead[0].reason.startswith('query field'), dead
 
 
-_PIPELINE_MICROS = st.one_of(st.integers(fz.START, fz.END - 1), st.integers(fz.START, fz.END - 1),
-                             st.integers(-10 ** 9, 10 ** 9 + fz.END))
-
-
-def _encodable(item) -> bool:
-    try:
-        FastPrimitivesCoder().encode(item[0])
-        return True
-    except Exception:  # pylint: disable=broad-except
-        return False
-
-
 _FIXED_QUERIES = [(3_500_000, BoostQueryRecord('a', 'covid', [[1], []], [], 0, 2, 0)),
                   (9_500_000, BoostQueryRecord('b', 'flu', [[], [0, 2]], [], 0, 8, 0)),
                   (9_700_000, BoostQueryRecord('c', 'covid', [[0], [1]], [], 0, 0, 4))]
@@ -180,10 +170,6 @@ def test_through_the_pipeline_input_is_kept_plus_dead_lettered(batch):
                     lambda counts: _equal(counts, [refused]), label='DeadCount')
         assert_that(out.answers | beam.Map(lambda r: (r.dataset, r.query_id, r.value)),
                     lambda got: _equal(sorted(got), sorted(want)), label='Answers')
-
-
-def _equal(got, want):
-    assert list(got) == list(want), (len(got), len(want), got, want)
 
 
 def test_a_sanity_case_is_kept():
