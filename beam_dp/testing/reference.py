@@ -31,6 +31,8 @@ def reference_releases(driver: KeyedReleaseDriver, label: str, seed: int,
     """{(key, step): per-bin released values} for steps 0..steps-1 (public keys).
 
     Args:
+      seed: the ``testing_seed``, or the transform's random source (``transform.rng``, e.g. a
+        ``KeyedRandom`` for a ``noise_key``: the releases a run with that key emits).
       contributions: (key, step, value) after bounding: value is the raw record value for sums
         (it is clamped and snapped by the driver), the bin label for histograms, ignored for
         counts.
@@ -40,7 +42,7 @@ def reference_releases(driver: KeyedReleaseDriver, label: str, seed: int,
         micros = driver.clock.step_bounds(step)[0]
         _, _, shard, flat, units = driver.extract(key, micros, value, _identity)
         per_step[(shard, step)][flat] += units
-    base = noise.seeded(seed)
+    base = seed if isinstance(seed, noise.RandomSource) else noise.seeded(seed)
     out = {}
     for shard in range(driver.layout.num_shards):
         state = driver.init_shard(shard)
