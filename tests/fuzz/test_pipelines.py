@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 
 from beam_dp import PrivacyBudget
 from beam_dp import Release
-from beam_dp.drivers.dynamic import parse_update
 from beam_dp.io.records import DeadLetter
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery
