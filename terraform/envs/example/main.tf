@@ -136,6 +136,7 @@ module "continual_counts_job" {
     max_keys_per_unit          = tostring(var.continual_counts.max_keys_per_unit)
     max_steps_per_unit         = tostring(var.continual_counts.max_steps_per_unit)
     horizon_steps              = var.continual_counts.horizon_steps == null ? null : tostring(var.continual_counts.horizon_steps)
+    mechanism                  = var.continual_counts.mechanism
     estimator                  = var.continual_counts.estimator
     timestamp_attribute        = var.continual_counts.timestamp_attribute
     input_avro                 = var.continual_counts.input_avro

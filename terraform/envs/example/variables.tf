@@ -118,7 +118,8 @@ variable "continual_counts" {
     max_keys_per_unit          = optional(number, 1)
     max_steps_per_unit         = optional(number, 1)
     horizon_steps              = optional(number)
-    estimator                  = optional(string, "variance_reduced")
+    mechanism                  = optional(string, "auto")
+    estimator                  = optional(string)
     timestamp_attribute        = optional(string)
     input_avro                 = optional(string)
     output_avro                = optional(string)
@@ -164,8 +165,12 @@ variable "continual_counts" {
     error_message = "continual_counts.horizon_steps must be null (unbounded) or a positive integer."
   }
   validation {
-    condition     = contains(["textbook", "variance_reduced"], var.continual_counts.estimator)
-    error_message = "continual_counts.estimator must be \"textbook\" or \"variance_reduced\"."
+    condition     = contains(["auto", "blt", "kary_tree", "binary_tree", "infinite_tree", "per_step"], var.continual_counts.mechanism)
+    error_message = "continual_counts.mechanism must be one of auto, blt, kary_tree, binary_tree, infinite_tree, per_step."
+  }
+  validation {
+    condition     = var.continual_counts.estimator == null || contains(["textbook", "variance_reduced"], coalesce(var.continual_counts.estimator, "none"))
+    error_message = "continual_counts.estimator must be null, \"textbook\" or \"variance_reduced\"."
   }
   validation {
     condition     = var.continual_counts.timestamp_attribute == null || can(regex("^[a-zA-Z][-_.~+%a-zA-Z0-9]{0,255}$", var.continual_counts.timestamp_attribute))
