@@ -7,8 +7,9 @@ subprocesses on the streaming DirectRunner (``BundleBasedDirectRunner``, named e
 switching DirectRunner would first try Prism), each on its own subscription of one input topic:
 
 * ε = 10⁶ (noise ≪ 1): every release equals the true running count;
-* ε = 1 with ``--testing_seed``: every release equals ``reference_releases`` (same noise,
-  release for release) and lies within 6·noise_stddev of the truth.
+* ε = 1 with ``--noise_key=file:...`` (a secret noise key; the jobs take no seed): every release
+  equals ``reference_releases`` driven by the same keyed source (same noise, release for
+  release) and lies within 6·noise_stddev of the truth.
 
 It publishes a realistic stream: each step's rides (Avro, event time in the ``event_time``
 attribute, epoch millis) in real time at the start of their step, a rider riding twice in one
@@ -25,6 +26,7 @@ allowed lateness, and rides are published ~4-6 s before their step is released.
 """
 
 import collections
+import hashlib
 import os
 import signal
 import socket
@@ -190,6 +192,14 @@ class _Pubsub:
                 'ack_ids': [m.ack_id for m in response.received_messages]})
 
 
+def _noise_key_file(tmp_path):
+    """A 32-byte secret noise key in a file (the same for every job of the test)."""
+    path = tmp_path / 'noise.key'
+    if not path.exists():
+        path.write_bytes(hashlib.sha256(f'beam_dp e2e {SEED}'.encode()).digest())
+    return path
+
+
 class _Job:
     """One ``python -m pipelines.continual_counts`` subprocess and its topics."""
 
@@ -214,7 +224,7 @@ class _Job:
             f'--allowed_lateness_seconds={LATENESS_SECONDS}',
             f'--public_keys={",".join(STATIONS)}',
             f'--start={start}', f'--end={end}',
-            f'--testing_seed={SEED}',
+            f'--noise_key=file:{_noise_key_file(tmp_path)}',
             '--progress_every=50',
         ]
         self.proc = None
@@ -283,6 +293,7 @@ def test_continual_counts_end_to_end_on_the_pubsub_emulator(emulator, tmp_path):
     from beam_dp import ContinualCountPerKey  # pylint: disable=import-outside-toplevel
     from beam_dp import PrivacyBudget  # pylint: disable=import-outside-toplevel
     from beam_dp import UserLevel  # pylint: disable=import-outside-toplevel
+    from beam_dp import noise  # pylint: disable=import-outside-toplevel
     from beam_dp.testing import reference_releases  # pylint: disable=import-outside-toplevel
 
     began = time.monotonic()
@@ -399,7 +410,8 @@ def test_continual_counts_end_to_end_on_the_pubsub_emulator(emulator, tmp_path):
             public_keys=STATIONS, start=start, step=STEP_SECONDS, end=end,
             budget=PrivacyBudget(epsilon=1.0), privacy_unit=unit,
             allowed_lateness=LATENESS_SECONDS, key_fn=lambda r: r.station).driver
-        reference = reference_releases(spec, 'ContinualCountPerStation', SEED,
+        keyed = noise.KeyedRandom(f'file:{_noise_key_file(tmp_path)}')
+        reference = reference_releases(spec, 'ContinualCountPerStation', keyed,
                                        [(k, s, None) for k, s in truth_events], steps=STEPS)
 
         for job in jobs:
