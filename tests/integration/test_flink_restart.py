@@ -43,7 +43,7 @@ SECONDS = 40                      # of real-time events: 8 steps of 5 s
 LATENESS = 5                      # allowed lateness (s): covers the producer -> reader latency
 KEY_ENV = 'BEAM_DP_RESTART_TEST_NOISE_KEY'
 LABEL = 'RestartCounts'
-LEAD = 45                         # s from submission to the first event (job start ~20-30 s)
+LEAD = 60                         # s from submission to the first event (tasks up: ~30-45 s)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER = os.path.join(ROOT, '.ci', 'flink_cluster.sh')
 EXPECTED = len(kf.KEYS) * SECONDS // kf.STEP
@@ -101,6 +101,11 @@ class Cluster:
             if self.state(jid) in ('CANCELED', 'FINISHED', 'FAILED'):
                 return
             time.sleep(0.5)
+
+    def tasks_running(self, jid):
+        """Every task of the job deployed and running (or already finished, e.g. Impulse)."""
+        vertices = requests.get(self.url + '/jobs/' + jid, timeout=5).json().get('vertices', [])
+        return bool(vertices) and all(v['status'] in ('RUNNING', 'FINISHED') for v in vertices)
 
     def completed_checkpoints(self, jid):
         counts = requests.get(self.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
@@ -255,8 +260,9 @@ def real_time_job(cluster, broker, name):
     reader = ks.TopicReader(broker.bootstrap, topic_out)
     result = submit(cluster, broker, topic_in, topic_out, start)
     jid = cluster.running_job()
-    while cluster.completed_checkpoints(jid) < 1 and time.time() < start:
+    while not cluster.tasks_running(jid) and time.time() < start:
         time.sleep(0.5)
+    time.sleep(5)                                     # the Kafka reader opens in the source task
     assert time.time() < start, 'the job took more than %d s to start' % LEAD
     producer = threading.Thread(target=produce_in_real_time,
                                 args=(broker.bootstrap, topic_in, start), daemon=True)
