@@ -20,7 +20,7 @@ from beam_dp.accounting import SWAP_ONE
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.pmw import PrivateMultiplicativeWeights
 from beam_dp.noise import RandomSource
-from beam_dp.noise.extra_samplers import grid_laplace
+from beam_dp.noise.real_laplace import grid_laplace
 from beam_dp.queries import LinearQuery
 
 __all__ = [

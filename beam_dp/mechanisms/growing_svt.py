@@ -16,7 +16,7 @@ round at the next query after each halt.
 
 Exact noise on a grid (docs/privacy_model.md). Statistics are floored onto the public grid
 2^-k_t with k_t = ``grid_bits(1/t)`` and compared in integers; ν and the numeric answer are
-exact discrete Laplace calibrated to the grid sensitivity (``beam_dp.noise.extra_samplers``:
+exact discrete Laplace calibrated to the grid sensitivity (``beam_dp.noise.real_laplace``:
 cost exactly as the paper's continuous noise). η lives on the grid 2^-j with
 ξ_{t₀}Δ_{t₀}·2^j ≥ 2^10 (t₀ = round start) and has scale ``ETA_SCALE`` = 2·(1 + 2^-7): the
 proof shifts η by ξ_{t₀}Δ_{t₀}; on the grids the shift needed is at most
@@ -37,11 +37,11 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.noise import RandomSource
-from beam_dp.noise.extra_samplers import discrete_laplace_any
-from beam_dp.noise.extra_samplers import floor_to_grid
-from beam_dp.noise.extra_samplers import from_grid
-from beam_dp.noise.extra_samplers import grid_bits
-from beam_dp.noise.extra_samplers import grid_laplace_scale
+from beam_dp.noise.real_laplace import discrete_laplace_any
+from beam_dp.noise.real_laplace import floor_to_grid
+from beam_dp.noise.real_laplace import from_grid
+from beam_dp.noise.real_laplace import grid_bits
+from beam_dp.noise.real_laplace import grid_laplace_scale
 from beam_dp.queries import LinearQuery
 
 __all__ = [

@@ -41,8 +41,10 @@ _INT64_MAX = (1 << 63) - 1
 Rational = Union[int, float, fractions.Fraction]
 
 
-def as_rational_up(x: Rational, name: str = 'scale') -> fractions.Fraction:
-    """``x`` as a Fraction with denominator ≤ 2**SCALE_GRID_BITS, rounded up (never down)."""
+def as_rational_up(x: Rational, name: str = 'scale', cap: bool = True) -> fractions.Fraction:
+    """``x`` as a Fraction with denominator ≤ 2**SCALE_GRID_BITS, rounded up (never down).
+
+    ``cap`` False lifts the 2**40 limit (for samplers that use Python integers)."""
     if isinstance(x, bool) or not isinstance(x, (numbers.Rational, float)):
         raise TypeError(f'{name} must be a real number, got {x!r}.')
     if isinstance(x, float) and not math.isfinite(x):
@@ -50,7 +52,7 @@ def as_rational_up(x: Rational, name: str = 'scale') -> fractions.Fraction:
     frac = fractions.Fraction(x)
     if frac <= 0:
         raise ValueError(f'{name} must be positive, got {x!r}.')
-    if frac > _MAX_SCALE:
+    if cap and frac > _MAX_SCALE:
         raise ValueError(f'{name} must be at most 2**40, got {x!r}.')
     grid = 1 << SCALE_GRID_BITS
     if frac.denominator > grid:

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from beam_dp.noise.extra_samplers import discrete_laplace_any
+from beam_dp.noise.real_laplace import discrete_laplace_any
 from beam_dp.noise.pmf import discrete_gaussian_variance
 from beam_dp.noise.rng import RandomSource
 from beam_dp.noise.samplers import _bernoulli_exp_scalar

@@ -183,7 +183,7 @@ def run_pmwg_stream(mech, gen: np.random.Generator, rng, n: int, t_end: int, que
 def laplace_answers(rng, true: np.ndarray, times: np.ndarray, eps_per_query) -> np.ndarray:
     """Per-query Laplace mechanism: f(x_t) + Lap(1/(ε_q t)) (sensitivity 1/t) with beam_dp's exact
     grid sampler (``grid_laplace``), vectorised over the queries sharing one (t, ε_q)."""
-    from beam_dp.noise.extra_samplers import grid_laplace  # pylint: disable=import-outside-toplevel
+    from beam_dp.noise.real_laplace import grid_laplace  # pylint: disable=import-outside-toplevel
     eps = np.broadcast_to(np.asarray(eps_per_query, dtype=np.float64), true.shape)
     times = np.asarray(times, dtype=np.int64)
     out = np.empty_like(true)

@@ -19,7 +19,7 @@ from beam_dp.mechanisms.growing_svt import _start_round
 from beam_dp.mechanisms.growing_svt import svt_query
 from beam_dp.mechanisms.pmwg import PMWG
 from beam_dp.noise import seeded
-from beam_dp.noise.extra_samplers import grid_laplace
+from beam_dp.noise.real_laplace import grid_laplace
 from beam_dp.queries import LinearQuery
 from tests.statistical import FUDGE_FACTOR
 from tests.statistical import P_THRESHOLD

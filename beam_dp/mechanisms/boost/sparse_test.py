@@ -12,7 +12,7 @@ caller's (erratum 12).
 Where the paper draws continuous Laplace, this module uses ``beam_dp.noise``: statistics are
 floored onto the grid 2^-k with Δ·2^k ≥ 2^10 and compared in integers; the threshold noise and
 the test noise are exact discrete Laplace of integer scale ``grid_laplace_scale(1/(εn), Δ, k)``,
-whose cost on a grid statistic is exactly Δ/b = ε (``beam_dp.noise.extra_samplers``); the
+whose cost on a grid statistic is exactly Δ/b = ε (``beam_dp.noise.real_laplace``); the
 test compares integers (statistic units + exact Y with the threshold units), never floats. Noise in value units is at most (1 + 3·2^-10)× the paper's; the mechanism absorbs
 that in its accuracy margin (``GRID_SLACK``).
 """
@@ -21,11 +21,11 @@ import dataclasses
 from typing import Tuple
 
 from beam_dp.noise import RandomSource
-from beam_dp.noise.extra_samplers import discrete_laplace_any
-from beam_dp.noise.extra_samplers import floor_to_grid
-from beam_dp.noise.extra_samplers import grid_bits
-from beam_dp.noise.extra_samplers import grid_laplace
-from beam_dp.noise.extra_samplers import grid_laplace_scale
+from beam_dp.noise.real_laplace import discrete_laplace_any
+from beam_dp.noise.real_laplace import floor_to_grid
+from beam_dp.noise.real_laplace import grid_bits
+from beam_dp.noise.real_laplace import grid_laplace
+from beam_dp.noise.real_laplace import grid_laplace_scale
 
 __all__ = [
     'GRID_SLACK',

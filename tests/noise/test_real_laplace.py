@@ -1,4 +1,4 @@
-"""Grid Laplace helpers (beam_dp/noise/extra_samplers.py): grid choice, calibration, big scales."""
+"""Grid Laplace helpers (beam_dp/noise/real_laplace.py): grid choice, calibration, big scales."""
 
 import fractions
 import math
@@ -8,13 +8,13 @@ import pytest
 from scipy import stats
 
 from beam_dp.noise import seeded
-from beam_dp.noise.extra_samplers import GRID_HEADROOM_BITS
-from beam_dp.noise.extra_samplers import discrete_laplace_any
-from beam_dp.noise.extra_samplers import floor_to_grid
-from beam_dp.noise.extra_samplers import grid_bits
-from beam_dp.noise.extra_samplers import grid_laplace
-from beam_dp.noise.extra_samplers import grid_laplace_scale
-from beam_dp.noise.extra_samplers import grid_sensitivity
+from beam_dp.noise.real_laplace import GRID_HEADROOM_BITS
+from beam_dp.noise.real_laplace import discrete_laplace_any
+from beam_dp.noise.real_laplace import floor_to_grid
+from beam_dp.noise.real_laplace import grid_bits
+from beam_dp.noise.real_laplace import grid_laplace
+from beam_dp.noise.real_laplace import grid_laplace_scale
+from beam_dp.noise.real_laplace import grid_sensitivity
 
 
 @pytest.mark.parametrize('sensitivity', [1.0, 1e-3, 1 / 7, 2.0 ** -30, 5000.0])

@@ -23,13 +23,12 @@ noise and exactly the privacy cost Δ/b. ``discrete_laplace_any`` lifts the 2^40
 
 import fractions
 import math
-import numbers
 from typing import Union
 
 import numpy as np
 
 from beam_dp.noise.rng import RandomSource
-from beam_dp.noise.samplers import SCALE_GRID_BITS
+from beam_dp.noise.samplers import as_rational_up
 from beam_dp.noise.samplers import _discrete_laplace_scalar as _discrete_laplace_big
 from beam_dp.noise.samplers import discrete_laplace
 
@@ -54,18 +53,8 @@ Real = Union[int, float, fractions.Fraction]
 
 
 def _round_up(x: Real, name: str) -> fractions.Fraction:
-    """``x`` > 0 as a Fraction with denominator ≤ 2**SCALE_GRID_BITS, rounded up."""
-    if isinstance(x, bool) or not isinstance(x, (numbers.Rational, float)):
-        raise TypeError(f'{name} must be a real number, got {x!r}.')
-    if isinstance(x, float) and not math.isfinite(x):
-        raise ValueError(f'{name} must be finite, got {x!r}.')
-    frac = fractions.Fraction(x)
-    if frac <= 0:
-        raise ValueError(f'{name} must be positive, got {x!r}.')
-    grid = 1 << SCALE_GRID_BITS
-    if frac.denominator > grid:
-        frac = fractions.Fraction(-((-frac.numerator * grid) // frac.denominator), grid)
-    return frac
+    """``x`` > 0 as a Fraction with denominator ≤ 2**SCALE_GRID_BITS, rounded up, no cap."""
+    return as_rational_up(x, name, cap=False)
 
 
 def discrete_laplace_any(rng: RandomSource, scale: Real, size=None):
