@@ -80,8 +80,9 @@ def dlap_threshold(scale: float, target: float) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class TruncatedGeometricSelection:
-    """Optimal static (ε, δ) partition selection (Desfontaines et al. 2022)."""
+class _SelectionParams:
+    """(ε, δ) for a privacy unit contributing to at most ``max_partitions`` keys; checked at
+    construction. Every selection below spends exactly (ε, δ) unless it overrides this."""
     epsilon: float
     delta: float
     max_partitions: int = 1
@@ -92,6 +93,10 @@ class TruncatedGeometricSelection:
     def privacy_cost(self) -> PrivacyCost:
         return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
 
+
+@dataclasses.dataclass(frozen=True)
+class TruncatedGeometricSelection(_SelectionParams):
+    """Optimal static (ε, δ) partition selection (Desfontaines et al. 2022)."""
     def selection_probability(self, n: int) -> float:
         eps, delta = self.epsilon / self.max_partitions, self.delta / self.max_partitions
         pi = 0.0
@@ -130,15 +135,8 @@ class TruncatedGeometricSelection:
 
 
 @dataclasses.dataclass(frozen=True)
-class LaplaceThresholdSelection:
+class LaplaceThresholdSelection(_SelectionParams):
     """Static selection by n + DLap(k/ε) ≥ τ (PipelineDP's Laplace thresholding)."""
-    epsilon: float
-    delta: float
-    max_partitions: int = 1
-
-    def __post_init__(self):
-        _check(type(self).__name__, self.epsilon, self.delta, self.max_partitions)
-
     @property
     def scale(self) -> float:
         return self.max_partitions / self.epsilon
@@ -147,9 +145,6 @@ class LaplaceThresholdSelection:
     def threshold(self) -> int:
         # P[1 + Y ≥ τ] = P[Y ≥ τ - 1] ≤ δ/k.
         return 1 + dlap_threshold(self.scale, self.delta / self.max_partitions)
-
-    def privacy_cost(self) -> PrivacyCost:
-        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
 
     def selection_probability(self, n: int) -> float:
         return 0.0 if n <= 0 else dlap_tail(self.scale, self.threshold - n)
@@ -168,15 +163,8 @@ def _dgauss_tail(s2: float, m: int) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class GaussianThresholdSelection:
+class GaussianThresholdSelection(_SelectionParams):
     """Static selection by n + DGauss(σ²) ≥ τ; σ from (ε, δ/2) via zCDP, τ from δ/(2k)."""
-    epsilon: float
-    delta: float
-    max_partitions: int = 1
-
-    def __post_init__(self):
-        _check(type(self).__name__, self.epsilon, self.delta, self.max_partitions)
-
     @property
     def sigma2(self) -> float:
         rho = rho_for_epsilon_delta(self.epsilon, self.delta / 2)
@@ -218,20 +206,13 @@ class KeySelectionState:
 
 
 @dataclasses.dataclass(frozen=True)
-class ContinualKeySelection:
+class ContinualKeySelection(_SelectionParams):
     """Continual, never-back-filled key selection on an unbounded stream (see module doc).
 
     Args:
       epsilon, delta: the (ε, δ) a unit contributing to ≤ ``max_partitions`` keys gets.
       max_partitions: k, keys per privacy unit (each counted once per key).
     """
-    epsilon: float
-    delta: float
-    max_partitions: int = 1
-
-    def __post_init__(self):
-        _check(type(self).__name__, self.epsilon, self.delta, self.max_partitions)
-
     @property
     def key_epsilon(self) -> float:
         return self.epsilon / self.max_partitions
@@ -254,9 +235,6 @@ class ContinualKeySelection:
         """τ_t on the global step clock (public)."""
         m_t = dlap_threshold(self.scale, self.failure_probability / 2 * basel_weight(step))
         return self.noise_floor + m_t - 1
-
-    def privacy_cost(self) -> PrivacyCost:
-        return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
 
     def init_state(self, first_step: int = 1) -> KeySelectionState:
         """A key first seen at global step ``first_step`` (it is tested from that step on)."""
