@@ -46,9 +46,9 @@ from beam_dp.mechanisms.dynamic_node import NodeMechanism
 from beam_dp.mechanisms.dynamic_node import NodeState
 from beam_dp.mechanisms.dynamic_node import NoiseFreeDebug
 from beam_dp.mechanisms.dynamic_node import check_debug
+from beam_dp.mechanisms.sparse_counter import SegmentedParams
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 from beam_dp.mechanisms.sparse_counter import SparseCounterState
-from beam_dp.mechanisms.time_partition import PAPER_C_THETA
 from beam_dp.mechanisms.time_partition import PartitionerState
 from beam_dp.mechanisms.time_partition import SegmentClose
 from beam_dp.mechanisms.time_partition import TimePartitioner
@@ -99,19 +99,11 @@ class TwoStreamState:
 
 
 @dataclasses.dataclass(frozen=True)
-class TwoStreamCounter:
+class TwoStreamCounter(SegmentedParams):
     """C6: two independent C5 instances (insertions, deletions), each with the full ε.
 
     Args: as ``SparseCounter`` (``epsilon`` is each stream's total, = the whole budget).
     """
-    epsilon: float
-    partition_fraction: float = 0.5
-    beta: float = 0.1
-    c_theta: float = PAPER_C_THETA
-    dimension: int = 1
-    max_segment_ticks: Optional[int] = None
-    monotone: bool = False
-    skip_ahead: bool = True
 
     def __post_init__(self):
         self.stream
@@ -185,7 +177,7 @@ class FullyDynamicState:
 
 
 @dataclasses.dataclass(frozen=True)
-class FullyDynamicCounter:
+class FullyDynamicCounter(SegmentedParams):
     """C9 for counts (dimension 1) and histograms (dimension d).
 
     Args:
@@ -195,14 +187,6 @@ class FullyDynamicCounter:
       dimension: number of bins.
       debug: ``NoiseFreeDebug`` for structural tests only.
     """
-    epsilon: float
-    partition_fraction: float = 0.5
-    beta: float = 0.1
-    c_theta: float = PAPER_C_THETA
-    dimension: int = 1
-    max_segment_ticks: Optional[int] = None
-    monotone: bool = False
-    skip_ahead: bool = True
     debug: Optional[NoiseFreeDebug] = None
 
     def __post_init__(self):
@@ -218,17 +202,12 @@ class FullyDynamicCounter:
         self.partitioner
 
     @property
-    def epsilon_partition(self) -> float:
-        return self.epsilon * self.partition_fraction
-
-    @property
     def epsilon_tree(self) -> float:
         return self.epsilon - self.epsilon_partition
 
     @property
     def partitioner(self) -> TimePartitioner:
-        return TimePartitioner(self.epsilon_partition, self.beta / 2, self.c_theta, None,
-                               self.max_segment_ticks, self.monotone, self.skip_ahead)
+        return self.segment_partitioner(self.beta / 2)
 
     def level_epsilon(self, level: int) -> float:
         return self.epsilon_tree * basel_weight(level)

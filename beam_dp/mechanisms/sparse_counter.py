@@ -59,7 +59,30 @@ class SparseCounterRelease:
 
 
 @dataclasses.dataclass(frozen=True)
-class SparseCounter:
+class SegmentedParams:
+    """The parameters of every counter on private time segments (C5, C6, C9): ``epsilon`` is
+    the total ε, ``partition_fraction`` = ε_p/ε, the rest are the partitioner's (public)."""
+    epsilon: float
+    partition_fraction: float = 0.5
+    beta: float = 0.1
+    c_theta: float = PAPER_C_THETA
+    dimension: int = 1
+    max_segment_ticks: Optional[int] = None
+    monotone: bool = False
+    skip_ahead: bool = True
+
+    @property
+    def epsilon_partition(self) -> float:
+        return self.epsilon * self.partition_fraction
+
+    def segment_partitioner(self, beta: float) -> TimePartitioner:
+        """The C4 partitioner at ε_p with failure probability ``beta``."""
+        return TimePartitioner(self.epsilon_partition, beta, self.c_theta, None,
+                               self.max_segment_ticks, self.monotone, self.skip_ahead)
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseCounter(SegmentedParams):
     """Continual insertion-only counts/histograms on private time segments (C5).
 
     Args:
@@ -72,14 +95,6 @@ class SparseCounter:
     Raises:
       InvalidParamsError: on a bad parameter.
     """
-    epsilon: float
-    partition_fraction: float = 0.5
-    beta: float = 0.1
-    c_theta: float = PAPER_C_THETA
-    dimension: int = 1
-    max_segment_ticks: Optional[int] = None
-    monotone: bool = False
-    skip_ahead: bool = True
     estimator: str = 'variance_reduced'
 
     def __post_init__(self):
@@ -95,17 +110,12 @@ class SparseCounter:
         self.counter
 
     @property
-    def epsilon_partition(self) -> float:
-        return self.epsilon * self.partition_fraction
-
-    @property
     def epsilon_aggregate(self) -> float:
         return self.epsilon - self.epsilon_partition
 
     @property
     def partitioner(self) -> TimePartitioner:
-        return TimePartitioner(self.epsilon_partition, self.beta, self.c_theta, None,
-                               self.max_segment_ticks, self.monotone, self.skip_ahead)
+        return self.segment_partitioner(self.beta)
 
     @property
     def counter(self) -> InfiniteTreeCounter:
