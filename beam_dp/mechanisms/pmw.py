@@ -174,14 +174,7 @@ class PrivateMultiplicativeWeights:
     delta: float = 0.0
 
     def __post_init__(self):
-        owner = type(self).__name__
-        v.check_positive(owner, 'epsilon', self.epsilon)
-        _check_alpha(owner, self.alpha)
-        v.check_positive_int(owner, 'n', self.n)
-        if v.check_positive_int(owner, 'domain_size', self.domain_size) < 2:
-            raise InvalidParamsError(f'{owner}: domain_size must be at least 2, got '
-                                     f'{self.domain_size}.')
-        _check_delta(owner, self.delta)
+        check_pmw_params(self, min_domain=2)
 
     @property
     def hard_cap(self) -> int:
@@ -270,6 +263,19 @@ class PrivateMultiplicativeWeights:
         log_y = mw_update(state.log_y, query, self.alpha / 6, noisy, estimate)
         new = dataclasses.replace(state, round=rnd, log_y=log_y, hard=hard, queries=queries)
         return PMWAnswer('hard', noisy, state.t, self._ledger(hard), self.delta), new
+
+
+def check_pmw_params(mech, min_domain: int, why: str = '') -> None:
+    """Checks the (epsilon, alpha, n, domain_size, delta) every PMW variant takes, naming
+    ``type(mech)``; ``why`` cites the result that needs domain_size ≥ ``min_domain``."""
+    owner = type(mech).__name__
+    v.check_positive(owner, 'epsilon', mech.epsilon)
+    _check_alpha(owner, mech.alpha)
+    v.check_positive_int(owner, 'n', mech.n)
+    if v.check_positive_int(owner, 'domain_size', mech.domain_size) < min_domain:
+        raise InvalidParamsError(f'{owner}: domain_size must be at least {min_domain}{why}, '
+                                 f'got {mech.domain_size}.')
+    _check_delta(owner, mech.delta)
 
 
 def _check_alpha(owner: str, alpha: float) -> None:

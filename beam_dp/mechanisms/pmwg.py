@@ -28,8 +28,7 @@ from beam_dp.mechanisms.growing_svt import PowerNoise
 from beam_dp.mechanisms.growing_svt import SVTRound
 from beam_dp.mechanisms.growing_svt import add_records
 from beam_dp.mechanisms.pmw import PMWAnswer
-from beam_dp.mechanisms.pmw import _check_alpha
-from beam_dp.mechanisms.pmw import _check_delta
+from beam_dp.mechanisms.pmw import check_pmw_params
 from beam_dp.mechanisms.pmw import ledger_epsilon
 from beam_dp.mechanisms.pmw import mw_update
 from beam_dp.mechanisms.pmw import pmw_classify
@@ -186,14 +185,8 @@ class PMWG:
     p: Optional[float] = None
 
     def __post_init__(self):
+        check_pmw_params(self, min_domain=3, why=' (Theorems 14, 17)')
         owner = type(self).__name__
-        v.check_positive(owner, 'epsilon', self.epsilon)
-        _check_alpha(owner, self.alpha)
-        v.check_positive_int(owner, 'n', self.n)
-        if v.check_positive_int(owner, 'domain_size', self.domain_size) < 3:
-            raise InvalidParamsError(f'{owner}: domain_size must be at least 3 (Theorems 14, 17), '
-                                     f'got {self.domain_size}.')
-        _check_delta(owner, self.delta)
         if self.p is not None:
             p = v.check_real(owner, 'p', self.p)
             if not 0 <= p < 1:
