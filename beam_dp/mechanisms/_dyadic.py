@@ -81,6 +81,15 @@ def check_privacy_params(owner: str, epsilon, rho, l1_sensitivity, l2_sensitivit
                                      f'{l2_sensitivity:g} > {l1_sensitivity:g}.')
 
 
+def check_counter_fields(mech) -> None:
+    """Validates a tree counter's (ε | ρ, sensitivities), ``dimension`` and ``estimator``
+    fields, naming ``type(mech)``."""
+    owner = type(mech).__name__
+    check_privacy_params(owner, mech.epsilon, mech.rho, mech.l1_sensitivity, mech.l2_sensitivity)
+    v.check_positive_int(owner, 'dimension', mech.dimension)
+    v.check_choice(owner, 'estimator', mech.estimator, ESTIMATORS)
+
+
 def check_node_noise(owner: str, noise: NodeNoise) -> None:
     """Refuses, at construction, a node noise outside the exact samplers' range (2**40)."""
     if noise.kind == 'laplace':

@@ -120,10 +120,7 @@ class BinaryTreeCounter:
     def __post_init__(self):
         owner = type(self).__name__
         v.check_positive_int(owner, 'horizon', self.horizon)
-        _dyadic.check_privacy_params(owner, self.epsilon, self.rho, self.l1_sensitivity,
-                                     self.l2_sensitivity)
-        v.check_positive_int(owner, 'dimension', self.dimension)
-        v.check_choice(owner, 'estimator', self.estimator, _dyadic.ESTIMATORS)
+        _dyadic.check_counter_fields(self)
         _dyadic.check_node_noise(owner, self.node_noise)
 
     @property

@@ -31,7 +31,6 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
@@ -89,10 +88,7 @@ class InfiniteTreeCounter:
 
     def __post_init__(self):
         owner = type(self).__name__
-        _dyadic.check_privacy_params(owner, self.epsilon, self.rho, self.l1_sensitivity,
-                                     self.l2_sensitivity)
-        v.check_positive_int(owner, 'dimension', self.dimension)
-        v.check_choice(owner, 'estimator', self.estimator, _dyadic.ESTIMATORS)
+        _dyadic.check_counter_fields(self)
         _dyadic.check_node_noise(owner, self.block_noise())
         _dyadic.check_node_noise(owner, self.tree_noise(MAX_STEPS.bit_length() - 1))
 
