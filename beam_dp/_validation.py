@@ -87,3 +87,10 @@ def check_bounds(owner: str, lower_name: str, lower: Any, upper_name: str, upper
     if lower > upper:
         _fail(owner, f'{lower_name} must not exceed {upper_name}, got [{lower:g}, {upper:g}].')
     return lower, upper
+
+
+def check_distinct_strings(owner: str, name: str, value: Any) -> None:
+    """``value`` must be a non-empty collection (not a string) of distinct strings."""
+    if (isinstance(value, (str, bytes)) or not value
+            or not all(isinstance(s, str) for s in value) or len(set(value)) != len(value)):
+        _fail(owner, f'{name} must be a non-empty collection of distinct strings, got {value!r}.')

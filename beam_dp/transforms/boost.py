@@ -45,6 +45,7 @@ from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 
+from beam_dp import _validation as v
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.boost import BoostDriver
@@ -356,11 +357,7 @@ class BoostQueries(shell.ShellTransform):
         if not isinstance(budget, PrivacyBudget) or budget.is_zcdp or budget.delta:
             raise InvalidParamsError(f'{owner}: budget must be a pure epsilon '
                                      f'PrivacyBudget(epsilon=...), got {budget!r}.')
-        if (isinstance(public_datasets, (str, bytes)) or not public_datasets
-                or not all(isinstance(s, str) for s in public_datasets)
-                or len(set(public_datasets)) != len(public_datasets)):
-            raise InvalidParamsError(f'{owner}: public_datasets must be a non-empty collection '
-                                     f'of distinct strings, got {public_datasets!r}.')
+        v.check_distinct_strings(owner, 'public_datasets', public_datasets)
         if preset not in PRESETS:
             raise InvalidParamsError(f'{owner}: preset must be one of {sorted(PRESETS)}, got '
                                      f'{preset!r}.')

@@ -43,6 +43,7 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.transforms.window import Sessions
 from apache_beam.transforms.window import SlidingWindows
 
+from beam_dp import _validation as v
 from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
@@ -290,11 +291,7 @@ class _ERMTransform(shell.ShellTransform):
             raise InvalidParamsError(f'{owner}: budget must be a pure epsilon '
                                      f'PrivacyBudget(epsilon=...) (the L2-Laplace release is '
                                      f'ε-DP), got {budget!r}.')
-        if (isinstance(public_streams, (str, bytes)) or not public_streams
-                or not all(isinstance(s, str) for s in public_streams)
-                or len(set(public_streams)) != len(public_streams)):
-            raise InvalidParamsError(f'{owner}: public_streams must be a non-empty collection '
-                                     f'of distinct strings, got {public_streams!r}.')
+        v.check_distinct_strings(owner, 'public_streams', public_streams)
         if loss not in _LOSSES:
             raise InvalidParamsError(f'{owner}: loss must be one of {sorted(_LOSSES)}, got '
                                      f'{loss!r}.')
