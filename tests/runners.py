@@ -119,6 +119,10 @@ def prism_options(streaming: bool) -> list[str]:
       '--runner=PrismRunner',
       '--prism_location=%s' % binary,
       '--environment_type=LOOPBACK',
+      # Beam caches ONE Prism job server per process (PrismRunner.shared_handle): if any earlier
+      # pipeline (e.g. the switching DirectRunner trying Prism) created it without
+      # --prism_location, it would try to download Prism and fail. Our own server every time.
+      '--experiments=disable_prism_server_singleton',
   ]
   if streaming:
     args.append('--streaming')
