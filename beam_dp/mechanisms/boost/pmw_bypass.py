@@ -50,6 +50,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from beam_dp import _validation as v
+from beam_dp.accounting import SWAP_ONE
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms.boost import calibration as cal
@@ -169,8 +170,10 @@ class TreePMWBypass:
     # The mechanism contract ------------------------------------------------------------------
 
     def privacy_cost(self) -> PrivacyCost:
-        """ε_G per block (event-level, replace-one; block composition)."""
-        return PrivacyCost(epsilon=self.epsilon_budget)
+        """ε_G per block (event-level, replace-one; block composition). Declared ``swap_one``:
+        the block sizes are public, so an accountant refuses to add it to add/remove costs
+        unless they are converted explicitly (``PrivacyCost.as_swap_one``)."""
+        return PrivacyCost(epsilon=self.epsilon_budget, relation=SWAP_ONE)
 
     def init_state(self) -> BoostState:
         return BoostState(readonly(np.zeros((1, self.domain_size), dtype=np.int64)), (), {},

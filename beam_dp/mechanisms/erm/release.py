@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Optional, Tuple
 import numpy as np
 
 from beam_dp import _validation as v
+from beam_dp.accounting import SWAP_ONE
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.erm.ledger import BlockLedger
@@ -115,7 +116,10 @@ class ERMRelease:
         if self.ledger_budget is None or math.isinf(self.epsilon):
             raise InvalidParamsError(f'{type(self).__name__}: no finite privacy cost '
                                      f'(epsilon={self.epsilon}, naive or non-private).')
-        return PrivacyCost(epsilon=self.epsilon)
+        # Declared swap_one: the guarantee is for replacing one example (blocks padded or
+        # subsampled to a public n_max), so an accountant refuses to add it to add/remove costs
+        # unless they are converted explicitly (PrivacyCost.as_swap_one).
+        return PrivacyCost(epsilon=self.epsilon, relation=SWAP_ONE)
 
     def init_state(self) -> ReleaseState:
         return ReleaseState(t=0, blocks=(), models=(), ledger=BlockLedger(self.ledger_budget),
