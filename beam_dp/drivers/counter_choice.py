@@ -7,8 +7,12 @@ select_counter`` then picks, from public parameters only, the counter with the l
 RMSE per step (per bin) for that horizon and the budget's notion: ρ → BLT (ρ-zCDP) for T ≥ 2
 or unbounded, the pure counters at ε = √(2ρ) where they are better (T = 1: one noisy node);
 ε → per-step noise summed for T = 2 … 46 (at any ε), the k-ary tree (k = 7 … 20) for longer
-known horizons, the infinite-horizon tree when unbounded; (ε, δ > 0) is spent as pure ε (δ unused)
-and picks among the pure counters. ``mechanism='blt' | 'kary_tree' | 'binary_tree' |
+known horizons, the infinite-horizon tree when unbounded. (ε, δ > 0): the pure counters at ε
+compete with the Gaussian ones (BLT, ...) at ρ = ``rho_for_epsilon_delta(ε, δ)``, the largest ρ
+whose zCDP converts to at most (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Corollary 13, the
+conversion the accountant applies); the lower expected RMSE wins. A Gaussian counter then
+declares its ρ-zCDP cost, which the accountant checks as (ε, δ) through that same conversion
+(``check_cost_fits``). ``mechanism='blt' | 'kary_tree' | 'binary_tree' |
 'infinite_tree' | 'per_step'`` forces one (the trees and the k-ary tree take ``estimator``);
 ``estimator=`` with ``mechanism='auto'`` is the explicit override for the old tree counters:
 the binary tree over ``horizon_steps`` if given, else the infinite tree.
@@ -25,6 +29,9 @@ import dataclasses
 from typing import Optional
 
 from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import PrivacyCost
+from beam_dp.accounting import epsilon_from_rho
+from beam_dp.accounting import rho_for_epsilon_delta
 from beam_dp.analysis import select_counter
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
@@ -36,6 +43,7 @@ from beam_dp.mechanisms.per_step import PerStepCounter
 
 __all__ = [
     'MECHANISMS',
+    'check_cost_fits',
     'choose_counter',
     'mechanism_name',
 ]
@@ -49,8 +57,29 @@ _TREES = (KaryTreeCounter, BinaryTreeCounter, InfiniteTreeCounter)
 _OWNER = 'KeyedReleaseDriver'
 
 
-def _privacy_args(budget: PrivacyBudget):
-    return {'rho': budget.rho} if budget.is_zcdp else {'epsilon': budget.epsilon}
+def _privacy_args(budget: PrivacyBudget, gaussian: bool = False):
+    """The counter's privacy field: ρ for a zCDP budget; ε for an ε budget, or — for a Gaussian
+    counter (``gaussian``) under an (ε, δ > 0) budget — the largest ρ that converts to it."""
+    if budget.is_zcdp:
+        return {'rho': budget.rho}
+    if gaussian and budget.delta > 0:
+        return {'rho': rho_for_epsilon_delta(budget.epsilon, budget.delta)}
+    return {'epsilon': budget.epsilon}
+
+
+def check_cost_fits(cost: PrivacyCost, budget: PrivacyBudget) -> None:
+    """Raises InvalidParamsError unless a counter's ``cost`` fits ``budget`` on its own: a ρ
+    cost under an (ε, δ) budget converts to (epsilon_from_rho(ρ, δ), δ) (the accountant's
+    conversion); a pure cost under a ρ budget to ε²/2."""
+    if budget.is_zcdp:
+        ok = cost.delta == 0 and cost.to_rho() <= budget.rho * (1 + 1e-9)
+    elif cost.is_zcdp:
+        ok = budget.delta > 0 and epsilon_from_rho(cost.rho, budget.delta) <= budget.epsilon * (
+            1 + 1e-9)
+    else:
+        ok = cost.epsilon <= budget.epsilon * (1 + 1e-9) and cost.delta <= budget.delta
+    if not ok:
+        raise InvalidParamsError(f'{_OWNER}: the counter costs {cost}, more than {budget}.')
 
 
 def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudget,
@@ -78,23 +107,23 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
                                      **_privacy_args(budget))
         return InfiniteTreeCounter(estimator=estimator, **common, **_privacy_args(budget))
     if mechanism == 'auto':
-        if not budget.is_zcdp and budget.delta > 0:
-            budget = PrivacyBudget(epsilon=budget.epsilon)
         chosen = select_counter(budget, horizon, dimension, l1, l2)
     else:
         chosen = _explicit(mechanism, estimator, budget, horizon, common)
     if isinstance(chosen, BLTCounter) and participation is not None:
         chosen = dataclasses.replace(chosen, participation=participation)
+    check_cost_fits(chosen.privacy_cost(), budget)
     return chosen
 
 
 def _explicit(mechanism, estimator, budget, horizon, common):
     kind = _KINDS[mechanism]
-    kwargs = dict(common, **_privacy_args(budget))
+    kwargs = dict(common, **_privacy_args(budget, gaussian=kind is BLTCounter))
     if kind is BLTCounter:
-        if not budget.is_zcdp:
+        if not budget.is_zcdp and budget.delta == 0:
             raise InvalidParamsError(f"{_OWNER}: mechanism='blt' needs a zCDP budget "
-                                     f"(PrivacyBudget(rho=...)), got {budget}.")
+                                     f"(PrivacyBudget(rho=...)) or an (epsilon, delta > 0) one, "
+                                     f"got {budget}.")
         kwargs['horizon'] = horizon
     elif kind in (BinaryTreeCounter, KaryTreeCounter):
         if horizon is None:
