@@ -4,26 +4,41 @@
 first ones seen), at most ``max_steps_per_unit`` distinct steps per (unit, key) and at most
 ``max_contributions_per_step`` records per (unit, key, step), and with ``max_total_contributions``
 at most that many records per unit in total. Which records are kept depends only
-on the unit's own records (and their arrival order), so the bound holds whatever the other units
-do: that is all the sensitivity analysis needs. Records over a bound go to the dead-letter output
+on the unit's own records (their arrival order) and the public release schedule (a record for a
+step already released is late), so the bound holds whatever the other units do: that is all the
+sensitivity analysis needs. Records over a bound go to the dead-letter output
 with the bound named (they are not errors, but nothing is dropped silently).
 
 Event-level privacy needs no bounding: each record is its own unit.
+
+State layout: since issue 13 a unit's record is the compact usage record of
+``beam_dp.drivers.bounding`` (was: every kept ``(key, step, n)``), plus a 'released_through'
+cell and a 'compact' timer per shard. A record in the earlier layout is read exactly (converted
+on read), but the DoFn gained a state cell and a timer: drain a running job and restart it
+rather than updating it in place.
 """
 
 import collections
 import typing
 import zlib
-from typing import Any, NamedTuple, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.coders import PickleCoder
 from apache_beam.runners.worker.statecache import CacheAware
+from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.userstate import TimerSpec
+from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beam_dp.drivers.bounding import NOTHING_RELEASED
+from beam_dp.drivers.bounding import UnitUsage
+from beam_dp.drivers.bounding import compact_record
+from beam_dp.drivers.clock import StepClock
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import RecordText
@@ -59,6 +74,8 @@ UNIT_SHARDS = 64
 #: A shard's bag is compacted (cleared and rewritten as one table) once it holds this many
 #: deltas, so a call reads at most this many tables whatever the length of the stream.
 MAX_DELTAS = 8
+#: The 'released_through' cell before any step is known released (and without a clock).
+_NO_CLOCK_STATE = (NOTHING_RELEASED, None, NOTHING_RELEASED)
 
 
 def unit_shard(encoded: bytes) -> int:
@@ -67,8 +84,9 @@ def unit_shard(encoded: bytes) -> int:
 
 
 class _UnitTable(dict, CacheAware):
-    """unit key bytes → the unit's compact record: a tuple of ``(key, step, n)`` (n records of
-    (key, step) kept so far; at most K·S entries). One table is one element of a shard's bag.
+    """unit key bytes → the unit's compact usage record (``beam_dp.drivers.bounding``: an
+    exhausted marker, or the total and per key its full marker or released-step count and the
+    counts of its steps not yet released). One table is one element of a shard's bag.
 
     ``CacheAware``: Beam's state cache measures every cached value's deep size; a table reports
     its size from its length instead of letting the cache walk every record (the walk, not our
@@ -141,81 +159,105 @@ class _BoundContributionsFn(beam.DoFn):
     """Keyed by unit shard. State: a bag of ``_UnitTable`` deltas — each call appends ONE table
     with the new records of the units it changed (writes proportional to the bundle, not to the
     shard); reads take a unit's newest record; at ``MAX_DELTAS`` tables the bag is rewritten as
-    one merged table. A unit's record holds every (key, step, n) it kept, so the K / S / m / C
-    bounds are exact over the unbounded horizon."""
+    one merged table. A unit's record is ``beam_dp.drivers.bounding``'s compact usage record
+    (exhausted marker, full keys, released steps as one count per key, counts of the steps
+    not yet released): the K / S / m / C bounds stay exact over the unbounded horizon (the
+    argument is in that module).
+
+    With a clock, ``released_through`` is the last step this stage knows is released (its
+    input watermark passed the step's release time: the 'compact' timer, armed at the release
+    time of the newest step kept since it last fired, so it fires at most once per step and
+    never while the shard is idle). Records for such a step are late (dead-lettered with the
+    release stage's reason, as they would be there) and the timer rewrites the shard with
+    every released step folded into its key's count. The state cell holds
+    ``(released_through, armed step or None, newest kept step)``."""
 
     KEPT = BagStateSpec('kept_units', PickleCoder())
+    RELEASED = ReadModifyWriteStateSpec('released_through', PickleCoder())
+    COMPACT_TIMER = TimerSpec('compact', TimeDomain.WATERMARK)
 
-    def __init__(self, unit: UserLevel, transform_label: str, mark_new_keys: bool = False):
+    def __init__(self, unit: UserLevel, transform_label: str, mark_new_keys: bool = False,
+                 clock: Optional[StepClock] = None):
         self._unit = unit
         self._label = transform_label
         self._mark = mark_new_keys
+        self._clock = clock
 
-    def process(self, element, kept_state=beam.DoFn.StateParam(KEPT)):
+    def process(self, element, kept_state=beam.DoFn.StateParam(KEPT),
+                released_state=beam.DoFn.StateParam(RELEASED),
+                compact_timer=beam.DoFn.TimerParam(COMPACT_TIMER)):
         _, units = element
+        released, armed, newest = _NO_CLOCK_STATE
+        if self._clock is not None:
+            released, armed, newest = released_state.read() or _NO_CLOCK_STATE
+        late = None if self._clock is None else self._clock.late_reason
         tables = list(kept_state.read())
         delta = _UnitTable()
+        kept_steps = []
         for encoded, unit_id, records in units:
-            entries = _latest(tables, encoded)
-            new_entries = yield from self._bound_unit(unit_id, records, entries)
-            if new_entries is not None:
-                delta[encoded] = new_entries
+            usage = UnitUsage.decode(self._unit, _latest(tables, encoded), released, late)
+            kept = yield from self._bound_unit(unit_id, records, usage)
+            if kept:
+                delta[encoded] = usage.record()
+                kept_steps.append(max(kept))
         if not delta:
             return
         if len(tables) + 1 >= MAX_DELTAS:
-            merged = _UnitTable()
-            for table in tables:
-                merged.update(table)
-            merged.update(delta)
+            delta = self._merged(tables + [delta], released)
             kept_state.clear()
-            delta = merged
         kept_state.add(delta)
+        if self._clock is not None:
+            newest = max([newest] + kept_steps)
+            if armed is None:
+                armed = newest
+                compact_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
+            released_state.write((released, armed, newest))
 
-    def _bound_unit(self, unit_id, records, entries):
-        """Yields the kept ``(key, step, payload)`` and the dead letters of one unit's records;
-        returns its new record (None if nothing was kept)."""
-        bound = self._unit
-        counts = collections.Counter()
-        steps_of = collections.defaultdict(set)
-        total = 0
-        for key, step, n in entries:
-            counts[(key, step)] += n
-            steps_of[key].add(step)
-            total += n
-        cap = bound.max_total_contributions
-        kept_any = False
+    @on_timer(COMPACT_TIMER)
+    def compact(self, kept_state=beam.DoFn.StateParam(KEPT),
+                released_state=beam.DoFn.StateParam(RELEASED),
+                compact_timer=beam.DoFn.TimerParam(COMPACT_TIMER)):
+        released, armed, newest = released_state.read() or _NO_CLOCK_STATE
+        if armed is None:
+            return
+        released = max(released, armed)      # the watermark passed armed's release time
+        tables = list(kept_state.read())
+        if tables:
+            kept_state.clear()
+            kept_state.add(self._merged(tables, released))
+        armed = None
+        if newest > released:
+            armed = newest
+            compact_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
+        released_state.write((released, armed, newest))
+
+    def _merged(self, tables, released):
+        """One table with every unit's newest record, compacted to ``released``."""
+        merged = _UnitTable()
+        for table in tables:
+            merged.update(table)
+        if released > NOTHING_RELEASED:
+            for encoded, record in merged.items():
+                merged[encoded] = compact_record(self._unit, record, released)
+        return merged
+
+    def _bound_unit(self, unit_id, records, usage):
+        """Yields the kept ``(key, step, payload)`` and the dead letters of one unit's records
+        (``usage`` is updated); returns the steps of the kept ones."""
+        kept = []
         for item, micros in records:
             key, step, payload = item[0], item[1], item[2]
-            steps = steps_of.get(key)
-            reason = None
-            if steps is None and len(steps_of) >= bound.max_keys_per_unit:
-                reason = f'contribution bound: unit already contributed to max_keys_per_unit=' \
-                         f'{bound.max_keys_per_unit} keys'
-            elif steps is not None and step not in steps and \
-                    len(steps) >= bound.max_steps_per_unit:
-                reason = f'contribution bound: unit already contributed to max_steps_per_unit=' \
-                         f'{bound.max_steps_per_unit} steps of this key'
-            elif counts[(key, step)] >= bound.max_contributions_per_step:
-                reason = f'contribution bound: max_contributions_per_step=' \
-                         f'{bound.max_contributions_per_step} reached for this key and step'
-            elif cap is not None and total >= cap:
-                reason = f'contribution bound: unit already contributed ' \
-                         f'max_total_contributions={cap} records'
+            reason, first = usage.offer(key, step)
             if reason is not None:
                 yield dead_letter(self._label, 'BoundContributions', reason,
                                   _input_record(unit_id, item), micros)
                 continue
-            steps_of[key].add(step)
-            counts[(key, step)] += 1
-            total += 1
-            kept_any = True
+            kept.append(step)
             if self._mark:   # the unit's first kept record of this key, over the whole horizon
-                yield key, step, payload, int(steps is None)
+                yield key, step, payload, int(first)
             else:
                 yield key, step, payload
-        if not kept_any:
-            return None
-        return tuple((key, step, n) for (key, step), n in counts.items())
+        return kept
 
 
 @beam.typehints.with_input_types(Tuple[Any, Tuple[Any, ...]])
@@ -233,7 +275,15 @@ class BoundContributions(beam.PTransform):
     ``BoundedOutputs(kept, dead_letter)``: the kept ``(key, step, payload)`` and ``DeadLetter``
     records for everything over a bound (and for unit ids that cannot be encoded as a state
     key). With ``max_total_contributions=C`` at most C records per unit are kept in total,
-    exactly over the unbounded horizon (the state holds every kept count).
+    exactly over the unbounded horizon.
+
+    State per unit (``beam_dp.drivers.bounding``; measured in ``benchmarks/state_size``,
+    documented in ``docs/state.md``): an exhausted unit keeps one small int; otherwise its
+    total, its ≤ K keys and per key the count of its released steps and the counts of its steps
+    not yet released. Every unit that ever kept a record keeps a record for ever (that is what
+    makes S and C exact over the horizon). With ``clock`` a record for a step whose release
+    time the stage's watermark passed is dead-lettered as late here (``StepClock.late_reason``,
+    as the release stage does), and released steps are folded into counts.
 
     Cost: records are grouped per unit within a bundle first, and units are hashed into
     ``UNIT_SHARDS`` stateful keys, so the stateful stage is called once per (shard, bundle): it
@@ -253,10 +303,13 @@ class BoundContributions(beam.PTransform):
       transform_label: the ``DeadLetter.transform`` of its dead letters (the enclosing
         transform's label).
       mark_new_keys: also flag each unit's first kept record of a key (above).
+      clock: the release schedule (``StepClock``) of the steps in the input; without it no
+        step is treated as released here (late records are left to the release stage) and
+        per-step counts are never folded.
     """
 
     def __init__(self, privacy_unit: UserLevel, transform_label: str = 'BoundContributions',
-                 mark_new_keys: bool = False):
+                 mark_new_keys: bool = False, clock: Optional[StepClock] = None):
         super().__init__()
         if not isinstance(privacy_unit, UserLevel):
             raise TypeError(f'BoundContributions: privacy_unit must be UserLevel(...), got '
@@ -264,14 +317,15 @@ class BoundContributions(beam.PTransform):
         self._unit = privacy_unit
         self._transform_label = transform_label
         self._mark_new_keys = mark_new_keys
+        self._clock = clock
 
     def expand(self, pcoll):
         grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
             _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
                 typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
         bounded = grouped.grouped | 'BoundPerUnit' >> beam.ParDo(
-            _BoundContributionsFn(self._unit, self._transform_label,
-                                  self._mark_new_keys)).with_outputs(
+            _BoundContributionsFn(self._unit, self._transform_label, self._mark_new_keys,
+                                  self._clock)).with_outputs(
                 DEAD_LETTER, main='kept')
         dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
                 | 'MergeBoundingDeadLetters' >> beam.Flatten())

@@ -20,6 +20,9 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp import UserLevel
 from beam_dp.io.records import DeadLetter
+from beam_dp.drivers.bounding import EXHAUSTED_KEYS
+from beam_dp.drivers.bounding import EXHAUSTED_TOTAL
+from beam_dp.drivers.clock import StepClock
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.contribution_bounding import MAX_DELTAS
 from beam_dp.transforms.contribution_bounding import _BoundContributionsFn
@@ -52,44 +55,107 @@ class _Ts:
         self.micros = micros
 
 
-def reference(records, bound):
-    """Record at a time: keep iff the unit's key, step, per-step count and total (with
-    max_total_contributions) are all within bound."""
+#: The reasons' categories, in the order the rule checks them (``drivers/bounding.py``).
+_CATEGORIES = (('max_total_contributions', 'total'), ('all max_keys_per_unit', 'exhausted'),
+               ('late: step', 'late'), ('max_keys_per_unit', 'keys'),
+               ('steps of this key, each with', 'key_full'), ('max_steps_per_unit', 'steps'),
+               ('max_contributions_per_step', 'per_step'))
+
+
+def category(reason):
+    return next(name for text, name in _CATEGORIES if text in reason)
+
+
+def reference(records, bound, released=None):
+    """Brute force, record at a time, with every kept (key, step, n) remembered for ever.
+    ``released[i]``: the last step known released when record i is bounded (-1: none). A record
+    is kept iff it is not late and the unit's keys, steps of the key, records of the step and
+    total stay within K, S, m, C; the first failing check names the reason."""
     kept, dead = [], []
     state = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
     totals = collections.Counter()
-    for unit, (key, step, payload) in records:
+    K, S = bound.max_keys_per_unit, bound.max_steps_per_unit
+    m, C = bound.max_contributions_per_step, bound.max_total_contributions
+    for i, (unit, (key, step, payload)) in enumerate(records):
+        h = -1 if released is None else released[i]
         keys = state[unit]
-        if key not in keys and len(keys) >= bound.max_keys_per_unit:
-            dead.append((unit, key, step, payload, 'keys'))
-        elif key in keys and step not in keys[key] and len(keys[key]) >= bound.max_steps_per_unit:
-            dead.append((unit, key, step, payload, 'steps'))
-        elif keys.get(key, collections.Counter())[step] >= bound.max_contributions_per_step:
-            dead.append((unit, key, step, payload, 'per_step'))
-        elif bound.max_total_contributions is not None and \
-                totals[unit] >= bound.max_total_contributions:
-            dead.append((unit, key, step, payload, 'total'))
+
+        def full(k):
+            return len(keys[k]) >= S and all(n >= m for s, n in keys[k].items() if s > h)
+
+        if C is not None and totals[unit] >= C:
+            reason = 'total'
+        elif len(keys) >= K and all(full(k) for k in keys):
+            reason = 'exhausted'
+        elif step <= h:
+            reason = 'late'
+        elif key not in keys and len(keys) >= K:
+            reason = 'keys'
+        elif key in keys and full(key):
+            reason = 'key_full'
+        elif key in keys and step not in keys[key] and len(keys[key]) >= S:
+            reason = 'steps'
+        elif keys.get(key, collections.Counter())[step] >= m:
+            reason = 'per_step'
         else:
             totals[unit] += 1
             keys[key][step] += 1
             kept.append((unit, key, step, payload))
+            continue
+        dead.append((unit, key, step, payload, reason))
     return kept, dead
 
 
-def run_dofns(records, bound, bundle_sizes, mark_new_keys=False):
-    """Group per bundle, then bound per (shard, bundle) with one bag per unit shard. Returns
-    the kept and dead records and each unit's record in the state (unit → (key, step, n)s)."""
+class _Cell:
+    def __init__(self):
+        self.value = None
+
+    def read(self):
+        return self.value
+
+    def write(self, value):
+        self.value = value
+
+
+class _Timer:
+    def __init__(self):
+        self.at = None
+
+    def set(self, timestamp):
+        self.at = timestamp.micros
+
+
+#: The clock of the fuzzed streams: steps of 10 s from 0, released 5 s after their end.
+CLOCK = StepClock(start_micros=0, step_micros=10_000_000, allowed_lateness_micros=5_000_000)
+
+
+def run_dofns(records, bound, bundle_sizes, mark_new_keys=False, clock=None, watermarks=None):
+    """Group per bundle, then bound per (shard, bundle) with one bag per unit shard; before
+    bundle b the watermark moves to ``watermarks[b]`` (micros) and due 'compact' timers fire.
+    Returns the kept and dead records, each unit's stored record, and per record the
+    ``released_through`` its shard had when it was bounded."""
     group_fn = _GroupByUnitInBundleFn('T')
     group_fn.setup()
-    bound_fn = _BoundContributionsFn(bound, 'T', mark_new_keys)
+    bound_fn = _BoundContributionsFn(bound, 'T', mark_new_keys, clock)
     bags = collections.defaultdict(_Bag)
+    cells = collections.defaultdict(_Cell)
+    timers = collections.defaultdict(_Timer)
     unit_of_payload = {payload: unit for unit, (_, _, payload) in records}   # payloads unique
+    released = {}
     kept, dead = [], []
     i = 0
-    for size in bundle_sizes:
+    for b, size in enumerate(bundle_sizes):
+        wm = (watermarks or {}).get(b)
+        for shard, timer in list(timers.items()):
+            if wm is not None and timer.at is not None and timer.at <= wm:
+                timer.at = None
+                assert bound_fn.compact(bags[shard], cells[shard], timer) is None
+                assert len(bags[shard].items) == 1
         group_fn.start_bundle()
         for j, element in enumerate(records[i:i + size]):
             assert list(group_fn.process(element, _Ts(1000 * (i + j)))) == []
+            shard = unit_shard(key_bytes(element[0]))
+            released[element[1][2]] = (cells[shard].value or (-1,))[0]
         i += size
         for wv in group_fn.finish_bundle():
             assert isinstance(wv, WindowedValue)
@@ -98,14 +164,11 @@ def run_dofns(records, bound, bundle_sizes, mark_new_keys=False):
                 assert unit_key == key_bytes(unit)     # units are told apart by their bytes
                 assert unit_shard(unit_key) == shard   # the stateful stage is keyed by shard
             assert wv.timestamp.micros == min(m for _, _, group in units for _, m in group)
-            for out in bound_fn.process(wv.value, bags[shard]):
+            for out in bound_fn.process(wv.value, bags[shard], cells[shard], timers[shard]):
                 if isinstance(out, beam.pvalue.TaggedOutput):
                     d = out.value
                     u, (key, step, payload) = eval(d.record)  # pylint: disable=eval-used
-                    reason = ('keys' if 'max_keys_per_unit' in d.reason else
-                              'steps' if 'max_steps_per_unit' in d.reason else
-                              'total' if 'max_total_contributions' in d.reason else 'per_step')
-                    dead.append((u, key, step, payload, reason))
+                    dead.append((u, key, step, payload, category(d.reason)))
                 else:
                     kept.append((unit_of_payload[out[2]],) + out)
             assert len(bags[shard].items) <= MAX_DELTAS   # compacted: a read stays bounded
@@ -113,11 +176,52 @@ def run_dofns(records, bound, bundle_sizes, mark_new_keys=False):
     units = {unit for unit, _ in records}
     state = {unit: _latest(bags[unit_shard(key_bytes(unit))].items, key_bytes(unit))
              for unit in units}
+    return kept, dead, state, [released[payload] for _, (_, _, payload) in records]
+
+
+def check_against_reference(records, bound, sizes, clock=None, watermarks=None):
+    kept, dead, state, released = run_dofns(records, bound, sizes, clock=clock,
+                                            watermarks=watermarks)
+    want_kept, want_dead = reference(records, bound, released)
+    # Within a bundle records of one unit keep their order; across units the order may change.
+    assert sorted(kept) == sorted(want_kept)
+    assert sorted(dead) == sorted(want_dead)
+    assert_within_bound(kept, bound)
+    for unit, record in state.items():
+        assert_compact(record, bound, sum(1 for k in kept if k[0] == unit))
     return kept, dead, state
 
-@pytest.mark.parametrize('seed', range(20))
-def test_grouped_bag_bounding_equals_record_at_a_time_rule(seed):
-    rng = random.Random(seed)
+
+def assert_within_bound(kept, bound):
+    """The bound itself, whatever the reference says: ≤ K keys, ≤ S steps per key, ≤ m per
+    (key, step), ≤ C in all, per unit."""
+    per_unit = collections.defaultdict(list)
+    for unit, key, step, *_ in kept:
+        per_unit[unit].append((key, step))
+    for pairs in per_unit.values():
+        assert len({k for k, _ in pairs}) <= bound.max_keys_per_unit
+        for key in {k for k, _ in pairs}:
+            assert len({s for k, s in pairs if k == key}) <= bound.max_steps_per_unit
+        assert max(collections.Counter(pairs).values()) <= bound.max_contributions_per_step
+        if bound.max_total_contributions is not None:
+            assert len(pairs) <= bound.max_total_contributions
+
+
+def assert_compact(record, bound, kept):
+    """A stored record is a marker, or the total and ≤ K key entries of ≤ 2 + 2·S fields."""
+    if isinstance(record, int):
+        assert record in (EXHAUSTED_TOTAL, EXHAUSTED_KEYS)
+        return
+    if not record:
+        assert kept == 0
+        return
+    assert record[0] == kept
+    assert len(record) - 1 <= bound.max_keys_per_unit
+    for entry in record[1:]:
+        assert len(entry) == 1 or 2 <= len(entry) <= 2 + 2 * bound.max_steps_per_unit
+
+
+def random_case(rng):
     bound = UserLevel(unit_fn=_first, max_keys_per_unit=rng.randint(1, 3),
                       max_contributions_per_step=rng.randint(1, 3),
                       max_steps_per_unit=rng.randint(1, 3),
@@ -127,16 +231,50 @@ def test_grouped_bag_bounding_equals_record_at_a_time_rule(seed):
     sizes = []
     while sum(sizes) < len(records):
         sizes.append(min(rng.choice([1, 2, 7, 50, 1000]), len(records) - sum(sizes)))
-    kept, dead, bags = run_dofns(records, bound, sizes)
-    want_kept, want_dead = reference(records, bound)
-    # Within a bundle records of one unit keep their order; across units the order may change.
-    assert sorted(kept) == sorted(want_kept)
-    assert sorted(dead) == sorted(want_dead)
-    # A unit's record never exceeds K·S entries, and it sums to the unit's kept records.
-    cap = bound.max_keys_per_unit * bound.max_steps_per_unit
-    for unit, entries in bags.items():
-        assert len(entries) <= cap
-        assert sum(n for _, _, n in entries) == sum(1 for k in kept if k[0] == unit)
+    return bound, records, sizes
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_grouped_bag_bounding_equals_record_at_a_time_rule(seed):
+    bound, records, sizes = random_case(random.Random(seed))
+    check_against_reference(records, bound, sizes)
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_released_steps_are_late_and_folded_and_the_bound_stays_exact(seed):
+    rng = random.Random(seed)
+    bound, records, sizes = random_case(rng)
+    watermarks, wm = {}, 0
+    for b in range(len(sizes)):
+        wm += rng.choice([0, 0, 5_000_000, 10_000_000, 30_000_000])
+        watermarks[b] = wm
+    check_against_reference(records, bound, sizes, CLOCK, watermarks)
+
+
+def test_a_unit_past_its_steps_stays_bounded_across_many_steps_and_is_folded():
+    """S = 3, m = 2, K = 2: unit 'u' sends 3 records to each of 2 keys in each of 40 steps, the
+    watermark passing each step's release time in between: it keeps 3 steps × 2 records per
+    key and its record ends as the EXHAUSTED_KEYS marker. Unit 'v' sends to key 'a' in steps 0
+    and 1 and, in step 1, a record for the released step 0 (late); idle after that, its record
+    ends as one count per key."""
+    bound = UserLevel(unit_fn=_first, max_keys_per_unit=2, max_contributions_per_step=2,
+                      max_steps_per_unit=3)
+    records, sizes, watermarks = [], [], {}
+    for step in range(40):
+        watermarks[len(sizes)] = CLOCK.release_time_micros(step - 1)
+        batch = [('u', (key, step, 10 * step + i)) for i, key in enumerate('ab' * 3)]
+        if step < 2:
+            batch.append(('v', ('a', step, 10 * step + 6)))
+        if step == 1:
+            batch.append(('v', ('b', 0, 10 * step + 7)))
+        records += batch
+        sizes.append(len(batch))
+    kept, dead, state = check_against_reference(records, bound, sizes, CLOCK, watermarks)
+    assert sorted((k, s) for u, k, s, _ in kept if u == 'u') == \
+        sorted([(k, s) for k in 'ab' for s in range(3)] * 2)
+    assert state['u'] == EXHAUSTED_KEYS
+    assert ('v', 'b', 0, 17, 'late') in dead
+    assert state['v'] == (2, ('a', 2))      # both its steps released: one count
 
 
 @pytest.mark.parametrize('seed', range(5))
@@ -149,7 +287,7 @@ def test_new_key_flag_marks_each_units_first_kept_record_of_a_key(seed):
     sizes = [rng.choice([1, 5, 40]) for _ in range(300)]
     sizes = [s for i, s in enumerate(sizes) if sum(sizes[:i]) < 300]
     sizes[-1] -= sum(sizes) - 300
-    kept, _, _ = run_dofns(records, bound, sizes, mark_new_keys=True)
+    kept, _, _, _ = run_dofns(records, bound, sizes, mark_new_keys=True)
     want_kept, _ = reference(records, bound)
     seen, want = set(), []
     for unit, key, step, payload in want_kept:     # reference order = arrival order per unit
@@ -158,12 +296,12 @@ def test_new_key_flag_marks_each_units_first_kept_record_of_a_key(seed):
     assert sorted(kept) == sorted(want)
 
 
-def test_bag_holds_one_entry_per_key_and_step_per_bundle():
+def test_bag_holds_the_units_total_and_one_entry_per_key():
     bound = UserLevel(unit_fn=_first, max_keys_per_unit=2, max_contributions_per_step=5,
                       max_steps_per_unit=2)
     records = [('u', ('a', 0, i)) for i in range(4)] + [('u', ('b', 1, 9))]
-    _, _, bags = run_dofns(records, bound, [len(records)])
-    assert sorted(bags['u']) == [('a', 0, 4), ('b', 1, 1)]
+    _, _, bags, _ = run_dofns(records, bound, [len(records)])
+    assert bags['u'] == (5, ('a', 0, 0, 4), ('b', 0, 1, 1))
 
 
 def streaming():
@@ -196,9 +334,10 @@ def test_units_equal_in_python_are_bounded_separately_and_bad_units_dead_lettere
         assert_that(out.kept | beam.Map(lambda e: e[2]), equal_to(['x', 'y', 'z']),
                     label='kept')
         assert_that(out.dead_letter | beam.Map(lambda d: (type(d), d.stage, d.reason)),
-                    equal_to([(DeadLetter, 'BoundContributions',
-                               'contribution bound: max_contributions_per_step=1 reached for '
-                               'this key and step'),
+                    equal_to([(DeadLetter, 'BoundContributions',   # K = S = m = 1: used up
+                               'contribution bound: unit already used all max_keys_per_unit=1 '
+                               'keys, each for max_steps_per_unit=1 steps with '
+                               'max_contributions_per_step=1 records'),
                               (DeadLetter, 'BoundContributions',
                                "privacy unit id cannot be encoded as a key: "
                                "TypeError('no pickling here')")]),

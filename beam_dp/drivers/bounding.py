@@ -1,0 +1,211 @@
+"""User-level contribution bounding: the rule and each unit's compact usage record (pure, no
+Beam). ``beam_dp.transforms.contribution_bounding`` ('BoundPerUnit') stores one record per unit
+and calls ``UnitUsage.offer`` for each of the unit's records.
+
+The bound (``UserLevel(K, m, S, C)``), exact over the unbounded horizon: a unit's kept records
+touch ≤ K keys, ≤ S distinct steps per key, ≤ m records per (key, step) and ≤ C records in all.
+
+What the record keeps, and why that is all the bound needs
+-----------------------------------------------------------
+A unit's record is one of:
+
+* ``EXHAUSTED_TOTAL`` (an int): the unit kept C records. Every further record is over C, so
+  nothing else can change a decision: its keys and steps are forgotten.
+* ``EXHAUSTED_KEYS`` (an int): the unit holds K keys and every one is full (below). A record
+  of a new key is over K, one of a held key is over S or m (or late): nothing else is needed.
+* ``(total, entry, ...)``, one entry per key it kept (≤ K entries):
+  ``(key,)`` for a FULL key — the key used S steps and every step of it that can still be
+  released holds m records, so any record of it is over S, over m or late; or
+  ``(key, dead, step1, n1, step2, n2, ...)``: ``dead`` distinct steps of the key that are
+  already released (≤ ``released_through``) and the count n of each LIVE step (not yet
+  released) it kept. ``total`` is only read when C is set.
+
+Released steps (``released_through``): a step s is released once the watermark passes
+end(s) + allowed lateness (``StepClock.release_time_micros``, a public schedule), and a record
+for a released step is late: it is dead-lettered (``StepClock.late_reason``) and never kept.
+So after step s is released, no record of it can be kept again: its count n can never again
+decide anything (m is only checked for records that could be kept), and only the fact that
+the key used one more step matters for S — that is the ``dead`` count. Nothing is lost: the
+number of distinct steps (dead + live) and the total never decrease, each live count is exact,
+and no released step is ever counted anew (records for it are late). The bound therefore stays
+exact over the whole horizon while a unit's record holds at most K keys, K integers, and the
+counts of the steps not yet released (a few, set by the allowed lateness), instead of K·S
+(key, step, n) entries.
+
+What still grows: one record per unit that ever kept a record (it must be remembered for ever
+to enforce S and C over the whole horizon; forgetting it would let it contribute again).
+"""
+
+from typing import Callable, Dict, Optional, Tuple
+
+from beam_dp.privacy_unit import UserLevel
+
+__all__ = [
+    'EXHAUSTED_KEYS',
+    'EXHAUSTED_TOTAL',
+    'NOTHING_RELEASED',
+    'UnitUsage',
+    'compact_record',
+]
+
+#: Record of a unit that kept C records (``max_total_contributions``).
+EXHAUSTED_TOTAL = 0
+#: Record of a unit that holds K keys, each full (S steps with m records each, or released).
+EXHAUSTED_KEYS = 1
+#: ``released_through`` before any step is released (steps start at 0).
+NOTHING_RELEASED = -1
+
+
+class _Key:
+    """One key of a unit: ``dead`` released steps used, ``live`` step → records kept; or full
+    (``live`` is None)."""
+    __slots__ = ('dead', 'live')
+
+    def __init__(self, dead: int = 0, live: Optional[Dict[int, int]] = None):
+        self.dead = dead
+        self.live = live
+
+    def used(self) -> int:
+        return self.dead + len(self.live)
+
+
+class UnitUsage:
+    """A unit's usage while its records of one call are bounded: decode a stored record,
+    ``offer`` records one by one, ``record()`` the compact record to store."""
+
+    def __init__(self, bound: UserLevel, released_through: int = NOTHING_RELEASED,
+                 late_reason: Optional[Callable[[int], str]] = None):
+        self._bound = bound
+        self._released = released_through
+        self._late_reason = late_reason
+        self.exhausted: Optional[int] = None
+        self.total = 0
+        self.keys: Dict[object, _Key] = {}
+
+    @classmethod
+    def decode(cls, bound: UserLevel, record, released_through: int = NOTHING_RELEASED,
+               late_reason: Optional[Callable[[int], str]] = None) -> 'UnitUsage':
+        """The usage of a stored record (``()`` for a new unit). Accepts the layout before the
+        compact record (a tuple of ``(key, step, n)``: every step live) so that state saved by
+        an earlier version restores exactly."""
+        usage = cls(bound, released_through, late_reason)
+        if isinstance(record, int):
+            usage.exhausted = record
+            return usage
+        if record and isinstance(record[0], tuple):          # earlier layout: (key, step, n)s
+            for key, step, n in record:
+                usage.keys.setdefault(key, _Key(0, {})).live[step] = n
+                usage.total += n
+        elif record:
+            usage.total = record[0]
+            for entry in record[1:]:
+                if len(entry) == 1:
+                    usage.keys[entry[0]] = _Key(bound.max_steps_per_unit, None)
+                    continue
+                live = {entry[i]: entry[i + 1] for i in range(2, len(entry), 2)}
+                usage.keys[entry[0]] = _Key(entry[1], live)
+        usage._settle()
+        return usage
+
+    def offer(self, key, step: int) -> Tuple[Optional[str], bool]:
+        """Decides one record: ``(None, first)`` if kept (``first``: the unit's first kept
+        record of ``key`` over the whole horizon), else ``(reason, False)``."""
+        reason = self._reason(key, step)
+        if reason is not None:
+            return reason, False
+        entry = self.keys.get(key)
+        first = entry is None
+        if first:
+            self.keys[key] = entry = _Key(0, {})
+        entry.live[step] = entry.live.get(step, 0) + 1
+        self.total += 1
+        self._settle_key(entry)
+        self._settle_unit()
+        return None, first
+
+    def _reason(self, key, step: int) -> Optional[str]:
+        bound = self._bound
+        if self.exhausted == EXHAUSTED_TOTAL:
+            return _total_reason(bound)
+        if self.exhausted == EXHAUSTED_KEYS:
+            return (f'contribution bound: unit already used all max_keys_per_unit='
+                    f'{bound.max_keys_per_unit} keys, each for max_steps_per_unit='
+                    f'{bound.max_steps_per_unit} steps with max_contributions_per_step='
+                    f'{bound.max_contributions_per_step} records')
+        if step <= self._released:
+            return (self._late_reason(step) if self._late_reason is not None else
+                    f'late: step {step} was already released')
+        entry = self.keys.get(key)
+        if entry is None:
+            if len(self.keys) >= bound.max_keys_per_unit:
+                return (f'contribution bound: unit already contributed to max_keys_per_unit='
+                        f'{bound.max_keys_per_unit} keys')
+        elif entry.live is None:
+            return (f'contribution bound: unit already contributed to max_steps_per_unit='
+                    f'{bound.max_steps_per_unit} steps of this key, each with '
+                    f'max_contributions_per_step={bound.max_contributions_per_step} records')
+        elif step not in entry.live and entry.used() >= bound.max_steps_per_unit:
+            return (f'contribution bound: unit already contributed to max_steps_per_unit='
+                    f'{bound.max_steps_per_unit} steps of this key')
+        elif entry.live.get(step, 0) >= bound.max_contributions_per_step:
+            return (f'contribution bound: max_contributions_per_step='
+                    f'{bound.max_contributions_per_step} reached for this key and step')
+        if bound.max_total_contributions is not None and \
+                self.total >= bound.max_total_contributions:
+            return _total_reason(bound)
+        return None
+
+    def _settle_key(self, entry: _Key) -> None:
+        """Moves released steps to ``dead`` and marks the key full when no record of it can
+        be kept any more (S steps used, each live one at m)."""
+        if entry.live is None:
+            return
+        for step in [s for s in entry.live if s <= self._released]:
+            del entry.live[step]
+            entry.dead += 1
+        m = self._bound.max_contributions_per_step
+        if entry.used() >= self._bound.max_steps_per_unit and \
+                all(n >= m for n in entry.live.values()):
+            entry.dead, entry.live = self._bound.max_steps_per_unit, None
+
+    def _settle_unit(self) -> None:
+        bound = self._bound
+        if self.exhausted is not None:
+            return
+        if bound.max_total_contributions is not None and \
+                self.total >= bound.max_total_contributions:
+            self.exhausted = EXHAUSTED_TOTAL
+        elif len(self.keys) >= bound.max_keys_per_unit and \
+                all(e.live is None for e in self.keys.values()):
+            self.exhausted = EXHAUSTED_KEYS
+
+    def _settle(self) -> None:
+        for entry in self.keys.values():
+            self._settle_key(entry)
+        self._settle_unit()
+
+    def record(self):
+        """The compact record to store (see the module docstring)."""
+        if self.exhausted is not None:
+            return self.exhausted
+        entries = []
+        for key, entry in self.keys.items():
+            if entry.live is None:
+                entries.append((key,))
+            else:
+                flat = [key, entry.dead]
+                for step, n in entry.live.items():
+                    flat += (step, n)
+                entries.append(tuple(flat))
+        return (self.total,) + tuple(entries)
+
+
+def _total_reason(bound: UserLevel) -> str:
+    return (f'contribution bound: unit already contributed '
+            f'max_total_contributions={bound.max_total_contributions} records')
+
+
+def compact_record(bound: UserLevel, record, released_through: int):
+    """A stored record with every step ≤ ``released_through`` moved to its key's ``dead``
+    count (and full keys / exhausted units marked): what a unit idle since then keeps."""
+    return UnitUsage.decode(bound, record, released_through).record()
