@@ -281,7 +281,8 @@ class _ContinualPerKey(shell.ShellTransform):
                 valid
                 | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
                 | 'BoundContributions' >> BoundContributions(
-                    unit, self.label, mark_new_keys=self._driver.private_keys is not None))
+                    unit, self.label, mark_new_keys=self._driver.private_keys is not None,
+                    clock=self._driver.clock))
             dead.append(bounded.dead_letter)
             valid = bounded.kept
         return valid, dead
