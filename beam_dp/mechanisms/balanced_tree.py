@@ -1,0 +1,275 @@
+"""The k-ary tree counter with negative digits ("subtraction") for a known horizon: Andersson,
+Pagh, Steiner, Torkamani, "Count on Your Elders: Laplace vs Gaussian Noise" (arXiv 2408.07021,
+first titled "Improved counting under continual observation with pure differential privacy").
+
+Privacy unit and neighbours: as ``KaryTreeCounter`` — any change of the input stream whose L1
+norm (over all steps and bins) is at most ``l1_sensitivity`` (and, for the Gaussian variant,
+whose per-bin totals have L2 norm at most ``l2_sensitivity``); add/remove neighbours.
+
+Nodes: for odd k, level h ∈ [0, L) holds the aligned intervals n(h, j) = (j·k^h, (j+1)·k^h]
+of steps, j ≥ 0 (the last ones may extend past T; steps after T never exist). L is the least
+number of balanced base-k digits that writes every t ≤ T: (k^L − 1)/2 ≥ T.
+
+Prefix identity: write t = Σ_h d_h k^h with digits d_h ∈ {−(k−1)/2 … (k−1)/2} (unique), and
+p_h = Σ_{j ≥ h} d_j k^j (t rounded to the nearest multiple of k^h; p_L = 0, p_0 = t). Then
+1_[1,t] = Σ_h sgn(d_h)·1_(p_{h+1}, p_h] (oriented), and (p_{h+1}, p_h] is the union of |d_h|
+level-h nodes: j ∈ [p_{h+1}/k^h, p_h/k^h) added when d_h > 0, j ∈ [p_h/k^h, p_{h+1}/k^h)
+subtracted when d_h < 0 (those lie after t). So, with B the node-sum matrix and L_t the signed
+selection of ``segments(t)``, L_t·B = 1_[1,t] on every stream: |d_h| ≤ (k−1)/2 nodes per level,
+mean |d_h| ≈ (k² − 1)/(4k) instead of the (k − 1)/2 of non-negative digits.
+
+Privacy (pure ε; ρ alike): each step lies in exactly one node per level, so for neighbours x, x'
+Σ_j |n(h, j)·(x − x')| ≤ ‖x − x'‖_1 ≤ l1 at every level: the node sums of level h with i.i.d.
+discrete Laplace of scale l1/ε_h are ε_h-DP, all levels Σ_h ε_h = ε (discrete Gaussian
+σ_h² = l2²/(2ρ_h): ρ_h-zCDP, Σ ρ_h = ρ). The split ε_h = ε·w_h is public: 'mean_variance'
+(default) minimises the mean release variance, w_h ∝ c_h^(1/3) for Laplace (∝ c_h^(1/2) for
+Gaussian), c_h the mean |d_h| over t = 1..T; 'uniform' is w_h = 1/L. The release sequence is
+y_t = L_t·(B x + η) — post-processing of that node mechanism — for every stream fixed in advance.
+
+Online, exactly: y_t = (exact prefix sum) + Σ_{(h,j) ∈ segments(t)} ±η_(h,j), which equals
+L_t·(Bx + η) because L_t·B = 1_[1,t]; it reads only steps ≤ t, while the noise of a subtracted
+(future) node is drawn when the node is first used. Every node is used by one contiguous run of
+releases with one sign (tested), so the state keeps each level's current run of node noises —
+≤ (k − 1)/2 values per level and bin — drawn once through ``rng`` and dropped when the run
+leaves the node: the same η_(h,j) enters every release that uses it. Integer releases.
+
+Closed form: Var[y_t] = Σ_h |d_h(t)|·Var(η_h) (independent nodes). ``best_k`` picks the odd k
+with the lowest mean variance for a horizon (a single level, k ≥ 2T + 1, is per-step noise).
+"""
+
+import dataclasses
+import functools
+import math
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from beam_dp import _validation as v
+from beam_dp.accounting import PrivacyCost
+from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import UnsupportedMechanismError
+from beam_dp.mechanisms import _dyadic
+from beam_dp.mechanisms._counter_params import CounterPrivacy
+from beam_dp.noise import RandomSource
+
+__all__ = [
+    'BalancedTreeCounter',
+    'BalancedTreeState',
+    'balanced_best_k',
+]
+
+_MAX_K = 129
+SPLITS = ('mean_variance', 'uniform')
+
+
+@dataclasses.dataclass(frozen=True)
+class BalancedTreeState:
+    """Immutable state over d bins: t steps consumed, the exact ``prefix`` sum per bin, and per
+    level h the current run of nodes (``first[h]``, ``count[h]``, ``sign[h]``) with their noise
+    ``noise[h, i]`` (node first[h] + i). Arrays are read-only."""
+    t: int
+    prefix: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+    sign: np.ndarray
+    noise: np.ndarray
+
+    def nbytes(self) -> int:
+        return (self.prefix.nbytes + self.first.nbytes + self.count.nbytes + self.sign.nbytes
+                + self.noise.nbytes + 8)
+
+
+def levels_for(horizon: int, k: int) -> int:
+    """L: the least number of balanced base-k digits writing every t ≤ T."""
+    levels = 1
+    while (k ** levels - 1) // 2 < horizon:
+        levels += 1
+    return levels
+
+
+def balanced_digits(t: int, k: int, levels: int) -> List[int]:
+    """d_h(t), h = 0 .. levels-1, each in [-(k-1)/2, (k-1)/2]."""
+    half, out = (k - 1) // 2, []
+    for _ in range(levels):
+        digit = (t + half) % k - half
+        out.append(digit)
+        t = (t - digit) // k
+    if t:
+        raise ValueError(f'{t} does not fit {levels} balanced base-{k} digits')
+    return out
+
+
+def segments(t: int, k: int, levels: int) -> List[Tuple[int, int, int]]:
+    """Per level h: (first node index j, number of nodes, sign) of t's prefix identity."""
+    out, upper = [], 0                                   # upper = p_{h+1}
+    digits = balanced_digits(t, k, levels)
+    for h in reversed(range(levels)):
+        span, d = k ** h, digits[h]
+        lower = upper + d * span                         # p_h
+        if d > 0:
+            out.append((upper // span, d, 1))
+        elif d < 0:
+            out.append((lower // span, -d, -1))
+        else:
+            out.append((0, 0, 0))
+        upper = lower
+    return out[::-1]
+
+
+def _abs_digit_sum(lo: int, hi: int, span: int, k: int) -> int:
+    """Σ_{u=lo}^{hi} |⌊u/span⌋ mod k − (k−1)/2|, in O(k)."""
+    def upto(n):                                         # u = 0 .. n-1
+        full, rest = divmod(n, span * k)
+        weights = [abs(a - (k - 1) // 2) for a in range(k)]
+        blocks, tail = divmod(rest, span)
+        return (full * span * sum(weights) + span * sum(weights[:blocks])
+                + (tail * weights[blocks] if blocks < k else 0))
+    return upto(hi + 1) - upto(lo)
+
+
+@functools.lru_cache(maxsize=1024)
+def mean_abs_digits(horizon: int, k: int) -> Tuple[float, ...]:
+    """c_h: the mean |d_h(t)| over t = 1..T (balanced digits of t are the ordinary digits of
+    t + (k^L − 1)/2, each minus (k − 1)/2)."""
+    levels = levels_for(horizon, k)
+    offset = (k ** levels - 1) // 2
+    return tuple(_abs_digit_sum(offset + 1, offset + horizon, k ** h, k) / horizon
+                 for h in range(levels))
+
+
+@dataclasses.dataclass(frozen=True)
+class BalancedTreeCounter(CounterPrivacy):
+    """Continual prefix sums over a known horizon with the negative-digit k-ary tree.
+
+    Args:
+      horizon: T, the number of steps; public.
+      epsilon: total ε (discrete Laplace); or (keyword-only) rho: total ρ (discrete Gaussian).
+      k: odd branching factor, 3 ≤ k ≤ 129 (default: ``balanced_best_k``).
+      split: 'mean_variance' (default) or 'uniform': how the budget is split over the levels.
+      l1_sensitivity, l2_sensitivity, dimension: as ``KaryTreeCounter``.
+
+    Raises:
+      InvalidParamsError: on a bad parameter, with the argument named.
+    """
+    horizon: int
+    k: Optional[int] = None
+    split: str = 'mean_variance'
+
+    def __post_init__(self):
+        owner = type(self).__name__
+        v.check_positive_int(owner, 'horizon', self.horizon)
+        self.check_counter_privacy()
+        v.check_choice(owner, 'split', self.split, SPLITS)
+        if self.k is None:
+            object.__setattr__(self, 'k', balanced_best_k(
+                self.horizon, self.rho is not None, self.split))
+        v.check_positive_int(owner, 'k', self.k)
+        if not 3 <= self.k <= _MAX_K or self.k % 2 == 0:
+            raise InvalidParamsError(f'{owner}: k must be odd and in [3, {_MAX_K}], got '
+                                     f'{self.k}.')
+        for noise in self.level_noise:
+            _dyadic.check_node_noise(owner, noise)
+
+    @property
+    def levels(self) -> int:
+        return levels_for(self.horizon, self.k)
+
+    @functools.cached_property
+    def level_weights(self) -> Tuple[float, ...]:
+        """w_h: level h spends w_h of the budget (Σ w_h = 1)."""
+        if self.split == 'uniform':
+            return (1.0 / self.levels,) * self.levels
+        power = 1 / 2 if self.rho is not None else 1 / 3
+        raw = [c ** power for c in mean_abs_digits(self.horizon, self.k)]
+        return tuple(r / sum(raw) for r in raw)
+
+    @functools.cached_property
+    def level_noise(self) -> Tuple[_dyadic.NodeNoise, ...]:
+        return tuple(self.noise_for_share(w) for w in self.level_weights)
+
+    @functools.cached_property
+    def level_variances(self) -> Tuple[float, ...]:
+        return tuple(n.variance() for n in self.level_noise)
+
+    def privacy_cost(self) -> PrivacyCost:
+        return _dyadic.cost(self.epsilon, self.rho)
+
+    def init_state(self) -> BalancedTreeState:
+        levels, half = self.levels, (self.k - 1) // 2
+        zeros = np.zeros(levels, dtype=np.int64)
+        return BalancedTreeState(
+            0, _dyadic.readonly(np.zeros(self.dimension, dtype=np.int64)),
+            _dyadic.readonly(zeros.copy()), _dyadic.readonly(zeros.copy()),
+            _dyadic.readonly(zeros.copy()),
+            _dyadic.readonly(np.zeros((levels, half, self.dimension), dtype=np.int64)))
+
+    def step(self, state: BalancedTreeState, value,
+             rng: RandomSource) -> Tuple[np.ndarray, BalancedTreeState]:
+        """Consumes step t+1's integer vector (already bounded); returns the noisy prefix sum."""
+        if state.t >= self.horizon:
+            raise UnsupportedMechanismError(
+                f'{type(self).__name__}: horizon {self.horizon} reached; releasing step '
+                f'{state.t + 1} would exceed the declared privacy cost.')
+        t = state.t + 1
+        value = np.asarray(value, dtype=np.int64).reshape(self.dimension)
+        prefix = state.prefix + value
+        noise = np.zeros_like(state.noise)
+        first, count, sign = (np.zeros(self.levels, dtype=np.int64) for _ in range(3))
+        release = prefix.copy()
+        for h, (j0, n, s) in enumerate(segments(t, self.k, self.levels)):
+            old_first, old_count = int(state.first[h]), int(state.count[h])
+            for i in range(n):
+                offset = j0 + i - old_first
+                if s == state.sign[h] and 0 <= offset < old_count:
+                    noise[h, i] = state.noise[h, offset]      # the node's run continues
+                else:
+                    noise[h, i] = self.level_noise[h].sample(rng, self.dimension)
+            first[h], count[h], sign[h] = j0, n, s
+            release += s * noise[h, :n].sum(axis=0)
+        new_state = BalancedTreeState(t, _dyadic.readonly(prefix), _dyadic.readonly(first),
+                                      _dyadic.readonly(count), _dyadic.readonly(sign),
+                                      _dyadic.readonly(noise))
+        return release, new_state
+
+    def release_variance(self, t: int) -> float:
+        """Exact noise variance (per bin) of the release after step t: Σ_h |d_h(t)|·Var_h."""
+        if t <= 0:
+            return 0.0
+        digits = balanced_digits(t, self.k, self.levels)
+        return float(sum(abs(d) * var for d, var in zip(digits, self.level_variances)))
+
+    def variances(self, horizon: Optional[int] = None) -> np.ndarray:
+        """release_variance(t) for t = 1..T, vectorised."""
+        steps = horizon or self.horizon
+        half = (self.k - 1) // 2
+        u = np.arange(1, steps + 1, dtype=np.int64) + (self.k ** self.levels - 1) // 2
+        total = np.zeros(steps)
+        for var in self.level_variances:
+            total += np.abs(u % self.k - half) * var
+            u //= self.k
+        return total
+
+    def mean_variance(self) -> float:
+        """Mean of release_variance(t) over t = 1..T (exact, no per-t loop)."""
+        return float(sum(c * var for c, var in zip(mean_abs_digits(self.horizon, self.k),
+                                                   self.level_variances)))
+
+    @property
+    def noise_stddev(self) -> float:
+        """The largest release noise std over t = 1..T."""
+        return math.sqrt(float(np.max(self.variances())))
+
+
+@functools.lru_cache(maxsize=256)
+def balanced_best_k(horizon: int, gaussian: bool = False, split: str = 'mean_variance') -> int:
+    """The odd k with the lowest mean release variance over t = 1..T (unit budget; ties to the
+    smaller k)."""
+    privacy = {'rho': 1.0} if gaussian else {'epsilon': 1.0}
+    best, best_mean = 3, math.inf
+    for k in range(3, _MAX_K + 1, 2):
+        mean = BalancedTreeCounter(horizon=horizon, k=k, split=split, **privacy).mean_variance()
+        if mean < best_mean * (1 - 1e-12):
+            best, best_mean = k, mean
+        if levels_for(horizon, k) == 1:
+            break                                  # larger k: the same single level
+    return best
