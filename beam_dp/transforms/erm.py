@@ -94,6 +94,10 @@ ERM_DOCS = {
                          'fewer is padded with zero-gradient slots; models are normalised by '
                          'n_max (spec 003 §8.2, trap T8).',
     'mu': 'strong convexity μ of the regulariser (μ/2)‖w − c‖² (the paper\'s λ is μ/2).',
+    'update_mu': 'μ of the models regularised toward a released centre (PBERM updates and '
+                 'fine-tunes); default ``mu``. The noise scale follows (Δ₂ = 2L/(μ·n)), so the '
+                 'cost is unchanged; a larger value keeps a one-block update close to its '
+                 'centre (benchmarks/erm: digits, μ = 0.01, update_mu = 1).',
     'clip_norm': 'public clip norm C of a feature vector with its bias column (default 1): '
                  'sets the per-example Lipschitz constant L (softmax √2·C, logistic C).',
     'loss': "'softmax' (multinomial logistic, default) or 'logistic' (binary, K = 2).",
@@ -276,7 +280,8 @@ class _ERMTransform(shell.ShellTransform):
 
     def __init__(self, *, start, step, budget: PrivacyBudget, public_streams: Sequence[str],
                  num_classes: int, feature_dim: int, records_per_block: int, mu: float,
-                 end=None, allowed_lateness=0, clip_norm: float = 1.0, loss: str = 'softmax',
+                 update_mu: Optional[float] = None, end=None, allowed_lateness=0,
+                 clip_norm: float = 1.0, loss: str = 'softmax',
                  passes: int = 10, batch_size: int = 1, fit_intercept: bool = True,
                  stream_fn: Callable[[Any], Any] = operator.itemgetter(0),
                  features_fn: Callable[[Any], Any] = operator.itemgetter(1),
@@ -307,14 +312,18 @@ class _ERMTransform(shell.ShellTransform):
         self._streams = list(public_streams)
         self._fns = (stream_fn, features_fn, label_fn)
         with self.params():
+            if update_mu is not None:
+                v.check_positive(owner, 'update_mu', update_mu)
             kind = _LOSSES[loss]
             the_loss = (kind(clip_norm=clip_norm, num_classes=num_classes)
                         if kind is SoftmaxCrossEntropy else kind(clip_norm=clip_norm))
             if num_classes != the_loss.num_classes:
                 raise InvalidParamsError(f'{owner}: loss={loss!r} needs num_classes='
                                          f'{the_loss.num_classes}, got {num_classes!r}.')
-            self._psgd = (PSGD.paper(the_loss, paper_lambda=mu / 2.0) if reproduce_paper else
-                          PSGD(the_loss, mu=mu, passes=passes, batch_size=batch_size))
+            self._psgd, self._update_psgd = (
+                (PSGD.paper(the_loss, paper_lambda=m / 2.0) if reproduce_paper else
+                 PSGD(the_loss, mu=m, passes=passes, batch_size=batch_size))
+                for m in (mu, mu if update_mu is None else update_mu))
             self._shape = (records_per_block, feature_dim, fit_intercept)
 
     def _finish(self) -> None:
@@ -324,7 +333,8 @@ class _ERMTransform(shell.ShellTransform):
                 raise InvalidParamsError(f'{self.owner}: feature_dim must be a positive int, '
                                          f'got {raw_dim!r}.')
             mechanism = ERMRelease(self._schedule, self._psgd, n_max, raw_dim + int(
-                bool(fit_intercept)))
+                bool(fit_intercept)), update_psgd=None if self._update_psgd == self._psgd
+                else self._update_psgd)
             self._driver = ERMStreamDriver(mechanism, raw_dim, self._clock, fit_intercept)
             mechanism.privacy_cost()
         self.check_budget()

@@ -45,6 +45,10 @@ def sliding(**kw):
     return SlidingWindowERM(levels=2, **{**COMMON, 'testing_seed': SEED, **kw})
 
 
+def continual_update_mu(**kw):
+    return continual(update_mu=3.0, **kw)
+
+
 def make_records(seed=0):
     """Stream 'a': blocks 0, 1, 3 (6 records: subsampled to 4), 5; 'b' has no data at all."""
     rng = random.Random(seed)
@@ -109,7 +113,8 @@ def check_dead(dead):
     assert reasons[1] == 'malformed: features must be 2 finite numbers', reasons
 
 
-@pytest.mark.parametrize('make', [continual, sliding], ids=['continual', 'sliding'])
+@pytest.mark.parametrize('make', [continual, sliding, continual_update_mu],
+                         ids=['continual', 'sliding', 'continual_update_mu'])
 @pytest.mark.parametrize('order_seed', [None, 3])
 def test_streaming_parity_with_reference_on_every_block(make, order_seed):
     records = make_records()
@@ -160,6 +165,8 @@ def test_budget_checked_at_construction_and_pure_epsilon_only():
         SlidingWindowERM(levels=1, **COMMON)
     with pytest.raises(InvalidParamsError, match='blocks_per_base'):
         ContinualERM(**COMMON)
+    with pytest.raises(InvalidParamsError, match='ContinualERM.*update_mu'):
+        continual(update_mu=0.0)
 
 
 _COLLECTED = {}

@@ -82,12 +82,18 @@ class ERMRelease:
       feature_dim: d of a clipped feature vector (with the bias column).
       trainer: what trains a job (default ``psgd``; tests pass a recording fake with the same
         ``release`` signature).
+      update_psgd: the optimiser of the jobs *with* a centre (PBERM updates and fine-tunes);
+        default ``psgd``. Same loss (so the same L), its own μ: a PBERM's noise scale is
+        Δ₂(n)/eps_noise with Δ₂ = 2L/(μ_update·n), so the per-record cost the ledger charges is
+        unchanged, while a larger μ_update keeps an update on one small block close to its
+        (released) centre — signal and noise of the update both shrink like 1/μ_update.
     """
     schedule: Any
     psgd: PSGD
     records_per_block: int
     feature_dim: int
     trainer: Optional[Any] = None
+    update_psgd: Optional[PSGD] = None
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -95,6 +101,11 @@ class ERMRelease:
             raise InvalidParamsError(f'{owner}: psgd must be a PSGD, got {self.psgd!r}.')
         v.check_positive_int(owner, 'records_per_block', self.records_per_block)
         v.check_positive_int(owner, 'feature_dim', self.feature_dim)
+        if self.update_psgd is not None and not (
+                isinstance(self.update_psgd, PSGD) and self.update_psgd.loss == self.psgd.loss
+                and self.update_psgd.reproduce_paper == self.psgd.reproduce_paper):
+            raise InvalidParamsError(f'{owner}: update_psgd must be a PSGD with the same loss '
+                                     f'and reproduce_paper as psgd, got {self.update_psgd!r}.')
         if not hasattr(self.schedule, 'on_block'):
             raise InvalidParamsError(f'{owner}: schedule must have on_block, got '
                                      f'{self.schedule!r}.')
@@ -146,6 +157,13 @@ class ERMRelease:
         y.setflags(write=False)
         return x, y
 
+    def _trainer(self, center: Optional[ReleasedModel]):
+        if self.trainer is not None:
+            return self.trainer
+        if center is not None and self.update_psgd is not None:
+            return self.update_psgd
+        return self.psgd
+
     def step(self, state: ReleaseState, block, rng: RandomSource
              ) -> Tuple[Tuple[ReleaseEvent, ...], ReleaseState]:
         """Closes the next block ``(x, y)`` and runs the jobs it triggers."""
@@ -155,7 +173,6 @@ class ERMRelease:
         plan, sched = self.schedule.on_block(state.schedule, t)
         models = dict(state.models)
         ledger = state.ledger
-        trainer = self.trainer if self.trainer is not None else self.psgd
         events = []
         for job in plan.jobs:
             ledger = ledger.charge(job.component, job.lo, job.hi, job.eps_cost)
@@ -164,11 +181,10 @@ class ERMRelease:
             if job.sample_prob < 1.0:
                 keep = poisson_mask(job_rng.derive('sample'), len(ys), job.sample_prob)
                 xs, ys = xs[keep], ys[keep]
-            center = None
-            if job.center is not None:
-                center = models[job.center]
-            model = trainer.release(xs, ys, job.blocks * self.records_per_block, job.eps_noise,
-                                    job_rng, job.job_id, center=center)
+            center = None if job.center is None else models[job.center]
+            model = self._trainer(center).release(
+                xs, ys, job.blocks * self.records_per_block, job.eps_noise, job_rng, job.job_id,
+                center=center)
             models[job.job_id] = model
             events.append(ReleaseEvent(t, job, model, ledger.worst()))
         for component, before in plan.retire:

@@ -2,8 +2,10 @@
 normalised by the nominal n, bounded state, nothing before the first full window."""
 
 import numpy as np
+import pytest
 
 from beam_dp import noise
+from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.erm import PSGD
 from beam_dp.mechanisms.erm import ContinualReleaseSchedule
 from beam_dp.mechanisms.erm import ERMRelease
@@ -105,3 +107,30 @@ def test_independent_blocks_release_every_block_even_empty_ones():
     events, states = _run(IndependentBlocks(2.0), 6, size=0)
     assert [len(e) for e in events] == [1] * 6
     assert states[-1].retained_records() == 0
+
+
+def test_update_psgd_trains_centred_jobs_with_its_own_mu_and_honest_scale():
+    """Jobs with a centre (PBERM) use update_psgd: noise scale 2L/(μ_u·n)/eps_noise; bases
+    keep psgd's μ; the ledger charges the schedule's cost either way."""
+    update = PSGD(LOSS, mu=4.0, passes=1, batch_size=4)
+    mech = ERMRelease(ContinualReleaseSchedule(2, 1.0), PSGD_, N_MAX, DIM, update_psgd=update)
+    state, flat = mech.init_state(), []
+    for block in _blocks(9):
+        out, state = mech.step(state, block, noise.seeded(3))
+        flat.extend(out)
+    assert {ev.job.kind for ev in flat} == {'base', 'large', 'small'}
+    for ev in flat:
+        optimiser = PSGD_ if ev.job.center is None else update
+        n = ev.job.blocks * N_MAX
+        assert np.isclose(ev.model.noise_scale, optimiser.sensitivity(n) / ev.job.eps_noise)
+    assert max(ev.ledger_worst for ev in flat) <= 1.0
+    plain, _ = _run(ContinualReleaseSchedule(2, 1.0), 9)
+    bases = [ev for e in plain for ev in e if ev.job.kind == 'base']
+    mine = [ev for ev in flat if ev.job.kind == 'base']
+    assert [b.model.noise_scale for b in bases] == [b.model.noise_scale for b in mine]
+
+
+def test_update_psgd_must_share_the_loss():
+    other = PSGD(SoftmaxCrossEntropy(clip_norm=2.0, num_classes=3), mu=1.0)
+    with pytest.raises(InvalidParamsError, match='update_psgd'):
+        ERMRelease(ContinualReleaseSchedule(2, 1.0), PSGD_, N_MAX, DIM, update_psgd=other)
