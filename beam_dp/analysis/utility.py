@@ -26,6 +26,7 @@ from beam_dp.accounting import rho_for_epsilon_delta
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms import blt_optimize
+from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
@@ -148,6 +149,9 @@ def _candidates(horizon, epsilon, rho, common, design_horizon):
             kary = KaryTreeCounter(horizon=horizon, **base)
             out.append((f'kary_tree[k={kary.k}]', notion, KaryTreeCounter,
                         dict(base, horizon=horizon, k=kary.k)))
+            balanced = BalancedTreeCounter(horizon=horizon, **base)
+            out.append((f'balanced_tree[k={balanced.k}]', notion, BalancedTreeCounter,
+                        dict(base, horizon=horizon, k=balanced.k)))
         if notion == 'zcdp':
             blt = dict(base, horizon=horizon)
             if horizon is None:
@@ -233,6 +237,6 @@ def _chosen(budget, horizon, dimension, l1, l2, objective, evaluation_horizon) -
 
 def best_pure_counter(horizon: Optional[int], epsilon: float, dimension: int = 1,
                       l1_sensitivity: float = 1.0):
-    """The ε-DP counter with the lowest mean variance for this horizon (k-ary tree, binary or
-    infinite tree, or per-step noise summed)."""
+    """The ε-DP counter with the lowest mean variance for this horizon (negative-digit or
+    k-ary tree, binary or infinite tree, or per-step noise summed)."""
     return select_counter(PrivacyBudget(epsilon=epsilon), horizon, dimension, l1_sensitivity)

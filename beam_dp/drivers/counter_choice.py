@@ -6,14 +6,16 @@ Which counter (``mechanism='auto'``, the default): the known horizon is the numb
 select_counter`` then picks, from public parameters only, the counter with the lowest expected
 RMSE per step (per bin) for that horizon and the budget's notion: ρ → BLT (ρ-zCDP) for T ≥ 2
 or unbounded, the pure counters at ε = √(2ρ) where they are better (T = 1: one noisy node);
-ε → per-step noise summed for T = 2 … 46 (at any ε), the k-ary tree (k = 7 … 20) for longer
-known horizons, the infinite-horizon tree when unbounded. (ε, δ > 0): the pure counters at ε
+ε → per-step noise summed for T = 2 … 34 (at any ε), the negative-digit k-ary tree
+(``BalancedTreeCounter``, odd k = 9 … 33) for longer known horizons, the infinite-horizon tree
+when unbounded. (ε, δ > 0): the pure counters at ε
 compete with the Gaussian ones (BLT, ...) at ρ = ``rho_for_epsilon_delta(ε, δ)``, the largest ρ
 whose zCDP converts to at most (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Corollary 13, the
 conversion the accountant applies); the lower expected RMSE wins. A Gaussian counter then
 declares its ρ-zCDP cost, which the accountant checks as (ε, δ) through that same conversion
-(``check_cost_fits``). ``mechanism='blt' | 'kary_tree' | 'binary_tree' |
-'infinite_tree' | 'per_step'`` forces one (the trees and the k-ary tree take ``estimator``);
+(``check_cost_fits``). ``mechanism='blt' | 'balanced_tree' | 'kary_tree' | 'binary_tree' |
+'infinite_tree' | 'per_step'`` forces one (the binary, infinite and k-ary trees take
+``estimator``);
 ``estimator=`` with ``mechanism='auto'`` is the explicit override for the old tree counters:
 the binary tree over ``horizon_steps`` if given, else the infinite tree.
 
@@ -34,6 +36,7 @@ from beam_dp.accounting import epsilon_from_rho
 from beam_dp.accounting import rho_for_epsilon_delta
 from beam_dp.analysis import select_counter
 from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
@@ -49,9 +52,11 @@ __all__ = [
 ]
 
 #: The ``mechanism=`` choices of the keyed continual transforms.
-MECHANISMS = ('auto', 'blt', 'kary_tree', 'binary_tree', 'infinite_tree', 'per_step')
-_KINDS = {'blt': BLTCounter, 'kary_tree': KaryTreeCounter, 'binary_tree': BinaryTreeCounter,
-          'infinite_tree': InfiniteTreeCounter, 'per_step': PerStepCounter}
+MECHANISMS = ('auto', 'blt', 'balanced_tree', 'kary_tree', 'binary_tree', 'infinite_tree',
+              'per_step')
+_KINDS = {'blt': BLTCounter, 'balanced_tree': BalancedTreeCounter, 'kary_tree': KaryTreeCounter,
+          'binary_tree': BinaryTreeCounter, 'infinite_tree': InfiniteTreeCounter,
+          'per_step': PerStepCounter}
 _NAMES = {kind: name for name, kind in _KINDS.items()}
 _TREES = (KaryTreeCounter, BinaryTreeCounter, InfiniteTreeCounter)
 _OWNER = 'KeyedReleaseDriver'
@@ -97,7 +102,7 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
     Raises:
       InvalidParamsError: for a mechanism that cannot run with these parameters, named.
     """
-    if estimator is not None and mechanism in ('blt', 'per_step'):
+    if estimator is not None and mechanism in ('blt', 'balanced_tree', 'per_step'):
         raise InvalidParamsError(f"{_OWNER}: estimator applies to the tree mechanisms, not to "
                                  f"mechanism={mechanism!r}.")
     common = dict(l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
@@ -125,7 +130,7 @@ def _explicit(mechanism, estimator, budget, horizon, common):
                                      f"(PrivacyBudget(rho=...)) or an (epsilon, delta > 0) one, "
                                      f"got {budget}.")
         kwargs['horizon'] = horizon
-    elif kind in (BinaryTreeCounter, KaryTreeCounter):
+    elif kind in (BinaryTreeCounter, KaryTreeCounter, BalancedTreeCounter):
         if horizon is None:
             raise InvalidParamsError(f'{_OWNER}: mechanism={mechanism!r} needs a known horizon: '
                                      f'pass end= (or horizon_steps=).')
@@ -137,13 +142,16 @@ def _explicit(mechanism, estimator, budget, horizon, common):
 
 def mechanism_name(counter) -> str:
     """'<counter>/<estimator or variant>/<noise>', e.g. 'blt/4_buffers/discrete_gaussian',
-    'kary_tree[k=17]/variance_reduced/discrete_laplace', 'per_step/summed/discrete_laplace'."""
+    'kary_tree[k=17]/variance_reduced/discrete_laplace', 'per_step/summed/discrete_laplace',
+    'balanced_tree[k=21]/signed_digits/discrete_laplace'."""
     noise = 'discrete_gaussian' if getattr(counter, 'rho', None) else 'discrete_laplace'
     if isinstance(counter, BLTCounter):
         mp = '+multi_participation' if counter.participation is not None else ''
         return f'blt/{counter.buffers}_buffers{mp}/{noise}'
     if isinstance(counter, PerStepCounter):
         return f'per_step/summed/{noise}'
+    if isinstance(counter, BalancedTreeCounter):
+        return f'balanced_tree[k={counter.k}]/signed_digits/{noise}'
     base = (f'kary_tree[k={counter.k}]' if isinstance(counter, KaryTreeCounter)
             else _NAMES[type(counter)])
     return f'{base}/{counter.estimator}/{noise}'

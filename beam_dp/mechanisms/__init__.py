@@ -1,6 +1,8 @@
-"""Pure mechanisms (no Beam): continual counters (binary, infinite and k-ary trees, BLT,
-per-step noise summed), private partitioning, dynamic release, key selection, and the growing-database mechanisms (PMW, PMWG, BBScheduler/BBImprover)."""
+"""Pure mechanisms (no Beam): continual counters (binary, infinite, k-ary and negative-digit
+k-ary trees, BLT, per-step noise summed), private partitioning, dynamic release, key selection, and the growing-database mechanisms (PMW, PMWG, BBScheduler/BBImprover)."""
 
+from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
+from beam_dp.mechanisms.balanced_tree import BalancedTreeState
 from beam_dp.mechanisms.base import ContinualMechanism
 from beam_dp.mechanisms.base import InteractiveMechanism
 from beam_dp.mechanisms.bb_scheduler import BBAnswer
@@ -66,6 +68,8 @@ __all__ = [
     'BBState',
     'BLTCounter',
     'BLTState',
+    'BalancedTreeCounter',
+    'BalancedTreeState',
     'BinaryTreeCounter',
     'CallableBlackBox',
     'ContinualKeySelection',

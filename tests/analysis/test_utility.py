@@ -12,6 +12,7 @@ from beam_dp.analysis.__main__ import main
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import BinaryTreeCounter
 from beam_dp.mechanisms import InfiniteTreeCounter
+from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
 from beam_dp.mechanisms.per_step import PerStepCounter
@@ -23,6 +24,8 @@ from beam_dp.mechanisms.per_step import PerStepCounter
     InfiniteTreeCounter(epsilon=1.0),
     InfiniteTreeCounter(rho=0.5, estimator='textbook'),
     KaryTreeCounter(horizon=300, epsilon=1.0, k=7),
+    BalancedTreeCounter(horizon=300, epsilon=1.0, k=9),
+    BalancedTreeCounter(horizon=300, rho=0.5, k=5, split='uniform'),
     PerStepCounter(rho=0.2),
     BLTCounter(rho=0.5, horizon=300),
     BLTCounter(rho=0.5, design_horizon=256),
@@ -46,9 +49,10 @@ def test_zcdp_picks_blt_and_reports_the_issue_numbers():
 def test_pure_epsilon_daily_year():
     report = expected_error(PrivacyBudget(epsilon=1.0), 366)
     by_name = {e.name: e for e in report.estimates}
-    assert report.chosen.name.startswith('kary_tree')
-    assert report.chosen.rmse < by_name['per_step_summed'].rmse < by_name[
-        'infinite_tree[variance_reduced]'].rmse
+    assert report.chosen.name.startswith('balanced_tree')
+    assert report.chosen.rmse == pytest.approx(10.32, abs=0.01)     # k = 33, two levels
+    assert report.chosen.rmse < by_name['kary_tree[k=20]'].rmse < by_name[
+        'per_step_summed'].rmse < by_name['infinite_tree[variance_reduced]'].rmse
     assert by_name['infinite_tree[variance_reduced]'].rmse == pytest.approx(28.2, abs=0.05)
     unbounded = expected_error(PrivacyBudget(epsilon=1.0), None, evaluation_horizon=366)
     assert unbounded.chosen.name == 'per_step_summed'
@@ -59,7 +63,7 @@ def test_choice_is_never_worse_than_per_step_noise(horizon):
     report = expected_error(PrivacyBudget(epsilon=1.0), horizon)
     per_step = next(e for e in report.estimates if e.name == 'per_step_summed')
     assert report.chosen.rmse <= per_step.rmse
-    assert isinstance(best_pure_counter(horizon, 1.0), (KaryTreeCounter, PerStepCounter,
+    assert isinstance(best_pure_counter(horizon, 1.0), (BalancedTreeCounter, PerStepCounter,
                                                          BinaryTreeCounter))
 
 

@@ -20,6 +20,7 @@ from beam_dp.mechanisms import AboveThresholdGrowing
 from beam_dp.mechanisms import BBImprover
 from beam_dp.mechanisms import BBScheduler
 from beam_dp.mechanisms import BLTCounter
+from beam_dp.mechanisms import BalancedTreeCounter
 from beam_dp.mechanisms import ContinualKeySelection
 from beam_dp.mechanisms import FullyDynamicCounter
 from beam_dp.mechanisms import GaussianThresholdSelection
@@ -363,10 +364,11 @@ def test_every_mechanism_runs_the_contract():
     importlib.import_module('tests.mechanisms.test_infinite_counter')
     importlib.import_module('tests.mechanisms.test_blt')
     importlib.import_module('tests.mechanisms.test_kary_tree')
+    importlib.import_module('tests.mechanisms.test_balanced_tree')
     covered = {type(cls().make()) for cls in _contract_subclasses()}
     exported = _exported_mechanism_classes()
     assert len(exported) >= 22
-    assert {BLTCounter, KaryTreeCounter, PerStepCounter} <= exported
+    assert {BLTCounter, KaryTreeCounter, PerStepCounter, BalancedTreeCounter} <= exported
     missing = sorted(c.__name__ for c in exported - covered)
     assert not missing, f'mechanisms without a contract test: {missing}'
 

@@ -72,7 +72,7 @@ def _matches_reference(transform, events, steps, value):
 @pytest.mark.parametrize('budget,steps,mechanism', [
     (PrivacyBudget(rho=0.5), 12, 'blt/4_buffers/discrete_gaussian'),
     (PrivacyBudget(epsilon=1.0), 8, 'per_step/summed/discrete_laplace'),
-    (PrivacyBudget(epsilon=1.0), 64, 'kary_tree[k=9]/variance_reduced/discrete_laplace'),
+    (PrivacyBudget(epsilon=1.0), 64, 'balanced_tree[k=15]/signed_digits/discrete_laplace'),
 ])
 def test_default_counter_releases_every_step_with_reference_values(budget, steps, mechanism):
     transform = ContinualCountPerKey(public_keys=KEYS, start=0, step=STEP, end=steps * STEP,
