@@ -29,6 +29,14 @@ class CounterPrivacy:
                                      self.l2_sensitivity)
         v.check_positive_int(owner, 'dimension', self.dimension)
 
+    def check_horizon_counter(self, choice: str, choices) -> None:
+        """``check_counter_privacy`` plus a positive int ``horizon`` and ``choice`` (a field
+        name) in ``choices``: what the known-horizon trees validate first."""
+        owner = type(self).__name__
+        v.check_positive_int(owner, 'horizon', self.horizon)
+        self.check_counter_privacy()
+        v.check_choice(owner, choice, getattr(self, choice), choices)
+
     def noise_for_share(self, share: float) -> _dyadic.NodeNoise:
         """Noise for a set of disjoint cells that together get ``share`` of the budget."""
         return _dyadic.node_noise(self.epsilon, self.rho, share, self.l1_sensitivity,

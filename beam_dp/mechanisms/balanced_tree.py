@@ -156,13 +156,11 @@ class BalancedTreeCounter(CounterPrivacy):
     split: str = 'mean_variance'
 
     def __post_init__(self):
-        owner = type(self).__name__
-        v.check_positive_int(owner, 'horizon', self.horizon)
-        self.check_counter_privacy()
-        v.check_choice(owner, 'split', self.split, SPLITS)
+        self.check_horizon_counter('split', SPLITS)
         if self.k is None:
             object.__setattr__(self, 'k', balanced_best_k(
                 self.horizon, self.rho is not None, self.split))
+        owner = type(self).__name__
         v.check_positive_int(owner, 'k', self.k)
         if not 3 <= self.k <= _MAX_K or self.k % 2 == 0:
             raise InvalidParamsError(f'{owner}: k must be odd and in [3, {_MAX_K}], got '

@@ -93,10 +93,8 @@ class KaryTreeCounter(CounterPrivacy):
     estimator: str = 'variance_reduced'
 
     def __post_init__(self):
+        self.check_horizon_counter('estimator', _dyadic.ESTIMATORS)
         owner = type(self).__name__
-        v.check_positive_int(owner, 'horizon', self.horizon)
-        self.check_counter_privacy()
-        v.check_choice(owner, 'estimator', self.estimator, _dyadic.ESTIMATORS)
         if self.k is None:
             object.__setattr__(self, 'k', best_k(self.horizon, self.estimator))
         v.check_positive_int(owner, 'k', self.k)

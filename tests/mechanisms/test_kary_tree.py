@@ -8,6 +8,7 @@ from beam_dp import noise
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import BinaryTreeCounter
+from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
 from beam_dp.mechanisms.kary_tree import _digit_sum
@@ -140,7 +141,8 @@ def test_per_step_release_is_integer_and_variance_is_linear():
 
 
 @pytest.mark.parametrize('m', [KaryTreeCounter(horizon=3, epsilon=1.0, k=2),
-                               BLTCounter(rho=1.0, horizon=3)])
+                               BLTCounter(rho=1.0, horizon=3),
+                               BalancedTreeCounter(horizon=3, epsilon=1.0, k=3)])
 def test_new_counters_refuse_to_release_past_the_horizon(m):
     _, state = _run(m, [1, 1, 1])
     with pytest.raises(UnsupportedMechanismError, match='horizon 3 reached'):
