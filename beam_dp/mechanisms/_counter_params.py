@@ -2,9 +2,12 @@
 a keyword-only frozen dataclass base, validated by ``check_counter_privacy``."""
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
+
+import numpy as np
 
 from beam_dp import _validation as v
+from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
 
 __all__ = [
@@ -36,6 +39,15 @@ class CounterPrivacy:
         v.check_positive_int(owner, 'horizon', self.horizon)
         self.check_counter_privacy()
         v.check_choice(owner, choice, getattr(self, choice), choices)
+
+    def next_step(self, t_done: int, value) -> Tuple[int, np.ndarray]:
+        """(t, value as a d-vector of int64) for the step after ``t_done`` steps, or
+        ``UnsupportedMechanismError`` once the horizon is reached."""
+        if t_done >= self.horizon:
+            raise UnsupportedMechanismError(
+                f'{type(self).__name__}: horizon {self.horizon} reached; releasing step '
+                f'{t_done + 1} would exceed the declared privacy cost.')
+        return t_done + 1, np.asarray(value, dtype=np.int64).reshape(self.dimension)
 
     def noise_for_share(self, share: float) -> _dyadic.NodeNoise:
         """Noise for a set of disjoint cells that together get ``share`` of the budget."""

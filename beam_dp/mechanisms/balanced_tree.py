@@ -47,7 +47,6 @@ import numpy as np
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidParamsError
-from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms._counter_params import CounterPrivacy
 from beam_dp.noise import RandomSource
@@ -147,9 +146,7 @@ class BalancedTreeCounter(CounterPrivacy):
       k: odd branching factor, 3 ≤ k ≤ 129 (default: ``balanced_best_k``).
       split: 'mean_variance' (default) or 'uniform': how the budget is split over the levels.
       l1_sensitivity, l2_sensitivity, dimension: as ``KaryTreeCounter``.
-
-    Raises:
-      InvalidParamsError: on a bad parameter, with the argument named.
+    A bad parameter raises InvalidParamsError naming it.
     """
     horizon: int
     k: Optional[int] = None
@@ -204,12 +201,7 @@ class BalancedTreeCounter(CounterPrivacy):
     def step(self, state: BalancedTreeState, value,
              rng: RandomSource) -> Tuple[np.ndarray, BalancedTreeState]:
         """Consumes step t+1's integer vector (already bounded); returns the noisy prefix sum."""
-        if state.t >= self.horizon:
-            raise UnsupportedMechanismError(
-                f'{type(self).__name__}: horizon {self.horizon} reached; releasing step '
-                f'{state.t + 1} would exceed the declared privacy cost.')
-        t = state.t + 1
-        value = np.asarray(value, dtype=np.int64).reshape(self.dimension)
+        t, value = self.next_step(state.t, value)
         prefix = state.prefix + value
         noise = np.zeros_like(state.noise)
         first, count, sign = (np.zeros(self.levels, dtype=np.int64) for _ in range(3))

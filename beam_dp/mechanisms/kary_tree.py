@@ -38,7 +38,6 @@ import numpy as np
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidParamsError
-from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms._counter_params import CounterPrivacy
 from beam_dp.noise import RandomSource
@@ -134,12 +133,7 @@ class KaryTreeCounter(CounterPrivacy):
     def step(self, state: KaryTreeState, value,
              rng: RandomSource) -> Tuple[np.ndarray, KaryTreeState]:
         """Consumes step t+1's integer vector (already bounded); returns the prefix estimate."""
-        if state.t >= self.horizon:
-            raise UnsupportedMechanismError(
-                f'{type(self).__name__}: horizon {self.horizon} reached; releasing step '
-                f'{state.t + 1} would exceed the declared privacy cost.')
-        t = state.t + 1
-        value = np.asarray(value, dtype=np.int64).reshape(self.dimension)
+        t, value = self.next_step(state.t, value)
         open_sums = state.open_sums + value
         closed = state.closed.copy()
         noise = self.node_noise

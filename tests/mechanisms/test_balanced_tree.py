@@ -22,32 +22,24 @@ from beam_dp.mechanisms.kary_tree import _mean_variance
 from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.noise.samplers import as_rational_up
 from tests.mechanisms.contract import CounterContract
+from tests.mechanisms.test_kary_tree import TestKaryTreeContract
+from tests.mechanisms.test_kary_tree import _run
 
 
-class TestBalancedTreeContract(CounterContract):
+class TestBalancedTreeContract(TestKaryTreeContract):
+    """The k-ary tree's contract inputs, on the negative-digit tree."""
+    KWARGS = dict(horizon=64, epsilon=1.0, dimension=3, k=5)
 
     def make(self, **overrides):
-        kwargs = dict(horizon=64, epsilon=1.0, dimension=3, k=5)
-        kwargs.update(overrides)
-        return BalancedTreeCounter(**kwargs)
-
-    def make_noise_free(self):
-        return self.make(epsilon=1e7)
-
-    def inputs(self):
-        return [np.array([t % 3, 1, 5 * (t % 2)]) for t in range(64)]
+        return BalancedTreeCounter(**{**self.KWARGS, **overrides})
 
     def invalid_params(self):
-        return super().invalid_params() + [({'k': 4}, 'k'), ({'k': 1}, 'k'), ({'k': 131}, 'k'),
-                                           ({'split': 'x'}, 'split')]
+        return CounterContract.invalid_params(self) + [
+            ({'k': 4}, 'k'), ({'k': 1}, 'k'), ({'k': 131}, 'k'), ({'split': 'x'}, 'split')]
 
 
 class TestBalancedTreeGaussianUniformContract(TestBalancedTreeContract):
-
-    def make(self, **overrides):
-        kwargs = dict(horizon=64, rho=0.5, dimension=3, k=3, split='uniform')
-        kwargs.update(overrides)
-        return BalancedTreeCounter(**kwargs)
+    KWARGS = dict(horizon=64, rho=0.5, dimension=3, k=3, split='uniform')
 
     def make_noise_free(self):
         return self.make(rho=1e14)
@@ -94,14 +86,6 @@ def test_every_node_is_used_by_one_contiguous_run_with_one_sign(k, horizon):
         ts = [t for t, _ in uses]
         assert ts == list(range(ts[0], ts[-1] + 1))
         assert len({s for _, s in uses}) == 1
-
-
-def _run(m, values, seed=0):
-    state, rng, out = m.init_state(), noise.seeded(seed), []
-    for value in values:
-        release, state = m.step(state, value, rng)
-        out.append(release)
-    return np.array(out), state
 
 
 def _reference_releases(m, values, seed):
