@@ -1,7 +1,8 @@
 """Driver of the keyed continual transforms (``ContinualCount/Sum/HistogramPerKey``): what their
 DoFns call, pure and tested without Beam.
 
-It holds the key layout (public keys in shards, or ``PrivateKeys``), the quantisation of values
+It holds the key layout (``beam_dp.drivers.key_layout``: public keys in shards, or
+``PrivateKeys``), the quantisation of values
 to integer grid units, the counters and their costs, and the two shard state machines: a public
 shard (``release_public_step``) and a private-keys shard (``beam_dp.drivers.private_keys``).
 Driving it by hand (``beam_dp.testing.reference_releases`` does) gives exactly the releases of
@@ -30,6 +31,9 @@ from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers import counter_choice
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.counter_choice import MECHANISMS
+from beam_dp.drivers.key_layout import CountCodes
+from beam_dp.drivers.key_layout import KeyLayout
+from beam_dp.drivers.key_layout import text_key
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.private_keys import PrivateKeysShard
 from beam_dp.errors import InvalidParamsError
@@ -39,6 +43,7 @@ from beam_dp.noise import RandomSource
 from beam_dp.privacy_unit import PrivacyUnit
 
 __all__ = [
+    'CountCodes',
     'MECHANISMS',
     'KeyLayout',
     'KeyedReleaseDriver',
@@ -48,73 +53,6 @@ __all__ = [
 
 METRICS = ('count', 'sum', 'histogram')
 _STDDEV_CACHE = 4096
-
-
-def text_key(key) -> str:
-    """A record's key as every keyed transform requires it: a ``str`` that is valid UTF-8 text
-    (a ``numpy.str_`` becomes the equal ``str``, so no later deterministic key encoding meets
-    a numpy scalar).
-
-    Raises:
-      InvalidRecordError: for a non-string key (unhashable ones included) or a string with lone
-        surrogates (no UTF-8 encoding: it could not be sharded, encoded or written).
-    """
-    if not isinstance(key, str):
-        raise InvalidRecordError(f'key must be a string, got {type(key).__name__} '
-                                 f'{_short_repr(key)}')
-    try:
-        return str(key).encode('utf-8').decode('utf-8')
-    except UnicodeError as e:
-        raise InvalidRecordError(f'key is not valid UTF-8 text: {e}') from e
-
-
-def _short_repr(value, limit: int = 80) -> str:
-    try:
-        text = repr(value)
-    except Exception:  # pylint: disable=broad-except
-        return f'<unprintable {type(value).__name__}>'
-    return text if len(text) <= limit else text[:limit] + '...'
-
-
-@dataclasses.dataclass(frozen=True)
-class KeyLayout:
-    """Public keys laid out in shards: key i of the sorted key list goes to shard i % num_shards,
-    position i // num_shards."""
-    keys: Tuple[str, ...]
-    num_shards: int
-
-    def __post_init__(self):
-        owner = 'KeyLayout'
-        if not self.keys:
-            raise InvalidParamsError(f'{owner}: public_keys must not be empty.')
-        bad = [k for k in self.keys if not isinstance(k, str)]
-        if bad:
-            raise InvalidParamsError(f'{owner}: public keys must be strings, got {bad[0]!r}.')
-        if len(set(self.keys)) != len(self.keys):
-            raise InvalidParamsError(f'{owner}: public keys must be distinct.')
-        v.check_positive_int(owner, 'num_shards', self.num_shards)
-        if self.num_shards > len(self.keys):
-            raise InvalidParamsError(f'{owner}: num_shards must not exceed the number of keys '
-                                     f'({len(self.keys)}), got {self.num_shards}.')
-        object.__setattr__(self, '_index', {k: i for i, k in enumerate(self.keys)})
-
-    @classmethod
-    def of(cls, keys: Sequence[str], num_shards: Optional[int] = None,
-           keys_per_shard: int = 512) -> 'KeyLayout':
-        keys = tuple(sorted(keys)) if all(isinstance(k, str) for k in keys) else tuple(keys)
-        if num_shards is None:
-            num_shards = max(1, min(len(keys), math.ceil(len(keys) / keys_per_shard)))
-        return cls(keys, num_shards)
-
-    def locate(self, key) -> Optional[Tuple[int, int]]:
-        """(shard, position in the shard) of a public key, or None for any other key."""
-        i = self._index.get(key)
-        if i is None:
-            return None
-        return i % self.num_shards, i // self.num_shards
-
-    def shard_keys(self, shard: int) -> Tuple[str, ...]:
-        return self.keys[shard::self.num_shards]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,6 +191,13 @@ class KeyedReleaseDriver:
             return key, step, shard, bin_index, units
         key_index = position * self.layout.num_shards + shard
         return key_index, step, shard, position * self.bins_per_key + bin_index, units
+
+    def count_codes(self) -> Optional[CountCodes]:
+        """The extraction fast path of an event-level count over public keys (``CountCodes``:
+        same accepted records, keys and steps as ``extract``), or None for any other release."""
+        if self.metric != 'count' or self.layout is None or self.privacy_unit.name == 'user':
+            return None
+        return CountCodes(self.layout, self.clock)
 
     @property
     def bins_per_key(self) -> int:

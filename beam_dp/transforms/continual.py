@@ -3,8 +3,13 @@
 Wiring (every label is part of the Dataflow update contract):
 
   records
-    | 'GlobalWindow'         re-window (timestamps kept; releases are driven by event-time timers)
+    | 'GlobalWindow'         re-window (timestamps kept; releases are driven by event-time timers);
+                             only when the input is not already in the default global windowing
+                             (there it would be a per-record no-op)
     | 'ExtractAndValidate'   key / value / bin / unit per record; malformed → dead letter
+                             (``continual_extract``; at event level over public keys it also
+                             sums the bundle's valid records: 'DropUnit' and 'PreAggregate' then
+                             see a few partial sums per bundle, not one element per record)
     | 'KeyByUnit' + 'BoundContributions'       (user-level only)
     | 'PreAggregate'         bundle-local sums per (shard, step, key) — combiner lifting by hand,
                              so the stateful DoFn sees one small vector per shard, step and bundle
@@ -23,22 +28,17 @@ to the dead-letter output (aggregated per key: the pre-aggregation no longer has
 All privacy arithmetic is in ``beam_dp.drivers.keyed``; the shared work in ``shell``.
 """
 
-import collections
 import dataclasses
 import operator
 from typing import Any, Callable, Optional, Sequence
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.coders import PickleCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.transforms.userstate import TimerSpec
 from apache_beam.transforms.userstate import on_timer
-from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.timestamp import Timestamp
-from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
@@ -47,14 +47,16 @@ from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import InvalidParamsError
-from beam_dp.errors import InvalidRecordError
 from beam_dp.io.records import Release
-from beam_dp.mechanisms import exact_int
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import arguments
 from beam_dp.transforms import shell
+from beam_dp.transforms.continual_extract import _ExtractAndAggregateFn
+from beam_dp.transforms.continual_extract import _ExtractFn
+from beam_dp.transforms.continual_extract import _MergePartialsFn
+from beam_dp.transforms.continual_extract import _PreAggregateFn
 from beam_dp.transforms.continual_private_keys import release_private_keys
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.shell import DEAD_LETTER
@@ -69,67 +71,6 @@ __all__ = [
 
 _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
-
-
-class _ExtractFn(beam.DoFn):
-    """record → (unit, (key id, step, (shard, slot, units))) or a dead letter; with private
-    keys (unit, (key, step, (shard, key, bin, units, unit))) ('MarkNewUnits' replaces the unit
-    by the new-unit flag). At user level a 4th item, the record's rendering, rides along to
-    'BoundContributions', whose dead letters hold it (it drops it from what it keeps)."""
-
-    def __init__(self, driver: KeyedReleaseDriver, label: str, key_fn, value_fn, unit_fn):
-        self._driver = driver
-        self._label = label
-        self._key_fn = key_fn
-        self._value_fn = value_fn
-        self._unit_fn = unit_fn
-
-    def setup(self):
-        self._private = self._driver.private_keys is not None
-
-    def process(self, record, timestamp=beam.DoFn.TimestampParam):
-        micros = timestamp.micros
-        try:
-            key = shell.extract_key(self._key_fn, record)
-            key_id, step, shard, slot, units = self._driver.extract(key, micros, record,
-                                                                    self._value_fn)
-            unit = shell.extract_unit(self._unit_fn, record)
-        except InvalidRecordError as e:
-            yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
-            return
-        payload = ((shard, key_id, slot, units, unit) if self._private
-                   else (shard, slot, units))
-        if self._unit_fn is None:
-            yield unit, (key_id, step, payload)
-        else:   # the input record's rendering, for BoundContributions' dead letters
-            yield unit, (key_id, step, payload, shell.render_record(record))
-
-
-class _PreAggregateFn(beam.DoFn):
-    """Bundle-local sums per (shard, step, flat position), emitted at the end of the bundle.
-
-    Each output is timestamped at the end of its step, which is never earlier than any input it
-    sums, so it cannot be late where its inputs were not.
-    """
-
-    def __init__(self, driver: KeyedReleaseDriver):
-        self._clock = driver.clock
-
-    def start_bundle(self):
-        self._sums = collections.defaultdict(lambda: collections.defaultdict(int))
-
-    def process(self, element):
-        _, step, (shard, flat, units) = element
-        self._sums[(shard, step)][flat] += units
-
-    def finish_bundle(self):
-        for (shard, step), sums in self._sums.items():
-            positions = np.fromiter(sums.keys(), dtype=np.int64, count=len(sums))
-            values = exact_int.exact_ints(list(sums.values()), len(sums))   # no int64 wrap
-            yield WindowedValue((shard, (step, positions, values)),
-                                Timestamp(micros=self._clock.step_end(step) - 1),
-                                [GlobalWindow()])
-        self._sums.clear()
 
 
 class _ReleaseFn(shell.DriverFn):
@@ -251,9 +192,12 @@ class _ContinualPerKey(shell.ShellTransform):
         if driver.private_keys is not None:
             released = release_private_keys(valid, driver, self.label, self.rng)
         else:
-            if not isinstance(driver.privacy_unit, UserLevel):
-                valid = valid | 'DropUnit' >> beam.Map(_SECOND)
-            partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(driver))
+            if self._aggregates_in_extract:   # valid: (None, partial sums) per bundle
+                partials = (valid
+                            | 'DropUnit' >> beam.Map(_SECOND)
+                            | 'PreAggregate' >> beam.ParDo(_MergePartialsFn(driver)))
+            else:
+                partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(driver))
             seeds = shell.seeds_at_start(records.pipeline, range(driver.num_shards),
                                          driver.clock.start_micros)
             released = shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(
@@ -264,16 +208,24 @@ class _ContinualPerKey(shell.ShellTransform):
         return ContinualOutputs(releases, shell.merge_dead_letters(
             dead + [released[DEAD_LETTER]], self.debug_metrics, self.label))
 
+    @property
+    def _aggregates_in_extract(self) -> bool:
+        """Event level over public keys: 'ExtractAndValidate' also sums the bundle's records
+        (``continual_extract``), as nothing before 'PreAggregate' needs the single record."""
+        return self._driver.private_keys is None and self._unit_fn is None
+
     def _extract_and_bound(self, records):
         """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
         level). Returns the valid elements and the list of dead-letter PCollections so far."""
         unit = self._driver.privacy_unit
+        if not records.windowing.is_default():   # already global: the re-window is a no-op
+            records = records | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
         extracted = (
             records
-            | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
             | 'ExtractAndValidate' >> beam.ParDo(
-                _ExtractFn(self._driver, self.label, self._key_fn, self._value_fn,
-                           self._unit_fn)).with_outputs(DEAD_LETTER, main='valid'))
+                (_ExtractAndAggregateFn if self._aggregates_in_extract else _ExtractFn)(
+                    self._driver, self.label, self._key_fn, self._value_fn, self._unit_fn)
+            ).with_outputs(DEAD_LETTER, main='valid'))
         dead = [extracted[DEAD_LETTER]]
         valid = extracted.valid
         if isinstance(unit, UserLevel):

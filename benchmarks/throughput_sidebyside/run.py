@@ -287,6 +287,7 @@ def main():
     parser.add_argument('--worker', choices=BRANCHES, help=argparse.SUPPRESS)
     parser.add_argument('--profile', choices=BRANCHES, help='cProfile one branch in-process')
     parser.add_argument('--top', type=int, default=30)
+    parser.add_argument('--profile-out', metavar='FILE', help='with --profile: dump the stats')
     parser.add_argument('--stage-costs', action='store_true',
                         help='CPU µs per record of the entry stages\' DoFns, driven directly')
     parser.add_argument('--beam-options', action='append', default=[])
@@ -310,6 +311,8 @@ def main():
         prof.enable()
         p.run().wait_until_finish()
         prof.disable()
+        if args.profile_out:
+            prof.dump_stats(args.profile_out)
         stats = pstats.Stats(prof)
         stats.sort_stats('tottime').print_stats(args.top)
         stats.sort_stats('cumulative').print_stats(args.top)

@@ -15,11 +15,13 @@ import numbers
 
 import pytest
 from apache_beam.coders import StrUtf8Coder
+from apache_beam.transforms.window import GlobalWindow
 from hypothesis import given
 from hypothesis import strategies as st
 
 from beam_dp.drivers.growing import RECORD
 from beam_dp.queries import LinearQuery
+from beam_dp.transforms.continual_extract import _ExtractAndAggregateFn
 from beam_dp.transforms.shell import key_bytes
 from tests import families
 from tests.fuzz import strategies as fz
@@ -31,11 +33,31 @@ LAST_STEP = 9
 
 
 def run_entry(fn, record, micros):
+    if isinstance(fn, _ExtractAndAggregateFn):
+        return _run_aggregating_entry(fn, record, micros)
     if 'timestamp' in inspect.signature(fn.process).parameters:
         if 'window' in inspect.signature(fn.process).parameters:
             return fz.extract_tagged(fn, record, micros)
         return fz.extract(fn, record, micros)
     return fz._split(list(fn.process(record)))
+
+
+def _run_aggregating_entry(fn, record, micros):
+    """An entry that sums its bundle (event level, public keys): one record in a bundle of
+    its own; its partial sums are turned back into the per-record shape (unit, (key index,
+    step, (shard, slot, units))) for the checks, and must hold exactly that one record."""
+    fn.start_bundle()
+    valid, dead, other = fz.extract(fn, record, micros)
+    assert not valid, valid                  # kept records leave only at the end of the bundle
+    driver = fn._driver                      # pylint: disable=protected-access
+    for out in fn.finish_bundle():
+        unit, (shard, (step, positions, values)) = out.value
+        assert list(out.windows) == [GlobalWindow()] and out.timestamp.micros == \
+            driver.clock.step_end(step) - 1
+        (slot,), (units,) = positions.tolist(), values.tolist()
+        key_index = slot // driver.bins_per_key * driver.num_shards + shard
+        valid.append((unit, (key_index, step, (shard, slot, units))))
+    return valid, dead, other
 
 
 def _good_key(key):
