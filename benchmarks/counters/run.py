@@ -1,7 +1,8 @@
 """Continual counters: RMSE and max std vs horizon T = 2^4 … 2^20 for every counter under ρ-zCDP
-and pure ε, against per-step noise summed and the square-root factorization (closed forms), an
-empirical check of every closed form at small T, state bytes per key, and jax_privacy's BLT side
-by side (from results/jax_privacy_blt.json, written by jax_privacy_blt.py in a separate venv).
+and pure ε, against per-step noise summed and the square-root factorization (closed forms), the
+pure-ε mean-variance gain over the VR binary tree, an empirical check of every closed form at
+small T, state bytes per key, and jax_privacy's BLT side by side (from
+results/jax_privacy_blt.json, written by jax_privacy_blt.py in a separate venv).
 
     python benchmarks/counters/run.py all            # closed forms, empirical, state, plot
     python benchmarks/counters/run.py closed --max-log2 16
@@ -26,6 +27,7 @@ from beam_dp.accounting import PrivacyBudget  # noqa: E402
 from beam_dp.analysis import expected_error  # noqa: E402
 from beam_dp.mechanisms import BinaryTreeCounter  # noqa: E402
 from beam_dp.mechanisms import InfiniteTreeCounter  # noqa: E402
+from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter  # noqa: E402
 from beam_dp.mechanisms.blt import BLTCounter  # noqa: E402
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter  # noqa: E402
 from beam_dp.mechanisms.kary_tree import _mean_variance  # noqa: E402
@@ -68,6 +70,9 @@ def closed(max_log2: int) -> dict:
         row['blt_unbounded_max_std_over_sqrt'] = row['zcdp_unbounded']['blt']['max_std'] / ref
         honaker = row['pure']['binary_tree[variance_reduced]']['rmse'] ** 2
         row['pure_best_mean_var_gain_over_vr_binary'] = honaker / pure.chosen.rmse ** 2
+        row['pure_mean_var_gain_over_vr_binary'] = {
+            name: honaker / row['pure'][name]['rmse'] ** 2
+            for name in ('balanced_tree', 'kary_tree', 'per_step_summed')}
         out['horizons'][str(horizon)] = row
         print(f'T=2^{e}: BLT/sqrt {row["blt_max_std_over_sqrt"]:.4f} (unbounded '
               f'{row["blt_unbounded_max_std_over_sqrt"]:.4f}); pure {pure.chosen.name} '
@@ -77,20 +82,25 @@ def closed(max_log2: int) -> dict:
 
 
 def never_above_per_step(max_log2: int) -> dict:
-    """Best k-ary tree vs per-step noise summed, mean variance (pure ε), for every T ≤ 4096 and
-    256 log-spaced T up to 2^max_log2 (the selector also lists per-step, so it never does
-    worse; this checks how the tree alone does)."""
+    """Best k-ary and negative-digit trees vs per-step noise summed, mean variance (pure ε),
+    for every T ≤ 4096 and 256 log-spaced T up to 2^max_log2 (the selector also lists per-step,
+    so it never does worse; this checks how each tree alone does)."""
     horizons = sorted(set(range(1, 4097)) | set(
         np.unique(np.geomspace(4096, 2 ** max_log2, 256).astype(int)).tolist()))
-    worst, first_better = 0.0, None
-    for horizon in horizons:
-        tree = _mean_variance(KaryTreeCounter(horizon=horizon, epsilon=EPSILON))
-        per_step = PerStepCounter(epsilon=EPSILON).step_noise.variance() * (horizon + 1) / 2
-        worst = max(worst, tree / per_step)
-        if first_better is None and tree < per_step * (1 - 1e-9):
-            first_better = horizon
-    return {'horizons_checked': len(horizons), 'max_tree_over_per_step': worst,
-            'first_T_tree_strictly_better': first_better}
+    trees = {'kary_tree': lambda h: _mean_variance(KaryTreeCounter(horizon=h, epsilon=EPSILON)),
+             'balanced_tree': lambda h: BalancedTreeCounter(horizon=h,
+                                                            epsilon=EPSILON).mean_variance()}
+    out = {'horizons_checked': len(horizons)}
+    for name, mean_variance in trees.items():
+        worst, first_better = 0.0, None
+        for horizon in horizons:
+            tree = mean_variance(horizon)
+            per_step = PerStepCounter(epsilon=EPSILON).step_noise.variance() * (horizon + 1) / 2
+            worst = max(worst, tree / per_step)
+            if first_better is None and tree < per_step * (1 - 1e-9):
+                first_better = horizon
+        out[name] = {'max_tree_over_per_step': worst, 'first_T_tree_strictly_better': first_better}
+    return out
 
 
 def _empirical_counters(horizon, runs):
@@ -103,6 +113,10 @@ def _empirical_counters(horizon, runs):
         'infinite_tree[variance_reduced]': InfiniteTreeCounter(epsilon=EPSILON, dimension=d),
         'kary_tree[k=5]': KaryTreeCounter(horizon=horizon, epsilon=EPSILON, k=5, dimension=d),
         'kary_tree[k=4]/zcdp': KaryTreeCounter(horizon=horizon, rho=RHO, k=4, dimension=d),
+        'balanced_tree[k=7]': BalancedTreeCounter(horizon=horizon, epsilon=EPSILON, k=7,
+                                                  dimension=d),
+        'balanced_tree[k=5]/zcdp': BalancedTreeCounter(horizon=horizon, rho=RHO, k=5,
+                                                       dimension=d),
         'per_step_summed': PerStepCounter(epsilon=EPSILON, dimension=d),
         'per_step_summed/zcdp': PerStepCounter(rho=RHO, dimension=d),
         'blt': BLTCounter(rho=RHO, horizon=horizon, dimension=d),
@@ -137,6 +151,7 @@ def state_sizes(steps: int) -> dict:
         'binary_tree[variance_reduced]': BinaryTreeCounter(horizon=horizon, epsilon=EPSILON),
         'infinite_tree[variance_reduced]': InfiniteTreeCounter(epsilon=EPSILON),
         'kary_tree[k=17]': KaryTreeCounter(horizon=horizon, epsilon=EPSILON),
+        'balanced_tree[k=19]': BalancedTreeCounter(horizon=horizon, epsilon=EPSILON),
         'per_step_summed': PerStepCounter(epsilon=EPSILON),
         'blt': BLTCounter(rho=RHO, horizon=horizon),
         'blt_unbounded': BLTCounter(rho=RHO),
@@ -158,7 +173,7 @@ def plot(results: dict, path: pathlib.Path):
     by_t = {int(h): row for h, row in results['closed']['horizons'].items()}
     horizons = sorted(by_t)
     rows = [by_t[h] for h in horizons]
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(3, 2, figsize=(13, 13))
     panels = [(axes[r][c], notion, metric, f'{title}: {label}')
               for r, (metric, label) in enumerate((('max_std', 'max std over t ≤ T'),
                                                    ('rmse', 'RMSE over t ≤ T')))
@@ -186,8 +201,33 @@ def plot(results: dict, path: pathlib.Path):
         ax.set_ylabel('release noise std (per bin)')
         ax.set_title(title)
         ax.legend(fontsize=7)
+    _plot_pure_gains(axes[2], horizons, rows)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def _plot_pure_gains(axes, horizons, rows):
+    """Pure ε: mean-variance gain over the VR binary tree (target 3× at 2^16), and each
+    counter's mean variance over per-step noise summed (never above 1)."""
+    gain_ax, per_step_ax = axes
+    for name in ('balanced_tree', 'kary_tree', 'per_step_summed'):
+        gains = [r['pure_mean_var_gain_over_vr_binary'][name] for r in rows]
+        gain_ax.plot(horizons, gains, '-o', ms=3, label=name)
+        per_step_ax.plot(horizons, [r['pure'][name]['rmse'] ** 2
+                                    / r['pure']['per_step_summed']['rmse'] ** 2 for r in rows],
+                         '-o', ms=3, label=name)
+    gain_ax.axhline(3.0, color='k', ls=':', lw=1, label='target 3x at 2^16')
+    gain_ax.axvline(2 ** 16, color='grey', ls=':', lw=1)
+    gain_ax.set_ylabel('mean variance of VR binary tree / counter')
+    per_step_ax.axhline(1.0, color='k', ls=':', lw=1)
+    per_step_ax.set_yscale('log')
+    per_step_ax.set_ylabel('mean variance / per-step noise summed')
+    for ax, title in ((gain_ax, f'pure ε = {EPSILON}: gain over the VR binary tree'),
+                      (per_step_ax, f'pure ε = {EPSILON}: vs per-step noise summed')):
+        ax.set_xscale('log', base=2)
+        ax.set_xlabel('horizon T')
+        ax.set_title(title)
+        ax.legend(fontsize=7)
 
 
 def main(argv=None):
