@@ -2,9 +2,9 @@
 ``PrivateKeys`` option and the state machine of one private-keys shard.
 
 When the key universe is not public, keys are hashed into shards (SHA-256, stable across
-workers) and each shard keeps two dicts: *candidate* keys (their ``ContinualKeySelection`` state
-and exact running totals, both private) and *selected* keys (one counter per key, started at the
-selection step). A candidate's selection is advanced on EVERY step from its first contribution
+workers) and each shard keeps *candidate* keys (their ``ContinualKeySelection`` state and exact running
+totals, both private) and *selected* keys (a counter started at the selection step: the keys
+selected at the same step share one vector counter). A candidate's selection is advanced on EVERY step from its first contribution
 (a data-independent schedule), also on steps without data for it. At the selection step s* the
 key's counter takes one step whose value is the key's exact total so far (one unit still moves
 the counter's input stream by at most its bounded contribution, so the counter's sensitivity is
@@ -15,7 +15,7 @@ back-fill). Cost: the selection's (ε_s, δ) plus the counter's budget (sequenti
 import dataclasses
 import functools
 import hashlib
-from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -105,15 +105,25 @@ class _MemoisedThresholds(ContinualKeySelection):
 @dataclasses.dataclass(frozen=True)
 class PrivateKeysShardState:
     """One private-keys shard. ``candidates``: key → (selection state, exact running totals per
-    bin, private); ``selected``: key → (selection step, counter state). Both only grow."""
+    bin, private); ``selected``: key → (selection step, its own counter state, or None when the
+    key's counter is a coordinate of ``groups[selection step]``); ``groups``: selection step →
+    (the keys selected at that step in sorted order, their vector counter's state). All three
+    only grow. States written before ``groups`` existed read it as None (per-key counters)."""
     next_step: int
     candidates: Dict[str, Tuple[KeySelectionState, Tuple[int, ...]]]
     selected: Dict[str, Tuple[int, object]]
+    groups: Optional[Dict[int, Tuple[Tuple[str, ...], object]]] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class PrivateKeysShard:
     """The state machine of one private-keys shard.
+
+    The keys selected at the same step share ONE vector counter (dimension keys × bins): their
+    counters start at the same step and take the same steps, so each coordinate is exactly the
+    per-key counter (same mechanism, same sensitivity: one unit moves every coordinate as it
+    moved the per-key counters' inputs), and the coordinates' noise is independent. One vector
+    draw replaces one scalar draw per key (the per-key counters were most of the shard's CPU).
 
     Args:
       selection: the per-key continual selection (its 1-based step clock is ``step + 1``).
@@ -130,7 +140,7 @@ class PrivateKeysShard:
 
     @staticmethod
     def init_state() -> PrivateKeysShardState:
-        return PrivateKeysShardState(0, {}, {})
+        return PrivateKeysShardState(0, {}, {}, {})
 
     @staticmethod
     def merge(payloads: Iterable[StepContributions]) -> Dict[str, Tuple[Tuple[int, ...], int]]:
@@ -143,6 +153,10 @@ class PrivateKeysShard:
                     tuple(a + b for a, b in zip(old[0], values)), old[1] + new_units)
         return merged
 
+    def group_counter(self, keys: int):
+        """The vector counter of ``keys`` keys selected at one step (dimension keys × bins)."""
+        return self.counter if keys == 1 else _group_counter(self.counter, keys * self.bins)
+
     def release_step(self, state: PrivateKeysShardState, contributions: StepContributions,
                      rng: RandomSource) -> Tuple[List[Tuple[str, List[float], float]],
                                                  PrivateKeysShardState]:
@@ -151,9 +165,11 @@ class PrivateKeysShard:
         Args:
           contributions: key → (per-bin integer totals of this step, new distinct units this
             step), already bounded.
-          rng: the transform's source; selection draws from ``rng.derive('select', key)`` and a
-            key's counter from ``rng.derive('release', key, step)``, so the noise does not
-            depend on sharding, bundling or the order of keys.
+          rng: the transform's source; selection draws from ``rng.derive('select', key)`` and
+            the counter of the keys selected at step s* (sorted, k0 first) from
+            ``rng.derive('release', k0, step)``: a key is in one shard and selected once, so
+            addresses never collide, and do not depend on bundling or the order of keys. A
+            key selected alone draws exactly what its per-key counter drew before groups.
         Returns:
           ([(key, per-bin estimates in value units, noise sd)] for every selected key in sorted
           order, new state).
@@ -161,32 +177,65 @@ class PrivateKeysShard:
         step = state.next_step
         global_step = step + 1                          # the selection's 1-based step clock
         bins = self.bins
+        zero = (0,) * bins
         candidates = dict(state.candidates)
         selected = dict(state.selected)
+        groups = dict(state.groups or {})
         for key in contributions:
             if key not in candidates and key not in selected:
-                candidates[key] = (self.selection.init_state(global_step), (0,) * bins)
-        out = []
-        for key in sorted(set(candidates) | set(selected)):
-            values, new_units = contributions.get(key, ((0,) * bins, 0))
-            values = tuple(int(x) for x in values)
-            if key in candidates:
-                sel_state, totals = candidates[key]
-                chosen, sel_state = self.selection.advance(sel_state, global_step, int(new_units),
-                                                           rng.derive('select', key))
-                totals = tuple(a + b for a, b in zip(totals, values))
-                if not chosen:
-                    candidates[key] = (sel_state, totals)
-                    continue
+                candidates[key] = (self.selection.init_state(global_step), zero)
+        chosen_now = []
+        for key in sorted(candidates):
+            values, new_units = contributions.get(key, (zero, 0))
+            sel_state, totals = candidates[key]
+            chosen, sel_state = self.selection.advance(sel_state, global_step, int(new_units),
+                                                       rng.derive('select', key))
+            totals = tuple(a + int(b) for a, b in zip(totals, values))
+            if chosen:
                 del candidates[key]
-                # First counter step: everything so far, released for the first time now.
-                start, counter_state, values = step, self.counter.init_state(), totals
+                selected[key] = (step, None)
+                chosen_now.append((key, totals))
             else:
-                start, counter_state = selected[key]
-            estimate, counter_state = self.counter.step(counter_state,
-                                                        exact_int.exact_ints(values, bins),
-                                                        rng.derive('release', key, step))
-            selected[key] = (start, counter_state)
-            row = self.from_units(estimate).reshape(bins).tolist()
-            out.append((key, row, self.noise_stddev(step - start + 1)))
-        return out, PrivateKeysShardState(step + 1, candidates, selected)
+                candidates[key] = (sel_state, totals)
+        out = []
+        for key, (start, counter_state) in state.selected.items():
+            if counter_state is not None:               # a per-key counter (older state)
+                values = contributions.get(key, (zero, 0))[0]
+                estimate, counter_state = self.counter.step(
+                    counter_state, exact_int.exact_ints(values, bins),
+                    rng.derive('release', key, step))
+                selected[key] = (start, counter_state)
+                out.append((key, self.from_units(estimate).reshape(bins).tolist(),
+                            self.noise_stddev(step - start + 1)))
+        if chosen_now:
+            # First counter step: everything so far, released for the first time now.
+            groups[step] = (tuple(k for k, _ in chosen_now),
+                            self.group_counter(len(chosen_now)).init_state())
+            first = dict(chosen_now)
+        for start, (keys, counter_state) in groups.items():
+            if start == step:
+                flat = [x for key in keys for x in first[key]]
+            else:
+                flat = [x for key in keys for x in contributions.get(key, (zero, 0))[0]]
+            estimate, counter_state = self.group_counter(len(keys)).step(
+                counter_state, exact_int.exact_ints(flat, len(keys) * bins),
+                rng.derive('release', keys[0], step))
+            groups[start] = (keys, counter_state)
+            sd = self.noise_stddev(step - start + 1)
+            rows = self.from_units(estimate).reshape(len(keys), bins).tolist()
+            out.extend((key, row, sd) for key, row in zip(keys, rows))
+        out.sort(key=lambda row: row[0])
+        return out, PrivateKeysShardState(step + 1, candidates, selected, groups)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_counter(counter, dimension: int):
+    return dataclasses.replace(counter, dimension=dimension)
+
+
+def _group_counter(counter, dimension: int):
+    """``counter`` with another dimension (memoised when the counter is hashable)."""
+    try:
+        return _cached_counter(counter, dimension)
+    except TypeError:
+        return dataclasses.replace(counter, dimension=dimension)

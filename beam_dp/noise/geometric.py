@@ -34,6 +34,7 @@ The scale is a rational rounded up to the 2**-20 grid exactly as ``discrete_lapl
 so the per-tick sampler, the skip-ahead sampler and ``discrete_laplace`` agree on the law.
 """
 
+import functools
 import math
 from fractions import Fraction
 from typing import Optional
@@ -58,6 +59,7 @@ _WORD = 64
 _SERIES_CUTOFF = -40          # use the series for ln(1-q) when q < 2**-40
 
 
+@functools.lru_cache(maxsize=256)      # scales are few and public; as_rational_up is slow
 def _scale_nd(scale: Rational):
     frac = as_rational_up(scale)
     return frac.numerator, frac.denominator
