@@ -41,6 +41,11 @@ from beam_dp.drivers.clock import StepClock
 from beam_dp.transforms import contribution_bounding as after_module
 from beam_dp.transforms.shell import key_bytes
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tests.fuzz.harness import _Bag  # noqa: E402  the fake state cells the DoFn tests use
+from tests.fuzz.harness import _Cell  # noqa: E402
+from tests.fuzz.harness import _Timer  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RESULTS = os.path.join(HERE, 'results')
@@ -57,37 +62,6 @@ def load_before(rev: str) -> types.ModuleType:
     sys.modules[module.__name__] = module       # its tables must pickle (the header cancels out)
     exec(compile(source, f'{rev}:contribution_bounding.py', 'exec'), module.__dict__)  # pylint: disable=exec-used
     return module
-
-
-class _Bag:
-    def __init__(self):
-        self.items = []
-
-    def read(self):
-        return list(self.items)
-
-    def add(self, value):
-        self.items.append(value)
-
-    def clear(self):
-        self.items = []
-
-
-class _Cell:
-    value = None
-
-    def read(self):
-        return self.value
-
-    def write(self, value):
-        self.value = value
-
-
-class _Timer:
-    at = None
-
-    def set(self, timestamp):
-        self.at = timestamp.micros
 
 
 def stream(units, steps, bound, max_total, seed):
@@ -133,8 +107,8 @@ def run(module, per_step, bound, clock, checkpoints, patterns):
     for step, records in enumerate(per_step):
         watermark = clock.release_time_micros(step - 1)
         for shard, timer in timers.items():
-            if timer.at is not None and timer.at <= watermark:
-                timer.at = None
+            if timer.micros is not None and timer.micros <= watermark:
+                timer.micros = None
                 bound_fn.compact(bags[shard], cells[shard], timer)
         group_fn.start_bundle()
         for element in records:

@@ -30,24 +30,13 @@ from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
 from beam_dp.transforms.contribution_bounding import _latest
 from beam_dp.transforms.contribution_bounding import unit_shard
 from beam_dp.transforms.shell import key_bytes
+from tests.fuzz.harness import _Bag
+from tests.fuzz.harness import _Cell
+from tests.fuzz.harness import _Timer
 
 
 def _first(record):
     return record[0]
-
-
-class _Bag:
-    def __init__(self):
-        self.items = []
-
-    def read(self):
-        return list(self.items)
-
-    def add(self, value):
-        self.items.append(value)
-
-    def clear(self):
-        self.items = []
 
 
 class _Ts:
@@ -106,25 +95,6 @@ def reference(records, bound, released=None):
     return kept, dead
 
 
-class _Cell:
-    def __init__(self):
-        self.value = None
-
-    def read(self):
-        return self.value
-
-    def write(self, value):
-        self.value = value
-
-
-class _Timer:
-    def __init__(self):
-        self.at = None
-
-    def set(self, timestamp):
-        self.at = timestamp.micros
-
-
 #: The clock of the fuzzed streams: steps of 10 s from 0, released 5 s after their end.
 CLOCK = StepClock(start_micros=0, step_micros=10_000_000, allowed_lateness_micros=5_000_000)
 
@@ -147,8 +117,8 @@ def run_dofns(records, bound, bundle_sizes, mark_new_keys=False, clock=None, wat
     for b, size in enumerate(bundle_sizes):
         wm = (watermarks or {}).get(b)
         for shard, timer in list(timers.items()):
-            if wm is not None and timer.at is not None and timer.at <= wm:
-                timer.at = None
+            if wm is not None and timer.micros is not None and timer.micros <= wm:
+                timer.micros = None
                 assert bound_fn.compact(bags[shard], cells[shard], timer) is None
                 assert len(bags[shard].items) == 1
         group_fn.start_bundle()
