@@ -9,6 +9,7 @@ from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
+from beam_dp.transforms.boost import BoostQueries
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
@@ -69,6 +70,8 @@ FAMILIES = {
     'BBImproverQueries': ('growing', lambda **kw: BBImproverQueries(
         mechanism=LaplaceQueryVector(_QUERIES), epsilon=0.9, delta=1e-6, beta=0.05, n=50,
         domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+    'BoostQueries': ('growing', lambda **kw: BoostQueries(
+        public_datasets=['d'], shape=[2, DOMAIN], budget=EPS, **_CLOCK, **kw)),
 }
 
 

@@ -77,11 +77,16 @@ def rectangle_query(shape: Sequence[int], subsets: Sequence[Sequence[int]],
 class BoostDriverState:
     """One dataset. SECRET: ``open_blocks`` (exact counts of unsealed blocks) and the secret
     parts of ``mech``. ``pending``: queries waiting for unsealed blocks. ``processed``: query id
-    → the outputs it produced (DP outputs only), for idempotent replay."""
+    → the outputs it produced (DP outputs only), for idempotent replay; with a replay retention
+    R it is the young generation, ``processed_old`` the old one, ``replay_clock`` the latest
+    query event time seen and ``replay_generation`` the young generation's start (all public)."""
     mech: BoostState
     open_blocks: Tuple[Tuple[int, np.ndarray], ...] = ()
     pending: Tuple[BoostQueryRecord, ...] = ()
     processed: PMap = dataclasses.field(default_factory=PMap)
+    processed_old: PMap = dataclasses.field(default_factory=PMap)
+    replay_clock: Optional[int] = None
+    replay_generation: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +97,14 @@ class BoostDriver:
       dataset: the dataset key. shape: attribute domain sizes (bins are their mixed radix).
       mechanism: the configured ``TreePMWBypass`` (domain_size = Π shape).
       start_micros, block_micros: block b covers [start + b·len, start + (b+1)·len).
+      replay_retention_micros: R, the public replay window (None: every query id is kept for
+        ever). Query ids are kept for at least R of query event time (two generations, each
+        dropped whole), and a query stamped ≤ (the latest query time seen) − R is refused
+        'replay_window_expired': it may be a replay whose answer was dropped, and answering
+        it again would release a second, different answer for the same id (the histograms,
+        SVs and cache it would read have changed, so the same addressed noise would not give
+        the same output) and charge again. New queries that late are refused alike (a public
+        rule on public query times).
 
     Raises:
       InvalidParamsError: on a bad parameter.
@@ -101,6 +114,7 @@ class BoostDriver:
     mechanism: TreePMWBypass
     start_micros: int = 0
     block_micros: int = 7 * 24 * 3600 * 10 ** 6
+    replay_retention_micros: Optional[int] = None
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -115,6 +129,8 @@ class BoostDriver:
                            f'domain_size is {self.mechanism.domain_size}.')
         v.check_non_negative_int(owner, 'start_micros', self.start_micros)
         v.check_positive_int(owner, 'block_micros', self.block_micros)
+        if self.replay_retention_micros is not None:
+            v.check_positive_int(owner, 'replay_retention_micros', self.replay_retention_micros)
 
     def init_state(self) -> BoostDriverState:
         return BoostDriverState(self.mechanism.init_state())
@@ -220,13 +236,43 @@ class BoostDriver:
             return max(0, sealed - q.latest), sealed - 1
         return q.first_block, q.last_block
 
+    def _advance_replay(self, state: BoostDriverState, now: int) -> BoostDriverState:
+        """Moves the replay clock to ``now``; rotates the generations every R of it."""
+        clock = now if state.replay_clock is None else max(state.replay_clock, now)
+        gen, young, old = state.replay_generation, state.processed, state.processed_old
+        if state.replay_clock is None:
+            gen = clock
+        elif clock - gen >= 2 * self.replay_retention_micros:
+            gen, young, old = clock, PMap(), PMap()
+        elif clock - gen >= self.replay_retention_micros:
+            gen, young, old = clock, PMap(), young
+        return dataclasses.replace(state, processed=young, processed_old=old,
+                                   replay_clock=clock, replay_generation=gen)
+
+    def _stored(self, state: BoostDriverState, q) -> Optional[tuple]:
+        if not isinstance(q, BoostQueryRecord):
+            return None
+        stored = state.processed.get(q.query_id)
+        return stored if stored is not None else state.processed_old.get(q.query_id)
+
     def submit(self, state: BoostDriverState, queries: Sequence[BoostQueryRecord],
-               rng: RandomSource) -> Tuple[BoostDriverState, List[Any]]:
-        """Answers ``queries`` (and the pending ones they join) in query-id order."""
+               rng: RandomSource, now_micros: Optional[int] = None
+               ) -> Tuple[BoostDriverState, List[Any]]:
+        """Answers ``queries`` (and the pending ones they join) in query-id order;
+        ``now_micros``: their event time (the replay window; None: not checked)."""
         out: List[Any] = []
+        expired = False
+        if self.replay_retention_micros is not None and now_micros is not None:
+            state = self._advance_replay(state, now_micros)
+            expired = now_micros <= state.replay_clock - self.replay_retention_micros
         pending = list(state.pending)
         for q in sorted(queries, key=lambda r: str(getattr(r, 'query_id', ''))):
-            stored = state.processed.get(q.query_id) if isinstance(q, BoostQueryRecord) else None
+            stored = self._stored(state, q)
+            if expired and stored is None:
+                out.append(BoostRefusal(self.dataset, str(getattr(q, 'query_id', '')),
+                                        'replay_window_expired', getattr(q, 'first_block', -1),
+                                        getattr(q, 'last_block', -1), False))
+                continue
             if stored is not None:
                 out.extend(r._replace(replay=True) for r in stored
                            if isinstance(r, (BoostAnswerRecord, BoostRefusal)))

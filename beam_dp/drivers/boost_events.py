@@ -38,7 +38,8 @@ def run_events(driver: BoostDriver, clock, state, items: List[tuple], upto: int,
         state, sealed = driver.seal_until(state, watermark, rng)
         out.extend(sealed)
         if t is not None:
-            state, answered = driver.submit(state, [i[2] for i in queries if i[1] == t], rng)
+            state, answered = driver.submit(state, [i[2] for i in queries if i[1] == t], rng,
+                                            now_micros=t)
             out.extend(answered)
         if last is not None and state.mech.num_blocks > last:
             state, refused = refuse_waiting(driver, state)

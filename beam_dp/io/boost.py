@@ -33,7 +33,8 @@ __all__ = [
 
 #: Why a query is refused (public: parameters, sealed block ids and filter state only).
 BOOST_REFUSAL_REASONS = ('budget_exhausted', 'empty_window', 'invalid_query', 'invalid_window',
-                         'window_not_sealed', 'window_too_long', 'wrong_dataset')
+                         'replay_window_expired', 'window_expired', 'window_not_sealed',
+                         'window_too_long', 'wrong_dataset')
 
 
 class BoostQueryRecord(NamedTuple):

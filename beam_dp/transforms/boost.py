@@ -323,13 +323,19 @@ class BoostQueries(shell.ShellTransform):
     answered once those blocks are sealed: from the exact cache (free), a ready histogram
     (PMW-Bypass R1, the sparse-vector test), or Laplace over the dyadic cover (R3), each
     charge taken atomically from the per-block filters. A replayed query id returns the stored
-    answer (``replay=True``) at no charge.
+    answer (``replay=True``) at no charge. Public state bounds (docs/boost.md): at most
+    ``cache_capacity`` exact-cache entries, windows starting at most ``retention_blocks``
+    back ('window_expired'), query ids kept for ``replay_retention`` (seconds or Duration) of
+    query event time ('replay_window_expired' beyond it); None = unbounded.
 
     Privacy unit and neighbours: event level, one row; replace-one within a block (block sizes
     are public). Guarantee: ε_G-DP (``budget.epsilon``) for everything released about each
     block (answers, refusals, ledger), by per-block filters (block composition; datasets are
     parallel). Not protected: the public arguments, block sizes (``blocks`` output), the query
     stream and its timing, the dead-letter output (raw rows).
+
+    Shell arguments (``accountant``, ``noise_key``, ``debug_metrics``, ``testing_seed``,
+    ``label``) as every transform (docs/privacy_model.md).
 
     Cite: Kostopoulou, Tholoniat, Cidon, Geambasu, Lécuyer, "Boost: Effective Caching in
     Differentially-Private Databases" (VLDB 2023), Alg. 1-3.
@@ -346,6 +352,8 @@ class BoostQueries(shell.ShellTransform):
                  budget: PrivacyBudget, start, step, end=None, allowed_lateness=0,
                  preset: str = 'tree_pmw_bypass', alpha: float = 0.05, beta: float = 1e-3,
                  readiness: Optional[Readiness] = None, window_bound: int = 64,
+                 cache_capacity: Optional[int] = None, retention_blocks: Optional[int] = None,
+                 replay_retention=None,
                  dataset_fn: Callable[[Any], Any] = operator.itemgetter(0),
                  attributes_fn: Callable[[Any], Any] = operator.itemgetter(1),
                  accountant: Optional[BudgetAccountant] = None, noise_key=None,
@@ -377,10 +385,14 @@ class BoostQueries(shell.ShellTransform):
             extra = {} if readiness is None else {'readiness': readiness}
             mechanism = boost_preset(preset, max(n, 2), alpha=alpha, beta=beta,
                                      epsilon_budget=float(budget.epsilon),
-                                     window_bound=window_bound, **extra)
+                                     window_bound=window_bound, cache_capacity=cache_capacity,
+                                     retention_blocks=retention_blocks, **extra)
+            replay = None if replay_retention is None else shell.to_micros(
+                owner, 'replay_retention', replay_retention, allow_zero=False, duration=True)
             # One driver per dataset, differing only in ``dataset`` (the DoFn re-keys it).
             self._drivers = {d: BoostDriver(d, tuple(shape), mechanism, self._clock.start_micros,
-                                            self._clock.step_micros) for d in self._datasets}
+                                            self._clock.step_micros, replay)
+                             for d in self._datasets}
         self._mechanism = mechanism
         self.check_budget()
 

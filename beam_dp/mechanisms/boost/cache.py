@@ -25,6 +25,7 @@ from typing import Any, Hashable, Iterator, Optional, Tuple
 from beam_dp.queries import LinearQuery
 
 __all__ = [
+    'BoundedCache',
     'CachedResult',
     'PMap',
     'canonical_query_key',
@@ -73,6 +74,24 @@ class PMap:
         buckets = self._buckets[:slot] + (bucket,) + self._buckets[slot + 1:]
         return PMap(buckets, self._size + int(grew))
 
+    def delete(self, key: Hashable) -> 'PMap':
+        slot = self._slot(key)
+        if key not in self._buckets[slot]:
+            return self
+        bucket = dict(self._buckets[slot])
+        del bucket[key]
+        return PMap(self._buckets[:slot] + (bucket,) + self._buckets[slot + 1:], self._size - 1)
+
+    def promote(self, key: Hashable) -> 'PMap':
+        """Marks ``key`` as recently used (a no-op: a plain map never evicts)."""
+        del key
+        return self
+
+    def keep(self, predicate) -> 'PMap':
+        """The entries whose key satisfies ``predicate`` (a new map)."""
+        buckets = tuple({k: x for k, x in b.items() if predicate(k)} for b in self._buckets)
+        return PMap(buckets, sum(len(b) for b in buckets))
+
     def __getstate__(self):
         return dict(self.items())
 
@@ -87,6 +106,70 @@ class PMap:
 
     def __repr__(self):
         return f'PMap(<{self._size} entries>)'
+
+
+class BoundedCache:
+    """An immutable cache of at most ``capacity`` entries (approximately least recently used):
+    two generations of ``PMap``. Inserts and promotions go to the young one; when it holds
+    ⌊capacity/2⌋ entries it becomes the old one and the previous old one is dropped. A hit in
+    the old generation is promoted back (``promote``). Eviction reads only the sequence of
+    public cache keys, and evicting a DP result only costs budget later (the query is answered
+    afresh), never privacy."""
+
+    __slots__ = ('capacity', 'young', 'old')
+
+    def __init__(self, capacity: int, young: Optional[PMap] = None, old: Optional[PMap] = None):
+        self.capacity = capacity
+        self.young = young if young is not None else PMap()
+        self.old = old if old is not None else PMap()
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        hit = self.young.get(key, _MISSING)
+        return self.old.get(key, default) if hit is _MISSING else hit
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.young or key in self.old
+
+    def __len__(self) -> int:
+        return len(self.young) + len(self.old)
+
+    def items(self):
+        yield from self.young.items()
+        yield from self.old.items()
+
+    def __iter__(self):
+        for key, _ in self.items():
+            yield key
+
+    def set(self, key: Hashable, value: Any) -> 'BoundedCache':
+        young, old = self.young.set(key, value), self.old.delete(key)
+        if len(young) >= max(1, self.capacity // 2):
+            young, old = PMap(), young
+        return BoundedCache(self.capacity, young, old)
+
+    def promote(self, key: Hashable) -> 'BoundedCache':
+        if key in self.young or key not in self.old:
+            return self
+        return self.set(key, self.old.get(key))
+
+    def keep(self, predicate) -> 'BoundedCache':
+        return BoundedCache(self.capacity, self.young.keep(predicate), self.old.keep(predicate))
+
+    def __getstate__(self):
+        return self.capacity, self.young, self.old
+
+    def __setstate__(self, state):
+        self.capacity, self.young, self.old = state
+
+    def __eq__(self, other):
+        return isinstance(other, BoundedCache) and self.capacity == other.capacity and dict(
+            self.items()) == dict(other.items())
+
+    def __repr__(self):
+        return f'BoundedCache(<{len(self)} of {self.capacity} entries>)'
+
+
+_MISSING = object()
 
 
 @dataclasses.dataclass(frozen=True)

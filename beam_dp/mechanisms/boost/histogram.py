@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from beam_dp.mechanisms.boost import tree
 from beam_dp.mechanisms.boost.heuristic import Readiness
 from beam_dp.mechanisms.boost.heuristic import readonly as _readonly
 from beam_dp.mechanisms.pmw import mw_update
@@ -26,6 +27,7 @@ from beam_dp.queries import LinearQuery
 __all__ = [
     'NodeHistogram',
     'merge_children',
+    'new_node',
     'query_support',
     'uniform_node',
     'warm_copy',
@@ -106,3 +108,22 @@ def merge_children(left: NodeHistogram, n_left: int, right: NodeHistogram, n_rig
     count = _readonly(wl * left.count + wr * right.count)
     thr = _readonly(wl * left.thr + wr * right.thr)
     return NodeHistogram(_mix_uniform(h, gamma), count, thr)
+
+
+def new_node(nodes, node, size_of, domain_size: int, readiness: Readiness,
+             warm_gamma: Optional[float]) -> NodeHistogram:
+    """A node's first histogram: uniform, or with ``warm_gamma`` not None (warm start, §3.8) in a
+    tree κ ≥ 0, a leaf copies the most recent earlier leaf in ``nodes`` and an internal node
+    merges its two children when both exist (``size_of``: node → public n)."""
+    made = None
+    kappa, a, b = node
+    if warm_gamma is not None and kappa >= 0:
+        if a == b:
+            prev = tree.previous_leaf(list(nodes), node)
+            made = None if prev is None else warm_copy(nodes[prev], warm_gamma)
+        else:
+            left, right = tree.children(node)
+            if left in nodes and right in nodes:
+                made = merge_children(nodes[left], size_of(left), nodes[right], size_of(right),
+                                      warm_gamma)
+    return made or uniform_node(domain_size, readiness)

@@ -55,6 +55,8 @@ from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms.boost import calibration as cal
 from beam_dp.mechanisms.boost import tree
+from beam_dp.mechanisms.boost import retention
+from beam_dp.mechanisms.boost.cache import BoundedCache
 from beam_dp.mechanisms.boost.cache import CachedResult
 from beam_dp.mechanisms.boost.cache import PMap
 from beam_dp.mechanisms.boost.cache import canonical_query_key
@@ -65,10 +67,8 @@ from beam_dp.mechanisms.boost.filters import BlockFilters
 from beam_dp.mechanisms.boost.heuristic import COVID_LEARNING_RATE
 from beam_dp.mechanisms.boost.heuristic import LearningRate
 from beam_dp.mechanisms.boost.heuristic import Readiness
-from beam_dp.mechanisms.boost.histogram import merge_children
+from beam_dp.mechanisms.boost.histogram import new_node
 from beam_dp.mechanisms.boost.histogram import query_support
-from beam_dp.mechanisms.boost.histogram import uniform_node
-from beam_dp.mechanisms.boost.histogram import warm_copy
 from beam_dp.mechanisms.boost.sparse_test import GRID_SLACK
 from beam_dp.mechanisms.boost.sparse_test import laplace_release
 from beam_dp.mechanisms.boost.sparse_test import start_sv
@@ -93,7 +93,6 @@ PLANNERS = ('mincuts', 'nocuts')
 PATHS = ('EXACT', 'R1', 'R2', 'R3', 'MIXED')
 
 
-
 @dataclasses.dataclass(frozen=True)
 class TreePMWBypass:
     """Boost over sealed time blocks; see the module docstring.
@@ -116,6 +115,12 @@ class TreePMWBypass:
         nodes by the external-update rule. Privacy is the same (the SV's 3ε pays for "fail").
       warm_start, warm_gamma: warm-start new nodes (§3.8), mixing γ of uniform (Thm A.9).
       window_bound: T = 2^m, the longest window; trees overlap every T blocks (Thm A.8).
+      cache_histogram_answers: also cache answers with an SV-validated histogram part (R1,
+        spec §3.5 [INF] "harmless, optional"); False caches fresh-noise answers only, as the
+        artifact does (a repeat is then re-tested by the live SV).
+      cache_capacity, retention_blocks: public bounds on the state (``retention``): at most
+        that many exact-cache entries (≥ 2; None: unbounded); windows may start at most R
+        blocks back, older state is dropped (None: never).
 
     Raises:
       InvalidParamsError: on a bad parameter.
@@ -137,6 +142,9 @@ class TreePMWBypass:
     warm_start: bool = False
     warm_gamma: float = 0.0
     window_bound: int = 64
+    cache_histogram_answers: bool = True
+    cache_capacity: Optional[int] = None
+    retention_blocks: Optional[int] = None
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -160,9 +168,10 @@ class TreePMWBypass:
         t = v.check_positive_int(owner, 'window_bound', self.window_bound)
         if t & (t - 1):
             v._fail(owner, f'window_bound must be a power of two, got {t}.')
-        for flag in ('exact_cache', 'tight', 'warm_start'):
+        for flag in ('exact_cache', 'tight', 'warm_start', 'cache_histogram_answers'):
             if not isinstance(getattr(self, flag), bool):
                 v._fail(owner, f'{flag} must be a bool, got {getattr(self, flag)!r}.')
+        retention.check_bounds(owner, self.cache_capacity, self.retention_blocks)
         if self.mode == 'pmw' and (self.planner != 'nocuts' or self.sv_failure != 'r2'):
             v._fail(owner, "mode='pmw' (vanilla PMW) needs planner='nocuts' and "
                            "sv_failure='r2'.")
@@ -176,8 +185,9 @@ class TreePMWBypass:
         return PrivacyCost(epsilon=self.epsilon_budget, relation=SWAP_ONE)
 
     def init_state(self) -> BoostState:
+        cache = PMap() if self.cache_capacity is None else BoundedCache(self.cache_capacity)
         return BoostState(readonly(np.zeros((1, self.domain_size), dtype=np.int64)), (), {},
-                          {}, PMap(), BlockFilters(self.epsilon_budget))
+                          {}, cache, BlockFilters(self.epsilon_budget))
 
     def add_data(self, state: BoostState, counts, rng: RandomSource = None) -> BoostState:
         """Seals the next block (id ``state.num_blocks``) with its bin counts; a sealed block
@@ -189,7 +199,10 @@ class TreePMWBypass:
             raise InvalidRecordError(f'{type(self).__name__}: a block is {self.domain_size} '
                                      f'non-negative integer counts, got {c.shape} {c.dtype}.')
         cum = readonly(np.vstack([state.cum, state.cum[-1] + c.astype(np.int64)]))
-        return dataclasses.replace(state, cum=cum, sizes=state.sizes + (int(c.sum()),))
+        new = dataclasses.replace(state, cum=cum, sizes=state.sizes + (int(c.sum()),))
+        if self.retention_blocks is None:
+            return new
+        return retention.expire(new, new.num_blocks - self.retention_blocks, self.window_bound)
 
     seal_block = add_data
 
@@ -204,7 +217,8 @@ class TreePMWBypass:
         wkey = window_cache_key(qkey, (first, last), self.alpha, self.beta)
         hit = state.cache.get(wkey) if self.exact_cache else None
         if hit is not None:
-            new = dataclasses.replace(state, answered=state.answered + 1)
+            new = dataclasses.replace(state, answered=state.answered + 1,
+                                      cache=state.cache.promote(wkey))
             return BoostAnswer(request.query_id, 'ok', hit.value, 'EXACT', None, first,
                                last), new
         nodes = [n for n in self._cover(first, last) if self._size(state, n) > 0]
@@ -235,7 +249,7 @@ class TreePMWBypass:
         value = tree.aggregate([p[0] for p in parts], [p[1] for p in parts])
         path = paths[0] if len(paths) == 1 else 'MIXED'
         cache = run.cache
-        if self.exact_cache:
+        if self.exact_cache and (self.cache_histogram_answers or 'R1' not in paths):
             cache = cache.set(wkey, CachedResult(value, 0.0, path))
         new = dataclasses.replace(state, nodes=run.nodes, svs=run.svs, cache=cache,
                                   filters=run.filters, answered=state.answered + 1)
@@ -253,6 +267,8 @@ class TreePMWBypass:
             return 'invalid_window'
         if request.last >= state.num_blocks:
             return 'window_not_sealed'
+        if request.first < state.cum_base:
+            return 'window_expired'
         if self.planner == 'mincuts' and request.last - request.first + 1 > self.window_bound:
             return 'window_too_long'
         return None
@@ -274,26 +290,16 @@ class TreePMWBypass:
     @staticmethod
     def _true_value(state: BoostState, node_set, q: LinearQuery) -> float:
         """q(Data) on the union of ``node_set`` (SECRET: only ever compared or noised)."""
-        counts = sum(state.cum[b + 1] - state.cum[a] for _, a, b in node_set)
+        base = state.cum_base
+        counts = sum(state.cum[b + 1 - base] - state.cum[a - base] for _, a, b in node_set)
         n = sum(TreePMWBypass._size(state, node) for node in node_set)
         return q.evaluate(counts) / n
 
     def _ensure_node(self, run: _Run, node: tuple) -> None:
-        if node in run.nodes:
-            return
-        made = None
-        kappa, a, b = node
-        if self.warm_start and kappa >= 0:
-            if a == b:
-                prev = tree.previous_leaf(list(run.nodes), node)
-                made = None if prev is None else warm_copy(run.nodes[prev], self.warm_gamma)
-            else:
-                left, right = tree.children(node)
-                if left in run.nodes and right in run.nodes:
-                    made = merge_children(run.nodes[left], self._size(run.state, left),
-                                          run.nodes[right], self._size(run.state, right),
-                                          self.warm_gamma)
-        run.nodes[node] = made or uniform_node(self.domain_size, self.readiness)
+        if node not in run.nodes:
+            run.nodes[node] = new_node(run.nodes, node, lambda n: self._size(run.state, n),
+                                       self.domain_size, self.readiness,
+                                       self.warm_gamma if self.warm_start else None)
 
     def _split_beta(self, with_sv: bool) -> Tuple[float, float]:
         """(β of the SV part, β of the Laplace part): Alg. 2 halves β; one node keeps it."""
@@ -422,6 +428,7 @@ class TreePMWBypass:
             ckey = node_cache_key(qkey, node, self.alpha, self.beta)
             if not eps:
                 value = run.cache.get(ckey).value
+                run.cache = run.cache.promote(ckey)
             else:
                 fresh += 1
                 run.pay(range(node[1], node[2] + 1), 'laplace', eps)

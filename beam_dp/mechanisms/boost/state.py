@@ -1,10 +1,11 @@
 """The records and the immutable state of ``TreePMWBypass`` (spec 002 §5.2 state table)."""
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
+from beam_dp.mechanisms.boost.cache import BoundedCache
 from beam_dp.mechanisms.boost.cache import PMap
 from beam_dp.mechanisms.boost.filters import BlockFilters
 from beam_dp.mechanisms.boost.heuristic import readonly
@@ -54,16 +55,18 @@ class BoostAnswer:
 
 @dataclasses.dataclass(frozen=True)
 class BoostState:
-    """Immutable state. SECRET: ``cum`` (prefix sums of the sealed blocks' counts) and the
-    thresholds inside ``svs``. Public: block ``sizes``, ``nodes`` (histograms), ``cache``
-    (DP outputs), ``filters``."""
+    """Immutable state. SECRET: ``cum`` (prefix sums of the sealed blocks' counts; row i is
+    the sum of blocks before ``cum_base + i``) and the thresholds inside ``svs``. Public: block
+    ``sizes``, ``nodes`` (histograms), ``cache`` (DP outputs), ``filters``, ``cum_base`` (the
+    first unexpired block, ``retention``)."""
     cum: np.ndarray
     sizes: Tuple[int, ...]
     nodes: Mapping[tuple, NodeHistogram]
     svs: Mapping[tuple, object]
-    cache: PMap
+    cache: Union[PMap, BoundedCache]
     filters: BlockFilters
     answered: int = 0
+    cum_base: int = 0
 
     @property
     def num_blocks(self) -> int:
@@ -76,7 +79,7 @@ class Run:
     state: BoostState
     nodes: Dict[tuple, NodeHistogram]
     svs: Dict[tuple, object]
-    cache: PMap
+    cache: Union[PMap, BoundedCache]
     filters: BlockFilters
     charges: List[Tuple[int, str, float]]
     support: np.ndarray
