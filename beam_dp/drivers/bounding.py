@@ -206,6 +206,7 @@ def _total_reason(bound: UserLevel) -> str:
 
 
 def compact_record(bound: UserLevel, record, released_through: int):
-    """A stored record with every step ≤ ``released_through`` moved to its key's ``dead``
-    count (and full keys / exhausted units marked): what a unit idle since then keeps."""
+    """What a stored record becomes once ``released_through`` is known, when it is next
+    rewritten: every step ≤ ``released_through`` moved to its key's ``dead`` count, full keys
+    and used-up units marked."""
     return UnitUsage.decode(bound, record, released_through).record()

@@ -13,7 +13,7 @@ Event-level privacy needs no bounding: each record is its own unit.
 
 State layout: since issue 13 a unit's record is the compact usage record of
 ``beam_dp.drivers.bounding`` (was: every kept ``(key, step, n)``), plus a 'released_through'
-cell and a 'compact' timer per shard. A record in the earlier layout is read exactly (converted
+cell and a 'released' timer per shard. A record in the earlier layout is read exactly (converted
 on read), but the DoFn gained a state cell and a timer: drain a running job and restart it
 rather than updating it in place.
 """
@@ -37,7 +37,6 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.drivers.bounding import NOTHING_RELEASED
 from beam_dp.drivers.bounding import UnitUsage
-from beam_dp.drivers.bounding import compact_record
 from beam_dp.drivers.clock import StepClock
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms.shell import DEAD_LETTER
@@ -164,17 +163,20 @@ class _BoundContributionsFn(beam.DoFn):
     not yet released): the K / S / m / C bounds stay exact over the unbounded horizon (the
     argument is in that module).
 
-    With a clock, ``released_through`` is the last step this stage knows is released (its
-    input watermark passed the step's release time: the 'compact' timer, armed at the release
-    time of the newest step kept since it last fired, so it fires at most once per step and
-    never while the shard is idle). Records for such a step are late (dead-lettered with the
-    release stage's reason, as they would be there) and the timer rewrites the shard with
-    every released step folded into its key's count. The state cell holds
-    ``(released_through, armed step or None, newest kept step)``."""
+    With a clock, ``released_through`` is the last step this stage knows is released: its
+    input watermark passed the step's release time. The 'released' timer is armed at the
+    release time of the newest step kept since it last fired, so it fires at most once per
+    step and never while the shard is idle; it only advances ``released_through`` (O(1), the
+    bag is not read). A record for a released step is late here (dead-lettered with the
+    release stage's reason, as it would be there), and a unit's released steps are folded
+    into its keys' counts whenever its record is rewritten (when it next keeps a record): a
+    unit idle since keeps the counts of the few steps that were not yet released when it was
+    last seen. The state cell holds ``(released_through, armed step or None, newest kept
+    step)``."""
 
     KEPT = BagStateSpec('kept_units', PickleCoder())
     RELEASED = ReadModifyWriteStateSpec('released_through', PickleCoder())
-    COMPACT_TIMER = TimerSpec('compact', TimeDomain.WATERMARK)
+    RELEASED_TIMER = TimerSpec('released', TimeDomain.WATERMARK)
 
     def __init__(self, unit: UserLevel, transform_label: str, mark_new_keys: bool = False,
                  clock: Optional[StepClock] = None):
@@ -185,7 +187,7 @@ class _BoundContributionsFn(beam.DoFn):
 
     def process(self, element, kept_state=beam.DoFn.StateParam(KEPT),
                 released_state=beam.DoFn.StateParam(RELEASED),
-                compact_timer=beam.DoFn.TimerParam(COMPACT_TIMER)):
+                released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
         _, units = element
         released, armed, newest = _NO_CLOCK_STATE
         if self._clock is not None:
@@ -203,43 +205,32 @@ class _BoundContributionsFn(beam.DoFn):
         if not delta:
             return
         if len(tables) + 1 >= MAX_DELTAS:
-            delta = self._merged(tables + [delta], released)
+            merged = _UnitTable()
+            for table in tables:
+                merged.update(table)
+            merged.update(delta)
             kept_state.clear()
+            delta = merged
         kept_state.add(delta)
         if self._clock is not None:
             newest = max([newest] + kept_steps)
             if armed is None:
                 armed = newest
-                compact_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
+                released_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
             released_state.write((released, armed, newest))
 
-    @on_timer(COMPACT_TIMER)
-    def compact(self, kept_state=beam.DoFn.StateParam(KEPT),
-                released_state=beam.DoFn.StateParam(RELEASED),
-                compact_timer=beam.DoFn.TimerParam(COMPACT_TIMER)):
+    @on_timer(RELEASED_TIMER)
+    def advance_released(self, released_state=beam.DoFn.StateParam(RELEASED),
+                         released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
         released, armed, newest = released_state.read() or _NO_CLOCK_STATE
         if armed is None:
             return
         released = max(released, armed)      # the watermark passed armed's release time
-        tables = list(kept_state.read())
-        if tables:
-            kept_state.clear()
-            kept_state.add(self._merged(tables, released))
         armed = None
         if newest > released:
             armed = newest
-            compact_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
+            released_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
         released_state.write((released, armed, newest))
-
-    def _merged(self, tables, released):
-        """One table with every unit's newest record, compacted to ``released``."""
-        merged = _UnitTable()
-        for table in tables:
-            merged.update(table)
-        if released > NOTHING_RELEASED:
-            for encoded, record in merged.items():
-                merged[encoded] = compact_record(self._unit, record, released)
-        return merged
 
     def _bound_unit(self, unit_id, records, usage):
         """Yields the kept ``(key, step, payload)`` and the dead letters of one unit's records
@@ -283,7 +274,8 @@ class BoundContributions(beam.PTransform):
     not yet released. Every unit that ever kept a record keeps a record for ever (that is what
     makes S and C exact over the horizon). With ``clock`` a record for a step whose release
     time the stage's watermark passed is dead-lettered as late here (``StepClock.late_reason``,
-    as the release stage does), and released steps are folded into counts.
+    as the release stage does), and a unit's released steps are folded into counts when its
+    record is next rewritten.
 
     Cost: records are grouped per unit within a bundle first, and units are hashed into
     ``UNIT_SHARDS`` stateful keys, so the stateful stage is called once per (shard, bundle): it

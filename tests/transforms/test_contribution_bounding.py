@@ -101,7 +101,7 @@ CLOCK = StepClock(start_micros=0, step_micros=10_000_000, allowed_lateness_micro
 
 def run_dofns(records, bound, bundle_sizes, mark_new_keys=False, clock=None, watermarks=None):
     """Group per bundle, then bound per (shard, bundle) with one bag per unit shard; before
-    bundle b the watermark moves to ``watermarks[b]`` (micros) and due 'compact' timers fire.
+    bundle b the watermark moves to ``watermarks[b]`` (micros) and due 'released' timers fire.
     Returns the kept and dead records, each unit's stored record, and per record the
     ``released_through`` its shard had when it was bounded."""
     group_fn = _GroupByUnitInBundleFn('T')
@@ -119,8 +119,7 @@ def run_dofns(records, bound, bundle_sizes, mark_new_keys=False, clock=None, wat
         for shard, timer in list(timers.items()):
             if wm is not None and timer.micros is not None and timer.micros <= wm:
                 timer.micros = None
-                assert bound_fn.compact(bags[shard], cells[shard], timer) is None
-                assert len(bags[shard].items) == 1
+                assert bound_fn.advance_released(cells[shard], timer) is None
         group_fn.start_bundle()
         for j, element in enumerate(records[i:i + size]):
             assert list(group_fn.process(element, _Ts(1000 * (i + j)))) == []
@@ -225,8 +224,10 @@ def test_a_unit_past_its_steps_stays_bounded_across_many_steps_and_is_folded():
     """S = 3, m = 2, K = 2: unit 'u' sends 3 records to each of 2 keys in each of 40 steps, the
     watermark passing each step's release time in between: it keeps 3 steps × 2 records per
     key and its record ends as the EXHAUSTED_KEYS marker. Unit 'v' sends to key 'a' in steps 0
-    and 1 and, in step 1, a record for the released step 0 (late); idle after that, its record
-    ends as one count per key."""
+    and 1 and, in step 1, a record for the released step 0 (late); idle until step 30, its
+    record keeps step 0 as a count and step 1's count; back in step 30 its released steps are
+    folded (2 used) and step 30 kept; in step 31 step 30 is released too, so the key is full
+    (S used) and a record for step 30 is late."""
     bound = UserLevel(unit_fn=_first, max_keys_per_unit=2, max_contributions_per_step=2,
                       max_steps_per_unit=3)
     records, sizes, watermarks = [], [], {}
@@ -237,6 +238,11 @@ def test_a_unit_past_its_steps_stays_bounded_across_many_steps_and_is_folded():
             batch.append(('v', ('a', step, 10 * step + 6)))
         if step == 1:
             batch.append(('v', ('b', 0, 10 * step + 7)))
+        if step == 30:
+            idle = (len(records), len(sizes))
+            batch.append(('v', ('a', 30, 308)))
+        if step == 31:
+            batch += [('v', ('a', 31, 318)), ('v', ('a', 30, 319))]
         records += batch
         sizes.append(len(batch))
     kept, dead, state = check_against_reference(records, bound, sizes, CLOCK, watermarks)
@@ -244,7 +250,12 @@ def test_a_unit_past_its_steps_stays_bounded_across_many_steps_and_is_folded():
         sorted([(k, s) for k in 'ab' for s in range(3)] * 2)
     assert state['u'] == EXHAUSTED_KEYS
     assert ('v', 'b', 0, 17, 'late') in dead
-    assert state['v'] == (2, ('a', 2))      # both its steps released: one count
+    assert sorted(k[1:3] for k in kept if k[0] == 'v') == [('a', 0), ('a', 1), ('a', 30)]
+    assert [d[4] for d in dead if d[0] == 'v' and d[2] >= 30] == ['key_full', 'late']
+    assert state['v'] == (3, ('a', 2, 30, 1))      # steps 0 and 1 folded into one count
+    _, _, before_return, _ = run_dofns(records[:idle[0]], bound, sizes[:idle[1]], clock=CLOCK,
+                                       watermarks=watermarks)
+    assert before_return['v'] == (2, ('a', 1, 1, 1))   # idle: step 0 folded, step 1 counted
 
 
 @pytest.mark.parametrize('seed', range(5))
