@@ -255,21 +255,33 @@ def expansion_service(extra: typing.Sequence[str] = ()) -> JavaJarExpansionServi
 #: The fields of KafkaIO.Read.External.Configuration in Beam 2.62 that these tests set.
 _Read262 = typing.NamedTuple('ReadFromKafkaSchema262', [
     ('consumer_config', typing.Mapping[str, str]), ('topics', typing.List[str]),
-    ('key_deserializer', str), ('value_deserializer', str), ('start_read_time', int),
+    ('key_deserializer', str), ('value_deserializer', str),
+    ('start_read_time', typing.Optional[int]),
     ('commit_offset_in_finalize', bool), ('timestamp_policy', str)])
 
 
-def read_from_kafka(bootstrap: str, topic: str, start_read_time_ms: int, service) -> ExternalTransform:
+def read_from_kafka(bootstrap: str, topic: str, start_read_time_ms: int | None,
+                    service) -> ExternalTransform:
     """Beam's ReadFromKafka (same URN, 2.62 payload): (key, value) bytes, Kafka CreateTime as
-    the element timestamp and watermark, from the first offset at ``start_read_time_ms``."""
+    the element timestamp and watermark, from the first offset at ``start_read_time_ms``, or,
+    with None, from the earliest offset (``auto.offset.reset=earliest``).
+
+    Use None when the topic may still be empty as the job starts: with a start time, the 2.62
+    reader's start fails on a topic with no record at or after that time ("There are no messages
+    has a timestamp that is greater than or equals to the target time ..."), and Flink restarts
+    the task until there is one (seen: every attempt failing while the topic was empty).
+    """
+    config = {'bootstrap.servers': bootstrap}
+    if start_read_time_ms is None:
+        config['auto.offset.reset'] = 'earliest'
     return ExternalTransform(
         ReadFromKafka.URN_WITHOUT_METADATA,
         NamedTupleBasedPayloadBuilder(_Read262(
-            consumer_config={'bootstrap.servers': bootstrap},
+            consumer_config=config,
             topics=[topic],
             key_deserializer=ReadFromKafka.byte_array_deserializer,
             value_deserializer=ReadFromKafka.byte_array_deserializer,
-            start_read_time=int(start_read_time_ms),
+            start_read_time=None if start_read_time_ms is None else int(start_read_time_ms),
             commit_offset_in_finalize=False,
             timestamp_policy=ReadFromKafka.create_time_policy)),
         service)
