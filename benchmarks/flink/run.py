@@ -33,6 +33,7 @@ from beam_dp import EventLevel  # pylint: disable=wrong-import-position
 from beam_dp import PrivacyBudget  # pylint: disable=wrong-import-position
 from beam_dp import UserLevel  # pylint: disable=wrong-import-position
 from tests import runners  # pylint: disable=wrong-import-position
+from benchmarks.flink.cpu import TreeCpu  # pylint: disable=wrong-import-position
 
 KEYS = [f'station-{i:03d}' for i in range(256)]
 
@@ -99,11 +100,16 @@ def run_once(master, parallelism, impulses, per_impulse, pool, privacy, pids, lo
     options = runners.flink_options(streaming=True, parallelism=parallelism, master=master)
     options = [o for o in options if not o.startswith('--environment_type')]
     options += ['--environment_type=EXTERNAL', f'--environment_config={pool}',
-                f'--sdk_worker_parallelism={parallelism}']
+                f'--sdk_worker_parallelism={parallelism}',
+                # the job's state stream has a gRPC deadline of this (default 300 s): a longer
+                # job fails in wait_until_finish with DEADLINE_EXCEEDED
+                '--job_server_timeout=86400']
     if load_balance:
         options.append('--load_balance_bundles')
     before = {j['jid'] for j in rest(master, '/jobs/overview')['jobs']}
     cpu_before = cpu_seconds(pids)
+    sampled = TreeCpu(dict(pids, jobserver=os.getpid()), only={'jobserver': 'java'})
+    sampled.start()
     began = time.monotonic()
     with beam.Pipeline(options=PipelineOptions(options)) as p:
         _ = (p
@@ -118,6 +124,7 @@ def run_once(master, parallelism, impulses, per_impulse, pool, privacy, pids, lo
     wall = time.monotonic() - began
     time.sleep(2)  # let the worker pool reap the job's SDK workers (their CPU joins cutime)
     cpu_after = cpu_seconds(pids)
+    tree_cpu = sampled.stop()
     jobs = [j for j in rest(master, '/jobs/overview')['jobs'] if j['jid'] not in before]
     job = max(jobs, key=lambda j: j['start-time'])
     seconds = job['duration'] / 1000.0
@@ -128,7 +135,48 @@ def run_once(master, parallelism, impulses, per_impulse, pool, privacy, pids, lo
             'events': events,
             'flink_job_seconds': seconds, 'events_per_second': events / seconds,
             'wall_seconds_incl_submission': wall, 'cpu_seconds': cpu,
-            'cores_busy_during_job': round(sum(cpu.values()) / wall, 2), 'state': job['state']}
+            'cores_busy_during_job': round(sum(cpu.values()) / wall, 2), 'state': job['state'],
+            'tree_cpu_seconds': tree_cpu, 'efficiency': efficiency(events, tree_cpu)}
+
+
+def efficiency(events, tree_cpu):
+    """Issue 13 item 6: CPU seconds per million events, Python (the worker pool and its SDK
+    worker processes, sampled from /proc) and the cluster's JVMs (JobManager + TaskManager)
+    separately, and events per core-second (Python + cluster JVMs; the job server JVM, which
+    only translates and submits the job, is reported in ``tree_cpu_seconds`` but not here)."""
+    python = tree_cpu.get('workerpool', 0.0)
+    jvm = sum(tree_cpu.get(n, 0.0) for n in ('jobmanager', 'taskmanager'))
+    return {'python_cpu_s_per_million_events': round(python / events * 1e6, 2),
+            'jvm_cpu_s_per_million_events': round(jvm / events * 1e6, 2),
+            'events_per_core_second': round(events / (python + jvm), 1) if python + jvm else None,
+            'sdk_worker_processes': tree_cpu.get('workerpool_processes', 0) - 1}
+
+
+def efficiency_summary(results, parallelisms, biggest):
+    """Medians per parallelism of the runs at the largest size, the p2/p1 ratio of Python
+    CPU-seconds per million events (target ≤ 1.1), and, when there are two sizes, the marginal
+    Python CPU per million events (extra CPU / extra events: the job's fixed start-up and
+    shut-down CPU cancels)."""
+    out = {}
+    for p in parallelisms:
+        mine = [r['efficiency'] for r in results if r['parallelism'] == p and r['events'] == biggest]
+        out[p] = {k: statistics.median(e[k] for e in mine)
+                  for k in ('python_cpu_s_per_million_events', 'jvm_cpu_s_per_million_events',
+                            'events_per_core_second')}
+        sizes = sorted({r['events'] for r in results if r['parallelism'] == p})
+        if len(sizes) >= 2:
+            def median_python(n, p=p):
+                return statistics.median(r['tree_cpu_seconds'].get('workerpool', 0.0)
+                                         for r in results
+                                         if r['parallelism'] == p and r['events'] == n)
+            out[p]['marginal_python_cpu_s_per_million_events'] = round(
+                (median_python(sizes[-1]) - median_python(sizes[0]))
+                / (sizes[-1] - sizes[0]) * 1e6, 2)
+    if 1 in out and 2 in out:
+        for k in ('python_cpu_s_per_million_events', 'marginal_python_cpu_s_per_million_events'):
+            if k in out[1] and k in out[2]:
+                out[f'p2_over_p1_{k}'] = round(out[2][k] / out[1][k], 3)
+    return out
 
 
 def main():
@@ -186,6 +234,7 @@ def main():
     summary['median_events_per_second'] = {p: biggest / t for p, t in median_seconds.items()}
     if 1 in median_seconds and 2 in median_seconds:
         summary['speedup_p2_over_p1'] = median_seconds[1] / median_seconds[2]
+    summary['efficiency'] = efficiency_summary(results, args.parallelism, biggest)
     if len(args.scales) >= 2:
         marginal = {}
         for p in args.parallelism:
