@@ -29,9 +29,13 @@ y_t = L_t·(B x + η) — post-processing of that node mechanism — for every s
 Online, exactly: y_t = (exact prefix sum) + Σ_{(h,j) ∈ segments(t)} ±η_(h,j), which equals
 L_t·(Bx + η) because L_t·B = 1_[1,t]; it reads only steps ≤ t, while the noise of a subtracted
 (future) node is drawn when the node is first used. Every node is used by one contiguous run of
-releases with one sign (tested), so the state keeps each level's current run of node noises —
-≤ (k − 1)/2 values per level and bin — drawn once through ``rng`` and dropped when the run
-leaves the node: the same η_(h,j) enters every release that uses it. Integer releases.
+releases with one sign (tested): an added run only grows (the state keeps its noise sum), a
+subtracted run only loses nodes from its left (the state keeps its ≤ (k − 1)/2 node noises);
+each η_(h,j) is drawn once through ``rng`` and enters every release that uses it. Integer
+releases. Adaptively chosen streams too: Y_t = N_t + S_t(x_{≤t}) with the noise process
+N = L·η independent of the data, so P[Y = y] = P[N = y − S(y)] (S_t is fixed by y_{<t}), and
+P[N = n] = Σ_{Lη = n} P[η] ≤ e^ε·P[N = n − L·B·δ] term by term for any change δ of the stream
+with Σ_h ‖B_h δ‖_1 / b_h ≤ ε: the pointwise bound holds whatever δ the history selects.
 
 Closed form: Var[y_t] = Σ_h |d_h(t)|·Var(η_h) (independent nodes). ``best_k`` picks the odd k
 with the lowest mean variance for a horizon (a single level, k ≥ 2T + 1, is per-step noise).
@@ -63,19 +67,27 @@ SPLITS = ('mean_variance', 'uniform')
 
 @dataclasses.dataclass(frozen=True)
 class BalancedTreeState:
-    """Immutable state over d bins: t steps consumed, the exact ``prefix`` sum per bin, and per
-    level h the current run of nodes (``first[h]``, ``count[h]``, ``sign[h]``) with their noise
-    ``noise[h, i]`` (node first[h] + i). Arrays are read-only."""
+    """Immutable state over d bins: t steps consumed, the exact ``prefix`` sum per bin, per
+    level h the current run of nodes ``runs[h] = (first node j, count, sign)``, and ``noise``,
+    level after level: one row (the run's noise sum) for an added run, which only grows; one
+    row per node, in node order, for a subtracted run, which only loses nodes from its left;
+    none for an empty level. Arrays are read-only."""
     t: int
     prefix: np.ndarray
-    first: np.ndarray
-    count: np.ndarray
-    sign: np.ndarray
+    runs: np.ndarray
     noise: np.ndarray
 
     def nbytes(self) -> int:
-        return (self.prefix.nbytes + self.first.nbytes + self.count.nbytes + self.sign.nbytes
-                + self.noise.nbytes + 8)
+        return self.prefix.nbytes + self.runs.nbytes + self.noise.nbytes + 8
+
+    def level_rows(self) -> List[np.ndarray]:
+        """The noise rows of each level (views)."""
+        out, at = [], 0
+        for _, count, sign in self.runs.tolist():
+            rows = 1 if sign > 0 else (count if sign < 0 else 0)
+            out.append(self.noise[at:at + rows])
+            at += rows
+        return out
 
 
 def levels_for(horizon: int, k: int) -> int:
@@ -190,36 +202,51 @@ class BalancedTreeCounter(CounterPrivacy):
         return _dyadic.cost(self.epsilon, self.rho)
 
     def init_state(self) -> BalancedTreeState:
-        levels, half = self.levels, (self.k - 1) // 2
-        zeros = np.zeros(levels, dtype=np.int64)
         return BalancedTreeState(
             0, _dyadic.readonly(np.zeros(self.dimension, dtype=np.int64)),
-            _dyadic.readonly(zeros.copy()), _dyadic.readonly(zeros.copy()),
-            _dyadic.readonly(zeros.copy()),
-            _dyadic.readonly(np.zeros((levels, half, self.dimension), dtype=np.int64)))
+            _dyadic.readonly(np.zeros((self.levels, 3), dtype=np.int64)),
+            _dyadic.readonly(np.zeros((0, self.dimension), dtype=np.int64)))
 
     def step(self, state: BalancedTreeState, value,
              rng: RandomSource) -> Tuple[np.ndarray, BalancedTreeState]:
         """Consumes step t+1's integer vector (already bounded); returns the noisy prefix sum."""
         t, value = self.next_step(state.t, value)
         prefix = state.prefix + value
-        noise = np.zeros_like(state.noise)
-        first, count, sign = (np.zeros(self.levels, dtype=np.int64) for _ in range(3))
-        release = prefix.copy()
-        for h, (j0, n, s) in enumerate(segments(t, self.k, self.levels)):
-            old_first, old_count = int(state.first[h]), int(state.count[h])
-            for i in range(n):
-                offset = j0 + i - old_first
-                if s == state.sign[h] and 0 <= offset < old_count:
-                    noise[h, i] = state.noise[h, offset]      # the node's run continues
-                else:
-                    noise[h, i] = self.level_noise[h].sample(rng, self.dimension)
-            first[h], count[h], sign[h] = j0, n, s
-            release += s * noise[h, :n].sum(axis=0)
-        new_state = BalancedTreeState(t, _dyadic.readonly(prefix), _dyadic.readonly(first),
-                                      _dyadic.readonly(count), _dyadic.readonly(sign),
+        release, rows = prefix.copy(), []
+        old_rows = state.level_rows()
+        runs = segments(t, self.k, self.levels)
+        for h, (run, old, kept) in enumerate(zip(runs, state.runs.tolist(), old_rows)):
+            level_rows = self._level_rows(h, run, tuple(old), kept, rng)
+            release += run[2] * level_rows.sum(axis=0)
+            rows.append(level_rows)
+        noise = np.concatenate(rows)
+        new_state = BalancedTreeState(t, _dyadic.readonly(prefix),
+                                      _dyadic.readonly(np.array(runs, dtype=np.int64)),
                                       _dyadic.readonly(noise))
         return release, new_state
+
+    def _level_rows(self, h: int, run, old, kept: np.ndarray, rng: RandomSource) -> np.ndarray:
+        """Level h's noise rows for ``run`` = (first, count, sign), given the previous ``old``
+        run and its rows ``kept``; a node not in the previous run is new (each node is used by
+        one contiguous run, so it was never drawn before) and is drawn now, in node order."""
+        first, count, sign = run
+        if run == old or sign == 0:
+            return kept if sign else kept[:0]
+        old_first, old_count, old_sign = old
+        if sign > 0 and old_sign > 0 and first == old_first and count > old_count:
+            return kept + self._draw(h, count - old_count, rng).sum(axis=0, keepdims=True)
+        if (sign < 0 and old_sign < 0 and first + count == old_first + old_count
+                and first > old_first):
+            return kept[first - old_first:]               # nodes leave from the left
+        if old_sign and old_first < first + count and first < old_first + old_count:
+            raise AssertionError(f'level {h}: run {run} overlaps {old}')  # never (tested)
+        fresh = self._draw(h, count, rng)
+        return fresh.sum(axis=0, keepdims=True) if sign > 0 else fresh
+
+    def _draw(self, h: int, nodes: int, rng: RandomSource) -> np.ndarray:
+        noise = self.level_noise[h]
+        return np.array([noise.sample(rng, self.dimension) for _ in range(nodes)],
+                        dtype=np.int64).reshape(nodes, self.dimension)
 
     def release_variance(self, t: int) -> float:
         """Exact noise variance (per bin) of the release after step t: Σ_h |d_h(t)|·Var_h."""
