@@ -362,15 +362,20 @@ class KeyedReleaseDriver:
           ([(key, per-bin estimates in value units, noise sd)] for every key of the shard, the
           new state).
         """
+        keys, released, stddev, new_state = self.release_public_arrays(shard, state, rng)
+        return [(key, row, stddev) for key, row in zip(keys, released.tolist())], new_state
+
+    def release_public_arrays(self, shard: int, state: PublicShardState, rng: RandomSource
+                              ) -> Tuple[Tuple[str, ...], np.ndarray, float, PublicShardState]:
+        """``release_public_step`` without the per-key rows: (the shard's keys, their
+        estimates of shape (keys, bins) in value units, the noise sd, the new state)."""
         step = state.next_step
         due, rest = [], []
         for item in state.pending_contributions:
             (due if item[0] == step else rest).append(item)
         released, new_state = self.release_step(shard, state, [(p[1], p[2]) for p in due], rng)
-        stddev = self.noise_stddev(step)
-        rows = [(key, row, stddev)
-                for key, row in zip(self.layout.shard_keys(shard), released.tolist())]
-        return rows, dataclasses.replace(new_state, pending_contributions=tuple(rest))
+        return (self.layout.shard_keys(shard), released, self.noise_stddev(step),
+                dataclasses.replace(new_state, pending_contributions=tuple(rest)))
 
     def release_step(self, shard: int, state: PublicShardState,
                      contributions: Sequence[Tuple[np.ndarray, np.ndarray]],

@@ -73,6 +73,20 @@ _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
 
 
+def _releases(clock, step, keys, estimates, stddev, fields, histogram):
+    """The ``Release``s of one public shard's step, as ``shell.releases`` builds them from the
+    driver's rows (value = ``float(sum(row))``), straight from the estimates array."""
+    start, end = clock.step_bounds(step)
+    new = tuple.__new__
+    f0, f1, f2, f3, f4, f5 = fields   # locals: no star-unpacking per release
+    if histogram:
+        return [new(Release, (key, step, start, end, float(sum(row)), row, f0, f1, f2, f3, f4,
+                              f5, stddev)) for key, row in zip(keys, estimates.tolist())]
+    values = (estimates[:, 0] + 0.0).tolist()   # = float(sum([x])): -0.0 becomes 0.0 there too
+    return [new(Release, (key, step, start, end, value, [], f0, f1, f2, f3, f4, f5, stddev))
+            for key, value in zip(keys, values)]
+
+
 class _ReleaseFn(shell.DriverFn):
     """Keyed by shard: holds the shard's ``PublicShardState`` (counter state, pending
     contributions, end of input) in ONE state cell, and the release timer."""
@@ -83,7 +97,7 @@ class _ReleaseFn(shell.DriverFn):
 
     def setup(self):
         super().setup()
-        self._metadata = self._driver.release_metadata()
+        self._fields = shell.release_fields(self._driver.release_metadata())
         self._histogram = self._driver.metric == 'histogram'
 
     def process(self, element, shard_state=beam.DoFn.StateParam(SHARD_STATE),
@@ -114,11 +128,12 @@ class _ReleaseFn(shell.DriverFn):
         step = state.next_step
         if state.input_ended or not self._clock.is_released(step):
             return
-        rows, new_state = self._driver.release_public_step(
+        keys, estimates, stddev, new_state = self._driver.release_public_arrays(
             key, state, self._rng.derive(self._label, key, step))
         shard_state.write(new_state)
         shell.next_release_time(self._clock, step, release_timer)
-        yield from shell.releases(self._clock, step, rows, self._metadata, self._histogram)
+        return _releases(self._clock, step, keys, estimates, stddev, self._fields,
+                         self._histogram)
 
     @on_timer(END_TIMER)
     def end_of_input(self, shard_state=beam.DoFn.StateParam(SHARD_STATE),

@@ -76,6 +76,8 @@ __all__ = [
     'noise_source',
     'parse_clock',
     'parse_key_set',
+    'RELEASE_METADATA',
+    'release_fields',
     'releases',
     'render_record',
     'seeds_at_start',
@@ -90,7 +92,7 @@ SHARD_ELEMENT = typing.Tuple[int, typing.Any]
 _MAX_RECORD_CHARS = 2000
 _KEY_CODER = FastPrimitivesCoder()
 #: ``Release`` fields between ``values`` and ``noise_stddev``: a driver's release metadata.
-_RELEASE_METADATA = Release._fields[6:-1]
+RELEASE_METADATA = Release._fields[6:-1]
 #: The largest event time a timer can be set to (the end of the global window).
 MAX_MICROS = GlobalWindow().max_timestamp().micros
 
@@ -362,14 +364,17 @@ def releases(clock: StepClock, step: int, rows: Iterable[Tuple[str, list, float]
     Built as plain tuples in ``Release``'s field order (a keyword construction costs ~1 µs a
     release, and every key is released at every step)."""
     start, end = clock.step_bounds(step)
-    fixed = tuple(metadata[name] for name in _RELEASE_METADATA)
-    if len(metadata) != len(fixed):
-        raise ValueError(f'release metadata must be exactly {_RELEASE_METADATA}, got '
-                         f'{sorted(metadata)}')
-    new = tuple.__new__
+    fixed, new = release_fields(metadata), tuple.__new__
     for key, row, stddev in rows:
         yield new(Release, (key, step, start, end, float(sum(row)), row if histogram else [],
                             *fixed, stddev))
+
+
+def release_fields(metadata: dict) -> tuple:
+    """A driver's release metadata as the ``RELEASE_METADATA`` fields of a ``Release``."""
+    if set(metadata) != set(RELEASE_METADATA):
+        raise ValueError(f'release metadata must be {RELEASE_METADATA}, got {sorted(metadata)}')
+    return tuple(metadata[name] for name in RELEASE_METADATA)
 
 
 def merge_dead_letters(dead_letters: Sequence[beam.PCollection], debug_metrics: bool = False,
