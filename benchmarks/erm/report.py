@@ -30,13 +30,44 @@ def table(rows: dict, key: str, title: str) -> str:
 
 
 def block_table(blocks: dict) -> str:
-    lines = ['**digits, accuracy vs block size b0** (B = 4·b0; median final / mean accuracy)', '',
+    lines = ['**digits, accuracy vs block size b0** (B = 8·b0, ¾ of ε to the bases, update '
+             'μ = 1; median final / mean accuracy)', '',
              '| b0 | method | ε=10 | ε=100 |', '|---|---|---|---|']
     for b0, rows in blocks.items():
         for method, per in rows.items():
             cells = [f"{np.median([r['final'] for r in per[e]]):.3f} / "
                      f"{np.median([r['mean'] for r in per[e]]):.3f}" for e in ('10.0', '100.0')]
             lines.append(f'| {b0} | {method} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def monotonicity(rows: dict, key: str, title: str, tol: float = 0.02) -> str:
+    """Per method: the largest drop of the median accuracy from one ε to a larger one."""
+    lines = [f'**accuracy non-decreasing in ε? ({title}, {key}; drop = max over ε < ε\' of '
+             f'median(ε) − median(ε\'); spec tolerance {tol})**', '',
+             '| method | largest drop | non-decreasing within tolerance |', '|---|---|---|']
+    for method, per in rows.items():
+        eps = sorted(per, key=float)
+        med = [np.median([r[key] for r in per[e]]) for e in eps]
+        drop = max([a - b for i, a in enumerate(med) for b in med[i + 1:]] + [0.0])
+        lines.append(f"| {method} | {drop:.3f} | {'yes' if drop <= tol else 'NO'} |")
+    return '\n'.join(lines) + '\n'
+
+
+def arithmetic_table(arith: dict) -> str:
+    """The final release's noise budget: every job of its centre chain."""
+    lines = ['**digits, ε = 100, seed 0: noise of the final release and of the centres it '
+             'rests on** (E‖ν‖ = d·b, d = 650, b = 2L/(μ·n·eps_noise); ‖w‖ of the same '
+             'release at ε = ∞)', '',
+             '| config | job | n | eps_noise | μ | n·eps_noise | E‖ν‖ | ‖w‖ at ε=∞ |',
+             '|---|---|---|---|---|---|---|---|']
+    for name, row in arith.items():
+        for i, job in enumerate(row['chain']):
+            norm = f"{row['weight_norm_eps_inf']:.2f}" if i == 0 else ''
+            lines.append(f"| {name if i == 0 else ''} | {job['job']} | {job['n']} | "
+                         f"{job['eps_noise']:g} | {job['mu']:g} | "
+                         f"{job['n'] * job['eps_noise']:.0f} | {job['noise_norm']:.2f} | "
+                         f"{norm} |")
     return '\n'.join(lines) + '\n'
 
 
@@ -82,8 +113,12 @@ def plot(results: dict, path: pathlib.Path) -> None:
 
 def main():
     results = json.loads((HERE / 'results.json').read_text())
-    parts = [table(results['digits_eps'], 'final', 'digits stream, b0=64, B=4·b0, μ=0.01'),
-             table(results['digits_eps'], 'mean', 'digits stream, b0=64, B=4·b0, μ=0.01'),
+    cfg = ('digits stream (x/8 − 1), b0=64, B=8·b0, μ=0.01, update μ=1, ¾ of ε to the bases '
+           '(continual/sliding)')
+    parts = [table(results['digits_eps'], 'final', cfg),
+             table(results['digits_eps'], 'mean', cfg),
+             monotonicity(results['digits_eps'], 'final', 'digits'),
+             arithmetic_table(results['digits_arith']),
              table(results['digits_oneshot_ref'], 'final',
                    'digits, one PSGD on the whole stream (spec §12 C15 setting, μ=2e-3)'),
              block_table(results['digits_block']),

@@ -1,7 +1,7 @@
 """ERM benchmark: Watson et al. continual / sliding-window release vs the independent-block
 baseline vs DP-FTRL on beam_dp's counters, at equal privacy (see README.md).
 
-    .venv/bin/python -m benchmarks.erm.run            # ~12 min on a shared box; results.json
+    .venv/bin/python -m benchmarks.erm.run            # ~7 min on a shared box; results.json
     .venv/bin/python -m benchmarks.erm.run --extra    # + DP-FTRL on the infinite tree and BLT
 
 Every Watson-style model goes through the real pure driver (``beam_dp.drivers.erm.reference``):
@@ -41,15 +41,57 @@ def _design(x):
     return clip_features(np.hstack([x, np.ones((len(x), 1))]), 1.0)
 
 
-def watson(stream, schedule, psgd, b0, seed):
+def watson(stream, schedule, psgd, b0, seed, update_psgd=None):
     """[(block t−1, weights)] of the published models, via the driver's reference run."""
     d = stream.x.shape[1]
-    mech = ERMRelease(schedule, psgd, b0, d + 1)
+    mech = ERMRelease(schedule, psgd, b0, d + 1, update_psgd=update_psgd)
     driver = ERMStreamDriver(mech, d)
     inputs = [('record', i // b0, stream.x[i], int(stream.y[i])) for i in range(len(stream.y))]
     res = reference(driver, stream.name, inputs, noise.seeded(seed),
                     until_block=len(stream.y) // b0 - 1)
     return [(e.t - 1, np.asarray(e.model.weights)) for e in res.events if e.job.publish]
+
+
+def final_chain(stream, schedule, psgd, b0, seed, update_psgd=None):
+    """The noise budget of the last published model: for it and every centre it rests on,
+    (job, records n, eps_noise, μ, E‖ν‖ = d·b), plus ‖w‖ of the same run at ε = ∞."""
+    d = stream.x.shape[1]
+    mech = ERMRelease(schedule, psgd, b0, d + 1, update_psgd=update_psgd)
+    inputs = [('record', i // b0, stream.x[i], int(stream.y[i])) for i in range(len(stream.y))]
+    res = reference(ERMStreamDriver(mech, d), stream.name, inputs, noise.seeded(seed),
+                    until_block=len(stream.y) // b0 - 1)
+    by_id = {e.job.job_id: e for e in res.events}
+    event, chain = [e for e in res.events if e.job.publish][-1], []
+    while event is not None:
+        opt = psgd if event.job.center is None or update_psgd is None else update_psgd
+        chain.append({'job': event.job.job_id, 'n': event.model.n_nominal,
+                      'eps_noise': event.job.eps_noise, 'mu': opt.mu,
+                      'noise_norm': mech.n_params * event.model.noise_scale})
+        event = by_id.get(event.job.center)
+    return chain
+
+
+def arithmetic(stream, b0, mu, passes, batch, configs):
+    """Noise norm vs weight norm of the final release at ε = 100 (seed 0), per config."""
+    loss = SoftmaxCrossEntropy(clip_norm=1.0, num_classes=stream.num_classes)
+    psgd = PSGD(loss, mu=mu, passes=passes, batch_size=batch)
+    out = {}
+    for name, (blocks_per_base, base_fraction, update_mu) in configs.items():
+        update = None if update_mu is None else PSGD(loss, mu=update_mu, passes=passes,
+                                                      batch_size=batch)
+        w_inf = watson(stream, ContinualReleaseSchedule(blocks_per_base, INF, base_fraction),
+                       psgd, b0, 0, update)[-1][1]
+        out[name] = {'chain': final_chain(stream, ContinualReleaseSchedule(
+            blocks_per_base, 100.0, base_fraction), psgd, b0, 0, update),
+            'weight_norm_eps_inf': float(np.linalg.norm(w_inf))}
+    x = _design(stream.x)
+    n = len(stream.y) // b0 * b0
+    w = psgd.train(x[:n], stream.y[:n], n, None, noise.seeded(0))
+    out['cumulative_oneshot'] = {'chain': [{
+        'job': 'oneshot', 'n': n, 'eps_noise': 100.0, 'mu': mu,
+        'noise_norm': loss.n_params(x.shape[1]) * psgd.sensitivity(n) / 100.0}],
+        'weight_norm_eps_inf': float(np.linalg.norm(w))}
+    return out
 
 
 def running_mean(models):
@@ -78,20 +120,27 @@ def score(stream, loss, models, from_block=0):
                       for b, w in models]}
 
 
-def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ftrl_params):
+def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ftrl_params,
+            base_fraction=0.5, update_mu=None):
     loss = SoftmaxCrossEntropy(clip_norm=1.0, num_classes=stream.num_classes)
     psgd = PSGD(loss, mu=mu, passes=passes, batch_size=batch)
+    update = None if update_mu is None else PSGD(loss, mu=update_mu, passes=passes,
+                                                  batch_size=batch)
     out = {}
     if 'continual' in which:
-        models = watson(stream, ContinualReleaseSchedule(blocks_per_base, eps), psgd, b0, seed)
+        models = watson(stream, ContinualReleaseSchedule(blocks_per_base, eps, base_fraction),
+                        psgd, b0, seed, update)
         out['continual'] = models
         out['continual+avg'] = running_mean(models)
+    if 'continual_spec' in which:      # spec §9 suggestion: B = 4·b0, ½/½, one μ
+        models = watson(stream, ContinualReleaseSchedule(4, eps), psgd, b0, seed)
+        out['continual (B=4·b0, ½/½, one μ)'] = models
     if 'independent' in which:
         models = watson(stream, IndependentBlocks(eps), psgd, b0, seed)
         out['independent'] = models
         out['independent+avg'] = running_mean(models)
     if 'sliding' in which:
-        out['sliding'] = watson(stream, SlidingWindowChain(3, eps), psgd, b0, seed)
+        out['sliding'] = watson(stream, SlidingWindowChain(3, eps), psgd, b0, seed, update)
     if 'ftrl' in which:
         out['ftrl_laplace'] = ftrl(stream, loss, b0, eps, seed, 'laplace', *ftrl_params)
         out['ftrl_gauss_zcdp'] = ftrl(stream, loss, b0, eps, seed, 'gaussian', *ftrl_params)
@@ -130,7 +179,7 @@ def median_table(rows, key):
 def extra():
     """Adds DP-FTRL on the infinite-horizon tree (ε-DP) and on BLT (ρ = ε²/2) to results.json."""
     results = json.loads((HERE / 'results.json').read_text())
-    digits = sweep('digits', streams.digits, EPSILONS, SEEDS, b0=64, blocks_per_base=4,
+    digits = sweep('digits', streams.digits, EPSILONS, SEEDS, b0=64, blocks_per_base=8,
                    mu=0.01, passes=10, batch=4, ftrl_params=(0.002, 2.0), which=('ftrl_more',))
     gauss = sweep('gauss', lambda s: streams.gaussian_stream(s, 32, 512), EPSILONS, SEEDS[:3],
                   b0=512, blocks_per_base=8, mu=0.2, passes=3, batch=16,
@@ -149,11 +198,15 @@ def main():
     t0 = time.time()
     results = {}
     ftrl_digits = (0.002, 2.0)
-    print('digits: accuracy vs epsilon (b0=64, B=4*b0, mu=0.01, 10 passes)', flush=True)
+    digits_cfg = dict(b0=64, blocks_per_base=8, mu=0.01, passes=10, batch=4, base_fraction=0.75,
+                      update_mu=1.0, ftrl_params=ftrl_digits)
+    print('digits: accuracy vs epsilon (b0=64, B=8*b0, mu=0.01, update mu=1, 3/4 to the '
+          'bases, 10 passes)', flush=True)
     results['digits_eps'] = sweep(
-        'digits', streams.digits, EPSILONS, SEEDS, b0=64, blocks_per_base=4, mu=0.01,
-        passes=10, batch=4, ftrl_params=ftrl_digits,
-        which=('continual', 'independent', 'sliding', 'ftrl', 'oneshot'))
+        'digits', streams.digits, EPSILONS, SEEDS, **digits_cfg,
+        which=('continual', 'continual_spec', 'independent', 'sliding', 'ftrl', 'oneshot'))
+    results['digits_arith'] = arithmetic(streams.digits(0), 64, 0.01, 10, 4, {
+        'continual': (8, 0.75, 1.0), 'continual (B=4·b0, ½/½, one μ)': (4, 0.5, None)})
     print('digits: cumulative one-shot PSGD at the paper reference mu=2e-3', flush=True)
     results['digits_oneshot_ref'] = sweep(
         'digits-ref', streams.digits, EPSILONS, SEEDS, b0=64, blocks_per_base=4, mu=0.002,
@@ -162,9 +215,8 @@ def main():
     results['digits_block'] = {}
     for b0 in (32, 64, 128):
         results['digits_block'][str(b0)] = sweep(
-            f'digits b0={b0}', streams.digits, (10.0, 100.0), SEEDS[:3], b0=b0,
-            blocks_per_base=4, mu=0.01, passes=10, batch=4, ftrl_params=ftrl_digits,
-            which=('continual', 'independent', 'ftrl'))
+            f'digits b0={b0}', streams.digits, (10.0, 100.0), SEEDS[:3],
+            **{**digits_cfg, 'b0': b0}, which=('continual', 'independent', 'ftrl'))
     print('synthetic stationary: 4-class mixture d=20, b0=512, B=8*b0, 32 blocks', flush=True)
     results['gauss_eps'] = sweep(
         'gauss', lambda s: streams.gaussian_stream(s, 32, 512), EPSILONS, SEEDS[:3], b0=512,

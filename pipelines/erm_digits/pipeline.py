@@ -100,11 +100,13 @@ def transforms_for(ds: data.Dataset, epsilon: float, end_seconds: Optional[int])
         start=data.START_SECONDS, step=data.STEP_SECONDS, end=end_seconds,
         budget=PrivacyBudget(epsilon=epsilon), public_streams=[ds.name],
         num_classes=ds.num_classes, feature_dim=ds.feature_dim,
-        records_per_block=ds.records_per_block, mu=ds.mu, passes=ds.passes,
+        records_per_block=ds.records_per_block, mu=ds.mu, update_mu=ds.update_mu,
+        passes=ds.passes,
         batch_size=ds.batch_size, stream_fn=operator.itemgetter('stream'),
         features_fn=operator.itemgetter('features'), label_fn=operator.itemgetter('label'),
         accountant=accountant)
-    return (ContinualERM(blocks_per_base=ds.blocks_per_base, **common),
+    return (ContinualERM(blocks_per_base=ds.blocks_per_base, base_fraction=ds.base_fraction,
+                         **common),
             SlidingWindowERM(levels=ds.levels, **common))
 
 

@@ -84,10 +84,12 @@ def test_avro_input_with_public_end_dead_letters_unknown_streams(tmp_path):
     models = [model_release_from_avro(r) for r in _read(out, job.MODELS_PREFIX)]
     # Blocks 0..7 are released (the public end), with data only in blocks 0..2; the digits
     # stream has no data at all and still releases every block.
-    for stream in ('digits', 'drift'):
-        # Continual from block B − 1 = 3, sliding from block 2^k − 2 = 6, through block 7.
-        assert {m.t_block for m in models if m.stream == stream and m.published} == set(
-            range(3, 8)), stream
+    for ds in data.DATASETS:
+        # Continual from block B − 1 (drift 3, digits 7), sliding from block 2^k − 2 = 6,
+        # through block 7.
+        first = min(ds.blocks_per_base - 1, (1 << ds.levels) - 2)
+        assert {m.t_block for m in models if m.stream == ds.name and m.published} == set(
+            range(first, 8)), ds.name
 
 
 def test_dataflow_translation_of_the_pubsub_configuration():
