@@ -1,0 +1,124 @@
+"""The aggregating entry of event-level public-key releases ('ExtractAndValidate' summing its
+bundle + 'DropUnit' + 'PreAggregate' merging partials) against the per-record entry it replaces
+(``_ExtractFn`` + ``_PreAggregateFn``): the same dead letters, record by record, and the same
+exact sums per (shard, step, flat position) and bundle, on random streams of good and bad
+records in random bundles, for counts, sums and histograms."""
+
+import collections
+import operator
+
+import numpy as np
+import pytest
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_dp import ContinualCountPerKey
+from beam_dp import ContinualHistogramPerKey
+from beam_dp import ContinualSumPerKey
+from beam_dp import PrivacyBudget
+from beam_dp.transforms.continual_extract import _ExtractAndAggregateFn
+from beam_dp.transforms.continual_extract import _ExtractFn
+from beam_dp.transforms.continual_extract import _MergePartialsFn
+from beam_dp.transforms.continual_extract import _PreAggregateFn
+from beam_dp.transforms.shell import DEAD_LETTER
+
+START, STEP, STEPS = 1_000, 60, 8
+KEYS = ['a', 'b', 'c', 'd', 'e', 'f', 'g']
+BINS = ('x', 'y', 'z')
+
+
+def _raising_key(record):
+    if record[0] == 'boom':
+        raise RuntimeError('no key')
+    return record[0]
+
+
+def transform(metric):
+    common = dict(public_keys=KEYS, start=START, step=STEP, end=START + STEPS * STEP,
+                  budget=PrivacyBudget(epsilon=1.0), key_fn=_raising_key, num_shards=3)
+    if metric == 'count':
+        return ContinualCountPerKey(**common)
+    if metric == 'sum':
+        return ContinualSumPerKey(lower=-2, upper=3, **common)
+    return ContinualHistogramPerKey(bins=BINS, **common)
+
+
+def stream(seed, n=3000):
+    """(record, micros): mostly good, with every kind of bad record mixed in."""
+    rng = np.random.default_rng(seed)
+    keys = KEYS + ['zz', np.str_('a'), 1, None, 'boom', 'bad\ud800']
+    values = [0.5, -7, 2, 'x', 'y', 'q', None, float('nan'), 1e300]
+    out = []
+    for _ in range(n):
+        key = keys[rng.integers(0, len(KEYS) + 2)] if rng.random() < 0.9 else \
+            keys[rng.integers(0, len(keys))]
+        micros = (START + int(rng.integers(-STEP, (STEPS + 1) * STEP))) * 1_000_000
+        if rng.random() < 0.01:
+            micros = Timestamp.of(-2**62).micros
+        out.append(((key, values[rng.integers(0, len(values))]), micros))
+    return out
+
+
+def run(fn, records, stage_fn):
+    """Dead letters (in order) and per bundle {(shard, step, slot): total}."""
+    fn.setup()
+    dead, sums = [], []
+    stage_fn.start_bundle()
+    fn.start_bundle()
+    for record, micros in records:
+        for out in fn.process(record, Timestamp(micros=micros)) or ():
+            if getattr(out, 'tag', None) == DEAD_LETTER:
+                dead.append(out.value)
+            else:
+                stage_fn.process(out[1])         # 'DropUnit'
+    for wv in fn.finish_bundle() or ():
+        assert list(wv.windows) == [GlobalWindow()]
+        stage_fn.process(wv.value[1])            # 'DropUnit'
+    per_bundle = collections.Counter()
+    seen = set()
+    for wv in stage_fn.finish_bundle():
+        shard, (step, positions, values) = wv.value
+        assert (shard, step) not in seen            # one partial per (shard, step)
+        seen.add((shard, step))
+        assert wv.timestamp.micros == (START + (step + 1) * STEP) * 1_000_000 - 1
+        assert len(set(positions.tolist())) == len(positions)
+        for slot, value in zip(positions.tolist(), values.tolist()):
+            per_bundle[(shard, step, slot)] += value
+    sums.append(per_bundle)
+    return dead, sums
+
+
+@pytest.mark.parametrize('metric', ['count', 'sum', 'histogram'])
+@pytest.mark.parametrize('seed', [1, 2, 3])
+def test_aggregating_entry_equals_the_per_record_entry(metric, seed):
+    t = transform(metric)
+    args = (t.driver, 'L', t._key_fn, t._value_fn, None)   # pylint: disable=protected-access
+    records = stream(seed)
+    dead, sums, old_dead, old_sums = [], [], [], []
+    for lo in range(0, len(records), 700):   # bundles
+        bundle = records[lo:lo + 700]
+        d, s = run(_ExtractAndAggregateFn(*args), bundle, _MergePartialsFn(t.driver))
+        dead += d
+        sums += s
+        d, s = run(_ExtractFn(*args), bundle, _PreAggregateFn(t.driver))
+        old_dead += d
+        old_sums += s
+    assert dead == old_dead and sums == old_sums
+    assert len(dead) > 100 and sum(sum(s.values()) != 0 for s in sums) > 0
+    reasons = {d.reason.split(':')[0].split(' ')[0] for d in dead}
+    assert {'key', 'key_fn', 'event', 'record'} <= reasons
+
+
+def test_merge_adds_partials_of_the_same_shard_and_step_exactly():
+    t = transform('sum')
+    merge = _MergePartialsFn(t.driver)
+    merge.start_bundle()
+    big = 2**62
+    merge.process((1, (2, np.array([0, 3]), np.array([big, 5]))))
+    merge.process((1, (2, np.array([3, 0]), np.array([-1, big]))))
+    merge.process((0, (2, np.array([4]), np.array([7]))))
+    out = {wv.value[0]: wv.value[1] for wv in merge.finish_bundle()}
+    step, positions, values = out[1]
+    assert step == 2 and dict(zip(positions.tolist(), map(int, values.tolist()))) == {
+        0: 2 * big, 3: 4}
+    assert list(map(operator.methodcaller('tolist'), out[0][1:])) == [[4], [7]]
