@@ -30,6 +30,7 @@ from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
 from beam_dp.transforms.contribution_bounding import _latest
 from beam_dp.transforms.contribution_bounding import unit_shard
 from beam_dp.transforms.shell import key_bytes
+from tests import runners
 from tests.fuzz.harness import _Bag
 from tests.fuzz.harness import _Cell
 from tests.fuzz.harness import _Timer
@@ -325,12 +326,11 @@ def test_units_equal_in_python_are_bounded_separately_and_bad_units_dead_lettere
                     label='dead')
 
 
-@pytest.mark.pipeline
-def test_pipeline_unit_past_s_steps_across_many_steps_keeps_s_and_late_records_are_late():
-    """On the DirectRunner (streaming): S = 2, m = 1, K = 1. Unit 'u' sends 2 records in each
-    of 8 steps as the watermark passes each step's release time: it keeps steps 0 and 1 only.
-    Unit 'v' sends one record in steps 4 and 5 and, after step 4 is released, one for step 3:
-    late. Every record is kept, over the bound or late: none is lost."""
+def _past_s_steps_pipeline(pipeline):
+    """S = 2, m = 1, K = 1. Unit 'u' sends 2 records in each of 8 steps as the watermark passes
+    each step's release time: it keeps steps 0 and 1 only. Unit 'v' sends one record in steps
+    4 and 5 and, after step 4 is released, one for step 3: late (at this stage: the 'released'
+    timer advanced). Every record is kept, over the bound or late: none is lost."""
     bound = UserLevel(unit_fn=_first, max_keys_per_unit=1, max_contributions_per_step=1,
                       max_steps_per_unit=2)
     stream = TestStream().advance_watermark_to(0)
@@ -343,9 +343,23 @@ def test_pipeline_unit_past_s_steps_across_many_steps_keeps_s_and_late_records_a
             elements.append(('v', ('a', step, f'v{step}')))
         stream = stream.add_elements([TimestampedValue(e, t) for e in elements])
         stream = stream.advance_watermark_to(CLOCK.release_time_micros(step) / 1e6 + 1)
-    with beam.Pipeline(runner='DirectRunner', options=streaming()) as p:
+    with pipeline as p:
         out = p | stream | BoundContributions(bound, clock=CLOCK)
         assert_that(out.kept | beam.Map(lambda e: e[1:]),
                     equal_to([(0, '0.0'), (1, '1.0'), (4, 'v4'), (5, 'v5')]), label='kept')
         assert_that(out.dead_letter | beam.Map(lambda d: category(d.reason)),
                     equal_to(['per_step'] + ['exhausted'] * 13 + ['late']), label='dead')
+
+
+@pytest.mark.pipeline
+def test_pipeline_unit_past_s_steps_across_many_steps_keeps_s_and_late_records_are_late():
+    _past_s_steps_pipeline(beam.Pipeline(runner='DirectRunner', options=streaming()))
+
+
+@pytest.mark.integration
+@pytest.mark.prism
+@runners.requires_prism
+def test_on_prism_unit_past_s_steps_keeps_s_and_late_records_are_late():
+    """The same on Prism (portable: the 'released' timer and its state cell on a real runner)."""
+    _past_s_steps_pipeline(beam.Pipeline(options=PipelineOptions(
+        runners.prism_options(streaming=True))))
