@@ -127,3 +127,22 @@ def test_explicit_blt_under_approximate_dp_and_refused_under_pure():
         _choose(PrivacyBudget(epsilon=1.0), 64, mechanism='blt')
     tree = _choose(APPROX, 64, mechanism='kary_tree')
     assert tree.epsilon == 1.0 and tree.rho is None
+
+
+def test_transform_spends_the_gaussian_cost_on_an_epsilon_delta_accountant():
+    """ContinualCountPerKey with an (ε = 1, δ = 1e-6) budget over 2^16 hourly steps: BLT runs,
+    the ledger holds its ρ, the accountant's total is (≤ 1, 1e-6); an accountant with anything
+    already spent refuses at construction."""
+    from beam_dp import ContinualCountPerKey
+    kwargs = dict(public_keys=['a', 'b'], start=0, step=3600, end=LONG * 3600, budget=APPROX)
+    acc = BudgetAccountant(APPROX)
+    t = ContinualCountPerKey(accountant=acc, label='Counts', **kwargs)
+    assert t.driver.mechanism_name == 'blt/4_buffers/discrete_gaussian'
+    t.spend_budget()
+    assert [e.label for e in acc.ledger] == ['Counts']
+    assert acc.ledger[0].cost.rho == pytest.approx(RHO, rel=1e-12)
+    assert acc.spent().epsilon <= 1.0 and acc.spent().delta == 1e-6
+    busy = BudgetAccountant(APPROX)
+    busy.spend('earlier', PrivacyCost(epsilon=0.05))
+    with pytest.raises(BudgetExceededError, match='ContinualCountPerKey'):
+        ContinualCountPerKey(accountant=busy, **kwargs)
