@@ -16,6 +16,8 @@ bounding per unit by ``units.py``.)
 * Boost (``BoostQueries``): the ``BoostDriverState`` after b sealed blocks;
 * ERM (``ContinualERM``): the ``StreamState`` after b released blocks.
 
+Each row also has ``in_memory_bytes``: what decoding the stored cell allocates (tracemalloc).
+
 Usage: python benchmarks/state_size/families.py   (about a minute)
 Writes benchmarks/state_size/results/families.json.
 """
@@ -24,6 +26,7 @@ import json
 import os
 import time
 import traceback
+import tracemalloc
 
 import numpy as np
 from apache_beam.coders import PickleCoder
@@ -44,6 +47,18 @@ def size(state) -> int:
     return len(CODER.encode(state))
 
 
+def in_memory(state) -> int:
+    """What decoding the stored cell allocates (``tracemalloc``): what Beam's cache holds."""
+    encoded = CODER.encode(state)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    decoded = CODER.decode(encoded)
+    allocated = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    del decoded
+    return allocated
+
+
 def private_keys():
     driver = KeyedReleaseDriver(
         metric='count', budget=PrivacyBudget(epsilon=1.0), privacy_unit=EventLevel(),
@@ -60,7 +75,7 @@ def private_keys():
             _, state = shard.release_step(state, contributions, rng)
         rows.append({'family': 'private keys', 'what': 'never-selected candidate',
                      'candidates': len(state.candidates), 'steps': steps,
-                     'shard_bytes': size(state)})
+                     'shard_bytes': size(state), 'in_memory_bytes': in_memory(state)})
     base = rows[0]['shard_bytes']
     for r in rows[1:]:
         r['bytes_per_candidate'] = (r['shard_bytes'] - base) / r['candidates']
@@ -71,7 +86,7 @@ def private_keys():
             _, state = shard.release_step(state, {f'big-{i}': ((500,), 500) for i in range(8)},
                                           rng)
         rows.append({'family': 'private keys', 'what': 'selected key', 'steps': steps,
-                     'selected': len(state.selected), 'shard_bytes': size(state),
+                     'selected': len(state.selected), 'shard_bytes': size(state), 'in_memory_bytes': in_memory(state),
                      'bytes_per_selected_key': (size(state) - base) / max(1, len(state.selected))})
     return rows
 
@@ -90,17 +105,17 @@ def segmented():
         events = [(s, (1,)) for s in range(0, until, max(1, until // 20))]
         _, state = reference_releases(sparse, 'k', 'L', 0, events, until)
         rows.append({'family': 'sparse', 'what': 'public key', 'steps': until,
-                     'data_steps': len(events), 'key_bytes': size(state)})
+                     'data_steps': len(events), 'key_bytes': size(state), 'in_memory_bytes': in_memory(state)})
         _, state = reference_releases(sparse_private, 'k', 'L', 0, [(0, (1,))], until,
                                       private=True)
         rows.append({'family': 'sparse', 'what': 'candidate (one record)', 'steps': until,
-                     'key_bytes': size(state)})
+                     'key_bytes': size(state), 'in_memory_bytes': in_memory(state)})
     dynamic = DynamicDriver(FullyDynamicCounter(1.0), None, 'fully_dynamic')
     for live in (0, 100, 1000):
         events = [(i % 50, ((f'record-{i:07d}', 1),)) for i in range(live)]
         _, state = reference_releases(dynamic, 'k', 'L', 0, events, 100)
         rows.append({'family': 'dynamic', 'what': 'public key, live records', 'steps': 100,
-                     'live_records': live, 'key_bytes': size(state)})
+                     'live_records': live, 'key_bytes': size(state), 'in_memory_bytes': in_memory(state)})
     base = rows[-3]['key_bytes']
     for r in rows[-2:]:
         r['bytes_per_live_record'] = (r['key_bytes'] - base) / r['live_records']
@@ -127,7 +142,7 @@ def growing():
                 if n:
                     _, state = engine.add(state, data, noise.seeded(3))
                 rows.append({'family': name, 'what': 'instance (key, window)',
-                             'domain_size': domain, 'records': n, 'instance_bytes': size(state)})
+                             'domain_size': domain, 'records': n, 'instance_bytes': size(state), 'in_memory_bytes': in_memory(state)})
     return rows
 
 
@@ -146,7 +161,7 @@ def boost():
         state, _ = driver.add_rows(state, rows_in)
         state, _ = driver.seal_until(state, blocks * 100, noise.seeded(0))
         rows.append({'family': 'Boost', 'what': 'dataset (no queries)', 'blocks': blocks,
-                     'state_bytes': size(state)})
+                     'state_bytes': size(state), 'in_memory_bytes': in_memory(state)})
     return rows
 
 
@@ -169,7 +184,7 @@ def erm():
         state, _ = driver.add(state, records)
         _, state = driver.close_through(state, blocks - 1, noise.seeded(0), 's')
         rows.append({'family': 'ERM (continual)', 'what': 'stream', 'blocks': blocks,
-                     'state_bytes': size(state)})
+                     'state_bytes': size(state), 'in_memory_bytes': in_memory(state)})
     return rows
 
 
