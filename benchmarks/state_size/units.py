@@ -5,7 +5,7 @@ The SAME stream is run through the 'BoundPerUnit' DoFn of this tree and through 
 earlier revision (``--before``, read with ``git show``: the layout that kept every kept
 (key, step, n) of a unit for ever), driven by hand exactly as Beam drives it: one bundle per
 step, one bag per unit shard, and before each step the watermark passes the previous step's
-release time (due 'compact' timers fire; the earlier DoFn has none). Units follow four
+release time (due 'released' timers fire; the earlier DoFn has none). Units follow four
 patterns over ``--steps`` steps:
 
 * heavy: 3 records to each of K keys every step: exhausts S (and m) after S steps;
@@ -26,7 +26,6 @@ import argparse
 import collections
 import json
 import os
-import pickle
 import random
 import subprocess
 import sys
@@ -95,7 +94,7 @@ def run(module, per_step, bound, clock, checkpoints, patterns):
     """Drives module's group + bound DoFns; at each checkpoint measures the stored records."""
     group_fn = module._GroupByUnitInBundleFn('T')   # pylint: disable=protected-access
     group_fn.setup()
-    has_clock = hasattr(module._BoundContributionsFn, 'COMPACT_TIMER')   # pylint: disable=protected-access
+    has_clock = hasattr(module._BoundContributionsFn, 'RELEASED_TIMER')   # pylint: disable=protected-access
     bound_fn = (module._BoundContributionsFn(bound, 'T', False, clock) if has_clock   # pylint: disable=protected-access
                 else module._BoundContributionsFn(bound, 'T', False))   # pylint: disable=protected-access
     bags = collections.defaultdict(_Bag)
@@ -109,7 +108,7 @@ def run(module, per_step, bound, clock, checkpoints, patterns):
         for shard, timer in timers.items():
             if timer.micros is not None and timer.micros <= watermark:
                 timer.micros = None
-                bound_fn.compact(bags[shard], cells[shard], timer)
+                bound_fn.advance_released(cells[shard], timer)
         group_fn.start_bundle()
         for element in records:
             list(group_fn.process(element, types.SimpleNamespace(micros=step * 60_000_000)))
