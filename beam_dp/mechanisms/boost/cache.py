@@ -15,7 +15,9 @@ probability when one scale shrinks (Anderson's inequality), so the plan's (Î±, Î
 holds. ``reusable`` is that check.
 
 ``PMap`` keeps mechanism states immutable without copying the whole cache per insert: 256 buckets
-of plain dicts; an insert copies one bucket and the bucket tuple.
+of plain dicts; an insert copies one bucket and the bucket tuple.  ``BoundedCache`` (the public
+``cache_capacity`` rule) holds two generations of them: at most that many entries, about the most
+recently used.
 """
 
 import dataclasses

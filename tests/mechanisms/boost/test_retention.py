@@ -98,3 +98,14 @@ def test_state_size_is_flat_with_bounds_and_grows_without():
                                 **kw), 40, 8)
     assert grow[-1] > 1.8 * grow[19]
     assert flat[-1] < 1.15 * flat[19]
+
+
+def test_histogram_answers_are_cached_only_when_asked():
+    uniform = np.full(N, 1_000, dtype=np.int64)          # q(h) = q(Data): the SV passes
+    for cached, second in ((True, 'EXACT'), (False, 'R1')):
+        mech = preset('pmw_bypass', N, readiness=Readiness(c0=0, s0=1),
+                      cache_histogram_answers=cached)
+        state = mech.add_data(mech.init_state(), uniform)
+        first, state = mech.answer(state, BoostRequest(POOL[1], 0, 0, 'a'), noise.seeded(2))
+        again, _ = mech.answer(state, BoostRequest(POOL[1], 0, 0, 'b'), noise.seeded(3))
+        assert (first.path, again.path) == ('R1', second)
