@@ -37,8 +37,9 @@ N = L·η independent of the data, so P[Y = y] = P[N = y − S(y)] (S_t is fixed
 P[N = n] = Σ_{Lη = n} P[η] ≤ e^ε·P[N = n − L·B·δ] term by term for any change δ of the stream
 with Σ_h ‖B_h δ‖_1 / b_h ≤ ε: the pointwise bound holds whatever δ the history selects.
 
-Closed form: Var[y_t] = Σ_h |d_h(t)|·Var(η_h) (independent nodes). ``best_k`` picks the odd k
-with the lowest mean variance for a horizon (a single level, k ≥ 2T + 1, is per-step noise).
+Closed form: Var[y_t] = Σ_h |d_h(t)|·Var(η_h) (independent nodes). ``balanced_best_k`` picks
+the odd k with the lowest mean variance for a horizon (one level, k ≥ 2T + 1, is per-step
+noise).
 """
 
 import dataclasses
