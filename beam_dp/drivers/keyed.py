@@ -76,7 +76,8 @@ class KeyedReleaseDriver:
     Args:
       metric: 'count', 'sum' or 'histogram'.
       budget: the counters' ``PrivacyBudget`` (ε → discrete Laplace; ρ → discrete Gaussian;
-        ε with δ > 0 is spent as pure ε, δ unused).
+        ε with δ > 0: a pure counter at ε or a Gaussian one at the converted ρ, see
+        ``counter_choice``).
       privacy_unit: ``EventLevel()`` or ``UserLevel(...)``.
       clock: the public step clock; a finite ``horizon_steps`` caps its last step.
       layout: the public keys in shards (None with ``private_keys``).
