@@ -17,8 +17,6 @@ the events produced in real time while the job runs, and the secret noise key
 """
 
 import os
-import socket
-import subprocess
 import threading
 import time
 import typing
@@ -35,169 +33,37 @@ from beam_dp.testing import reference_releases
 from tests import runners
 from tests.integration import kafka_support as ks
 from tests.integration import test_kafka_flink as kf
+from tests.integration.flink_session import cluster  # noqa: F401  (module fixture)
 from tests.integration.kafka_support import broker  # noqa: F401  (module fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.flink, runners.requires_flink,
               ks.requires_kafka]
 
 SECONDS = 40                      # of real-time events: 8 steps of 5 s
-LATENESS = 5                      # allowed lateness (s): covers the delivery delay (seen <= 0.6 s)
+LATENESS = 10                     # allowed lateness (s): see real_time_job
 KEY_ENV = 'BEAM_DP_RESTART_TEST_NOISE_KEY'
 LABEL = 'RestartCounts'
-LEAD = 90                         # s from submission to the first event (job up: 38-74 s)
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLUSTER = os.path.join(ROOT, '.ci', 'flink_cluster.sh')
+LEAD = 120                        # s from submission to the first event: see real_time_job
 EXPECTED = len(kf.KEYS) * SECONDS // kf.STEP
-
-
-class Cluster:
-    def __init__(self, workdir):
-        self.rest_port = ks.free_port()
-        self.env = dict(os.environ,
-                        BEAM_DP_FLINK_CLUSTER_RUN=workdir,
-                        BEAM_DP_FLINK_CLUSTER_LIB=ks.flink_kafka_cluster_lib(),
-                        BEAM_DP_FLINK_REST_PORT=str(self.rest_port),
-                        BEAM_DP_FLINK_RPC_PORT=str(ks.free_port()),
-                        BEAM_DP_FLINK_BLOB_PORT=str(ks.free_port()),
-                        BEAM_DP_FLINK_CONF_EXTRA='heartbeat.interval: 2000\n'
-                                                 'heartbeat.timeout: 8000\n')
-        self.workdir = workdir
-        self.seen = set()
-        self.url = 'http://127.0.0.1:%d' % self.rest_port
-
-    def start_services(self):
-        """One Kafka expansion service and one Flink job server (submitting to this cluster)
-        for all the module's jobs: started per job, these three JVMs took most of the 60-160 s
-        from submission to a running job on the loaded 2-core machine."""
-        self.expansion_service = ks.expansion_service()
-        self.expansion_service.__enter__()            # kept up until stop_services
-        port = ks.free_port()
-        self.job_endpoint = 'localhost:%d' % port
-        log = open(os.path.join(self.workdir, 'jobserver.log'), 'wb')  # pylint: disable=consider-using-with
-        self.job_server = subprocess.Popen(
-            ['java', '-jar', ks.flink_kafka_job_server_jar(), '--flink-master', self.url,
-             '--job-port', str(port), '--artifact-port', '0', '--expansion-port', '0',
-             '--artifacts-dir', os.path.join(self.workdir, 'artifacts')],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and self.job_server.poll() is None:
-            try:
-                with socket.create_connection(('127.0.0.1', port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError('the Flink job server did not start; see ' + self.workdir)
-
-    def stop_services(self):
-        if getattr(self, 'job_server', None) is not None:
-            self.job_server.terminate()
-            try:
-                self.job_server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.job_server.kill()
-        if getattr(self, 'expansion_service', None) is not None:
-            self.expansion_service.__exit__(None, None, None)
-
-    def run(self, command):
-        subprocess.run(['bash', CLUSTER, command], env=self.env, check=True,
-                       capture_output=True, timeout=180)
-
-    def kill_taskmanager(self):
-        with open(os.path.join(self.workdir, 'taskmanager.pid'), encoding='utf-8') as f:
-            pid = int(f.read().strip())
-        os.kill(pid, 9)
-        for _ in range(50):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
-
-    def running_job(self, timeout=180):
-        """The id of the job just submitted: a RUNNING job not seen by an earlier call."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            jobs = requests.get(self.url + '/jobs/overview', timeout=5).json()['jobs']
-            running = [j['jid'] for j in jobs
-                       if j['state'] == 'RUNNING' and j['jid'] not in self.seen]
-            if running:
-                self.seen.add(running[0])
-                return running[0]
-            time.sleep(1)
-        raise AssertionError('no new running Flink job after %ss' % timeout)
-
-    def cancel(self, result, jid, timeout=60):
-        """Cancels the job and waits until Flink has released it (its slot)."""
-        if jid is None:
-            result.cancel()
-        elif self.state(jid) not in ('CANCELED', 'FINISHED', 'FAILED'):
-            # Flink's REST API, not result.cancel(): seen leaving the job running (and its slot
-            # taken) after a failed test.
-            requests.patch(self.url + '/jobs/%s?mode=cancel' % jid, timeout=10)
-        deadline = time.monotonic() + timeout
-        while jid is not None and time.monotonic() < deadline:
-            if self.state(jid) in ('CANCELED', 'FINISHED', 'FAILED'):
-                return
-            time.sleep(0.5)
-
-    def tasks_running(self, jid):
-        """Every task of the job deployed and running (or already finished, e.g. Impulse)."""
-        vertices = requests.get(self.url + '/jobs/' + jid, timeout=5).json().get('vertices', [])
-        return bool(vertices) and all(v['status'] in ('RUNNING', 'FINISHED') for v in vertices)
-
-    def wait_tasks_running(self, jid, until, since):
-        """Waits until every task runs (or ``until``); returns the changes of the tasks' states
-        seen meanwhile: [(seconds after ``since``, {state: number of tasks})]."""
-        seen = []
-        while True:
-            vertices = requests.get(self.url + '/jobs/' + jid, timeout=5).json().get(
-                'vertices', [])
-            states = {}
-            for v in vertices:
-                for state, n in v.get('tasks', {}).items():
-                    if n:
-                        states[state] = states.get(state, 0) + n
-            if not seen or seen[-1][1] != states:
-                seen.append((round(time.time() - since, 1), states))
-                if 'FAILED' in states:
-                    seen.append(self.root_exception(jid))
-            if self.tasks_running(jid) or time.time() >= until:
-                return seen
-            time.sleep(0.5)
-
-    def root_exception(self, jid):
-        """The job's last failure (REST /jobs/<id>/exceptions): its cause, shortened."""
-        history = requests.get(self.url + '/jobs/%s/exceptions' % jid, timeout=5).json()
-        entries = history.get('exceptionHistory', {}).get('entries', [])
-        text = entries[0].get('stacktrace', '') if entries else history.get('root-exception', '')
-        causes = [line for line in (text or '').splitlines() if 'Exception' in line]
-        return ' <- '.join(c.strip()[:200] for c in causes[:1] + causes[-2:])
-
-    def completed_checkpoints(self, jid):
-        counts = requests.get(self.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
-        return counts.get('counts', {}).get('completed', 0)
-
-    def state(self, jid):
-        return requests.get(self.url + '/jobs/' + jid, timeout=5).json()['state']
-
-
-@pytest.fixture(scope='module')
-def cluster(tmp_path_factory):
-    c = Cluster(str(tmp_path_factory.mktemp('flink-cluster')))
-    c.run('start')
-    try:
-        c.start_services()
-        yield c
-    finally:
-        c.stop_services()
-        c.run('stop')
 
 
 @pytest.fixture(autouse=True)
 def noise_key(monkeypatch):
     # LOOPBACK: the SDK workers are this process, so they read the key from its environment.
     monkeypatch.setenv(KEY_ENV, os.urandom(32).hex())
+
+
+def send_marker(bootstrap, topic):
+    """One event dated now, before ``start``: the job dead-letters it ("before the release
+    start") once its source and first stage have run a bundle, which is how real_time_job
+    knows the job is warm before the first event."""
+    prod = ks.producer(bootstrap)
+    now = time.time()
+    prod.send(topic, key=b'north', timestamp_ms=int(now * 1000),
+              value=ks.avro_encode(ks.EVENT_SCHEMA, {'station': 'north', 'rider': 'marker',
+                                                     'event_time_micros': int(now * 1e6)}))
+    prod.flush()
+    prod.close()
 
 
 def produce_in_real_time(bootstrap, topic, start, log):
@@ -264,14 +130,16 @@ def submit(cluster, broker, topic_in, topic_out, start, extra=()):
     return p.run()
 
 
-def wait_distinct(reader, n, timeout):
+def wait_distinct(reader, n, timeout, cluster=None, jid=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = decoded(reader.poll())
         if len({(r['key'], r['step']) for r in got}) >= n:
             return got
-    raise AssertionError('only %d of %d releases after %ss' % (
-        len({(r['key'], r['step']) for r in got}), n, timeout))
+    raise AssertionError('only %d of %d releases after %ss; job %s: %s' % (
+        len({(r['key'], r['step']) for r in got}), n, timeout, jid,
+        cluster and jid and (cluster.state(jid), cluster.wait_tasks_running(jid, 0, 0),
+                             cluster.root_exception(jid))))
 
 
 def decoded(records):
@@ -337,13 +205,18 @@ def real_time_job(cluster, broker, name):
     CreateTime = event time) and a reader of the releases:
     (topics, start, producer, reader, result, jid, delivery log).
 
-    The job reads the topic from its earliest offset (no start time: with one, the reader's start
-    failed, and Flink restarted the task, for as long as the topic was empty), so it need not be
-    live before the first event: while it has a backlog its watermark is the largest CreateTime
-    read; once caught up, the wall-clock time of its last end-offset check (KafkaIO's CreateTime
-    policy, max delay 0), which a record produced later precedes by at most its delivery delay
-    (measured per run; ``LATENESS`` must cover it). ``LEAD`` only makes the job run before the
-    stream ends (running 38-74 s after submission, seen), so that the kill or stop is mid-stream.
+    The job reads the topic from its earliest offset (with a start time, the 2.62 reader's start
+    fails, and Flink restarts the task, for as long as the topic is empty). While it has a backlog
+    its watermark is the largest CreateTime read; once caught up, the wall-clock time of its last
+    end-offset check (KafkaIO's CreateTime policy, max delay 0), which a record produced later
+    precedes by at most its delivery delay (measured per run: <= 0.6 s). The first event is sent
+    only once the job has dead-lettered a marker event (send_marker), i.e. its first stage has run
+    a bundle. Seen when the job started on a backlog instead: the first three records, 43 s after
+    their event time, dead-lettered as "late: step 0 was already released" while the later step-0
+    records were counted, i.e. step 0's timer ran before the first bundle's output; likely cause:
+    that output reached the counting stage with a watermark already past step 0's release, and
+    the Python SDK harness runs the timers of a data message before its elements
+    (data_plane._read_inputs).
     """
     topic_in, topic_out = name + '-in', name + '-out'
     broker.create_topics(topic_in, topic_out, topic_out + '-dead')
@@ -351,10 +224,18 @@ def real_time_job(cluster, broker, name):
     reader = ks.TopicReader(broker.bootstrap, topic_out)
     submitted = time.time()
     result = submit(cluster, broker, topic_in, topic_out, start)
+    send_marker(broker.bootstrap, topic_in)
     jid = cluster.running_job()
     states = cluster.wait_tasks_running(jid, start, submitted)
-    print('job %s: task states (s after submission, {state: tasks}): %s; start at %.1f s' % (
-        jid, states, start - submitted))
+    dead = ks.TopicReader(broker.bootstrap, topic_out + '-dead')
+    while time.time() < start - 1 and not any(b'before the release start' in v
+                                              for _, v in dead.poll()):
+        time.sleep(0.2)
+    dead.close()
+    warm = time.time() < start - 1
+    print('job %s: task states (s after submission, {state: tasks}): %s; marker %s after %.1f '
+          's; start at %.1f s' % (jid, states, 'dead-lettered' if warm else 'NOT dead-lettered',
+                                  time.time() - submitted, start - submitted))
     log = []
     producer = threading.Thread(target=produce_in_real_time,
                                 args=(broker.bootstrap, topic_in, start, log), daemon=True)
@@ -379,7 +260,7 @@ def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker)
     (topic_in, topic_out), start, producer, reader, result, jid, log = real_time_job(
         cluster, broker, 'restart')
     try:
-        wait_distinct(reader, 2 * len(kf.KEYS), timeout=240)   # two steps released
+        wait_distinct(reader, 2 * len(kf.KEYS), 240, cluster, jid)   # two steps released
         done = cluster.completed_checkpoints(jid)
         deadline = time.monotonic() + 30
         while cluster.completed_checkpoints(jid) <= done and time.monotonic() < deadline:
@@ -430,7 +311,7 @@ def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path)
     (topic_in, topic_out), start, producer, reader, result, jid, log = real_time_job(
         cluster, broker, 'savepoint')
     try:
-        wait_distinct(reader, 2 * len(kf.KEYS), timeout=240)
+        wait_distinct(reader, 2 * len(kf.KEYS), 240, cluster, jid)
         location = stop_with_savepoint(cluster, jid, 'file://' + str(tmp_path / 'savepoints'))
         deadline = time.monotonic() + 60
         while cluster.state(jid) != 'FINISHED' and time.monotonic() < deadline:

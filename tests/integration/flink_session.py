@@ -1,0 +1,163 @@
+"""A Flink session cluster for the integration tests (.ci/flink_cluster.sh: JobManager and
+TaskManager as separate JVMs, the Kafka IO jars on their class path), with one Kafka expansion
+service and one Flink job server for all the jobs of a test module, and its REST API.
+
+Helper module only (no tests here): test_flink_restart uses the ``cluster`` fixture.
+"""
+
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+import requests
+
+from tests.integration import kafka_support as ks
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(ROOT, '.ci', 'flink_cluster.sh')
+
+
+class Cluster:
+    def __init__(self, workdir):
+        self.rest_port = ks.free_port()
+        self.env = dict(os.environ,
+                        BEAM_DP_FLINK_CLUSTER_RUN=workdir,
+                        BEAM_DP_FLINK_CLUSTER_LIB=ks.flink_kafka_cluster_lib(),
+                        BEAM_DP_FLINK_REST_PORT=str(self.rest_port),
+                        BEAM_DP_FLINK_RPC_PORT=str(ks.free_port()),
+                        BEAM_DP_FLINK_BLOB_PORT=str(ks.free_port()),
+                        BEAM_DP_FLINK_CONF_EXTRA='heartbeat.interval: 2000\n'
+                                                 'heartbeat.timeout: 8000\n')
+        self.workdir = workdir
+        self.seen = set()
+        self.url = 'http://127.0.0.1:%d' % self.rest_port
+
+    def start_services(self):
+        """One Kafka expansion service and one Flink job server (submitting to this cluster)
+        for all the module's jobs: started per job, these three JVMs took most of the 60-160 s
+        from submission to a running job on the loaded 2-core machine."""
+        self.expansion_service = ks.expansion_service()
+        self.expansion_service.__enter__()            # kept up until stop_services
+        port = ks.free_port()
+        self.job_endpoint = 'localhost:%d' % port
+        log = open(os.path.join(self.workdir, 'jobserver.log'), 'wb')  # pylint: disable=consider-using-with
+        self.job_server = subprocess.Popen(
+            ['java', '-jar', ks.flink_kafka_job_server_jar(), '--flink-master', self.url,
+             '--job-port', str(port), '--artifact-port', '0', '--expansion-port', '0',
+             '--artifacts-dir', os.path.join(self.workdir, 'artifacts')],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.job_server.poll() is None:
+            try:
+                with socket.create_connection(('127.0.0.1', port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError('the Flink job server did not start; see ' + self.workdir)
+
+    def stop_services(self):
+        if getattr(self, 'job_server', None) is not None:
+            self.job_server.terminate()
+            try:
+                self.job_server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.job_server.kill()
+        if getattr(self, 'expansion_service', None) is not None:
+            self.expansion_service.__exit__(None, None, None)
+
+    def run(self, command):
+        subprocess.run(['bash', CLUSTER, command], env=self.env, check=True,
+                       capture_output=True, timeout=180)
+
+    def kill_taskmanager(self):
+        with open(os.path.join(self.workdir, 'taskmanager.pid'), encoding='utf-8') as f:
+            pid = int(f.read().strip())
+        os.kill(pid, 9)
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+    def running_job(self, timeout=180):
+        """The id of the job just submitted: a RUNNING job not seen by an earlier call."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            jobs = requests.get(self.url + '/jobs/overview', timeout=5).json()['jobs']
+            running = [j['jid'] for j in jobs
+                       if j['state'] == 'RUNNING' and j['jid'] not in self.seen]
+            if running:
+                self.seen.add(running[0])
+                return running[0]
+            time.sleep(1)
+        raise AssertionError('no new running Flink job after %ss' % timeout)
+
+    def cancel(self, result, jid, timeout=60):
+        """Cancels the job and waits until Flink has released it (its slot)."""
+        if jid is None:
+            result.cancel()
+        elif self.state(jid) not in ('CANCELED', 'FINISHED', 'FAILED'):
+            # Flink's REST API, not result.cancel(): seen leaving the job running (and its slot
+            # taken) after a failed test.
+            requests.patch(self.url + '/jobs/%s?mode=cancel' % jid, timeout=10)
+        deadline = time.monotonic() + timeout
+        while jid is not None and time.monotonic() < deadline:
+            if self.state(jid) in ('CANCELED', 'FINISHED', 'FAILED'):
+                return
+            time.sleep(0.5)
+
+    def tasks_running(self, jid):
+        """Every task of the job deployed and running (or already finished, e.g. Impulse)."""
+        vertices = requests.get(self.url + '/jobs/' + jid, timeout=5).json().get('vertices', [])
+        return bool(vertices) and all(v['status'] in ('RUNNING', 'FINISHED') for v in vertices)
+
+    def wait_tasks_running(self, jid, until, since):
+        """Waits until every task runs (or ``until``); returns the changes of the tasks' states
+        seen meanwhile: [(seconds after ``since``, {state: number of tasks})]."""
+        seen = []
+        while True:
+            vertices = requests.get(self.url + '/jobs/' + jid, timeout=5).json().get(
+                'vertices', [])
+            states = {}
+            for v in vertices:
+                for state, n in v.get('tasks', {}).items():
+                    if n:
+                        states[state] = states.get(state, 0) + n
+            if not seen or seen[-1][1] != states:
+                seen.append((round(time.time() - since, 1), states))
+                if 'FAILED' in states:
+                    seen.append(self.root_exception(jid))
+            if self.tasks_running(jid) or time.time() >= until:
+                return seen
+            time.sleep(0.5)
+
+    def root_exception(self, jid):
+        """The job's last failure (REST /jobs/<id>/exceptions): its cause, shortened."""
+        history = requests.get(self.url + '/jobs/%s/exceptions' % jid, timeout=5).json()
+        entries = history.get('exceptionHistory', {}).get('entries', [])
+        text = entries[0].get('stacktrace', '') if entries else history.get('root-exception', '')
+        causes = [line for line in (text or '').splitlines() if 'Exception' in line]
+        return ' <- '.join(c.strip()[:200] for c in causes[:1] + causes[-2:])
+
+    def completed_checkpoints(self, jid):
+        counts = requests.get(self.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
+        return counts.get('counts', {}).get('completed', 0)
+
+    def state(self, jid):
+        return requests.get(self.url + '/jobs/' + jid, timeout=5).json()['state']
+
+
+@pytest.fixture(scope='module')
+def cluster(tmp_path_factory):
+    c = Cluster(str(tmp_path_factory.mktemp('flink-cluster')))
+    c.run('start')
+    try:
+        c.start_services()
+        yield c
+    finally:
+        c.stop_services()
+        c.run('stop')
