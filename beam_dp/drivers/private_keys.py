@@ -186,11 +186,14 @@ class PrivateKeysShard:
                 candidates[key] = (self.selection.init_state(global_step), zero)
         chosen_now = []
         for key in sorted(candidates):
-            values, new_units = contributions.get(key, (zero, 0))
             sel_state, totals = candidates[key]
+            data = contributions.get(key)
+            new_units = 0
+            if data is not None:
+                values, new_units = data
+                totals = tuple(a + int(b) for a, b in zip(totals, values))
             chosen, sel_state = self.selection.advance(sel_state, global_step, int(new_units),
                                                        rng.derive('select', key))
-            totals = tuple(a + int(b) for a, b in zip(totals, values))
             if chosen:
                 del candidates[key]
                 selected[key] = (step, None)

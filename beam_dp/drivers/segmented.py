@@ -5,8 +5,10 @@ One key's continual mechanism (C5 ``SparseCounter``, C6 ``TwoStreamCounter``, C9
 of its private time partitioner: ``KeyDriver.process`` advances the mechanism to each data tick
 and to each halting/forced tick the partitioner samples, and returns the segment closes (the only
 releases) with the next wake-up step. Private keys (``PrivateKeys``) run their
-``ContinualKeySelection`` on every tick until selected; the mechanism then starts on a local
-clock whose first tick carries everything since the key's first record.
+``ContinualKeySelection`` until selected, lazily (``advance_lazy``: the law of a test on every
+tick, but the driver only visits data ticks and the ticks the selection's schedule draws, so a
+candidate's timer no longer fires every tick); the mechanism then starts on a local clock whose
+first tick carries everything since the key's first record.
 
 ``reference_releases`` drives one key in one go with the transform's noise addresses, so a
 notebook, a benchmark and the Beam job (which calls the same driver from its timer) release the
@@ -133,7 +135,12 @@ class KeyDriver:
         """The next step whose end must fire the key's timer."""
         later = [s for s in buffered if s > state.last_step]
         if state.origin_step is None:
-            return state.last_step + 1        # a candidate is evaluated on every step
+            # A candidate: its next data step or the next step its selection schedule draws a
+            # test for (``ContinualKeySelection.advance_lazy``); no timer for the steps between.
+            due = state.selection.due
+            if due is None:
+                return state.last_step + 1    # no schedule drawn (states of older versions)
+            return min([due[0] - 1] + later)
         return min([self._next_event(state)] + later)
 
     def wake_micros(self, wake: Optional[int]) -> Optional[int]:
@@ -174,22 +181,33 @@ class KeyDriver:
             rejected.extend(Rejected(step, reason, u) for reason, u in bad)
             return payload, fed, registry
 
-        while state.origin_step is None and state.last_step < until:   # candidate: every step
-            s = state.last_step + 1
+        while state.origin_step is None and state.last_step < until:   # candidate
+            # Lazy selection (``advance_lazy``: the law of a test on every step): only data
+            # steps and the steps its schedule draws are visited.
+            j = bisect.bisect_right(data_steps, state.last_step)
+            s = min(until, data_steps[j] if j < len(data_steps) else until)
+            if s - 1 > state.last_step:                # the empty steps before s
+                chosen, sel = self.selection.advance_lazy(state.selection, mechanism_tick(s - 1),
+                                                          0, selection_rng)
+                state = dataclasses.replace(state, selection=sel)
+                if chosen:
+                    state = self._select(state, sel.selected_step - 1, state.candidate_input,
+                                         state.registry, rng, closes)
+                    continue
+                state = dataclasses.replace(state, last_step=s - 1)
             payload, fed, registry = take(state, s)
             candidate_input = self.merge(state.candidate_input, fed)
-            chosen, sel = self.selection.advance(state.selection, mechanism_tick(s),
-                                                 self.units(payload), selection_rng)
+            chosen, sel = self.selection.advance_lazy(state.selection, mechanism_tick(s),
+                                                      self.units(payload), selection_rng)
             if not chosen:
                 state = dataclasses.replace(state, last_step=s, selection=sel,
                                             candidate_input=candidate_input, registry=registry)
                 continue
-            ms = mech.init_state()
-            release, ms = mech.advance(ms, 1, self.first_input(
-                dataclasses.replace(state, registry=registry), candidate_input), rng, prime=True)
-            state = KeyState(s, None, s, None, ms, registry)
-            if release.closes:
-                closes.append(self._close(s, release, ms))
+            state = self._select(state, s, candidate_input, registry, rng, closes)
+        if state.origin_step is None:
+            # The next step a candidate must wake for (``next_wake``), drawn now.
+            state = dataclasses.replace(state, selection=self.selection.schedule(state.selection,
+                                                                                 selection_rng))
         while state.origin_step is not None:
             j = bisect.bisect_right(data_steps, state.last_step)
             nxt = min(self._next_event(state), data_steps[j] if j < len(data_steps) else math.inf)
@@ -206,6 +224,17 @@ class KeyDriver:
         if state.last_step < until:
             state = dataclasses.replace(state, last_step=until)
         return StepOutput(tuple(closes), tuple(rejected)), state
+
+    def _select(self, state: KeyState, s: int, candidate_input, registry, rng, closes) -> KeyState:
+        """A candidate selected at global step s: its mechanism starts there (tick 1 carries
+        everything since the first record)."""
+        mech = self.mechanism
+        ms = mech.init_state()
+        release, ms = mech.advance(ms, 1, self.first_input(
+            dataclasses.replace(state, registry=registry), candidate_input), rng, prime=True)
+        if release.closes:
+            closes.append(self._close(s, release, ms))
+        return KeyState(s, None, s, None, ms, registry)
 
     def _close(self, step, release, mechanism_state) -> SegmentClose:
         return SegmentClose(step, tuple(c.segment for c in release.closes), self.answer(release),

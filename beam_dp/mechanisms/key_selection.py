@@ -51,6 +51,8 @@ from beam_dp.noise import discrete_laplace
 from beam_dp.noise.geometric import bernoulli_dlap_tail
 from beam_dp.noise.geometric import bernoulli_from_enclosure
 from beam_dp.noise.geometric import dlap_tail
+from beam_dp.noise.geometric import geometric_dlap_tail
+from beam_dp.noise.samplers import bernoulli_exp
 from beam_dp.noise.samplers import as_rational_up
 
 __all__ = [
@@ -61,6 +63,12 @@ __all__ = [
     'TruncatedGeometricSelection',
     'dlap_threshold',
 ]
+
+
+#: ``advance_lazy``: gaps below this are tested step by step (q_t is not small there, a
+#: selection is near); the skip-ahead sampler caps a skip at ``_SKIP_LIMIT`` steps.
+_SKIP_MIN_GAP = 4
+_SKIP_LIMIT = 1 << 40
 
 
 def _check(owner, epsilon, delta, max_partitions):
@@ -197,12 +205,14 @@ class GaussianThresholdSelection(_SelectionParams):
 
 @dataclasses.dataclass(frozen=True)
 class KeySelectionState:
-    """One key: its private running count, Z (drawn once), last evaluated global step, and
-    the step at which it was selected (None while not selected)."""
+    """One key: its private running count, Z (drawn once), last evaluated global step, the
+    step at which it was selected (None while not selected), and for ``advance_lazy`` the drawn
+    schedule ``due = (T, mode, g0)`` of the next step whose test is drawn (None: not drawn)."""
     step: int
     count: int = 0
     noise: Optional[int] = None
     selected_step: Optional[int] = None
+    due: Optional[Tuple[int, str, Optional[int]]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,3 +278,88 @@ class ContinualKeySelection(_SelectionParams):
     def step(self, state: KeySelectionState, value: int,
              rng: RandomSource) -> Tuple[bool, KeySelectionState]:
         return self.advance(state, state.step + 1, value, rng)
+
+    # -- Lazy evaluation (skip-ahead): the same law without a draw per step -------------------
+
+    def advance_lazy(self, state: KeySelectionState, step: int, new_units: int,
+                     rng: RandomSource) -> Tuple[bool, KeySelectionState]:
+        """``advance`` with the SAME law (see ``_lazy_tests``) but without a draw per step:
+        while the count is constant, the next step whose test can succeed is sampled ahead
+        (``state.due``), so a caller may skip the steps before it. Returns (selected as of
+        ``step``, state); ``selected_step`` may be any step in (state.step, step]."""
+        if step <= state.step or new_units < 0:
+            raise InvalidParamsError(f'ContinualKeySelection: need step > {state.step} and '
+                                     f'new_units >= 0, got {step}, {new_units}.')
+        if state.selected_step is not None:
+            return True, dataclasses.replace(state, step=step, due=None)
+        noise = state.noise
+        if noise is None:
+            noise = discrete_laplace(rng.derive('key-threshold'), self.scale)
+        count, due = state.count, state.due
+        # Steps before ``step`` keep the count; at ``step`` it grows (the schedule is redrawn).
+        spans = [(state.step + 1, step - 1, count)] if new_units else []
+        spans.append((step if new_units else state.step + 1, step, count + int(new_units)))
+        for i, (lo, hi, c) in enumerate(spans):
+            if i == 1:
+                due = None
+            chosen, due = self._lazy_tests(lo, hi, c, noise, due, rng)
+            if chosen is not None:
+                return True, KeySelectionState(step, count + int(new_units), noise, chosen)
+        return False, KeySelectionState(step, count + int(new_units), noise, None, due)
+
+    def schedule(self, state: KeySelectionState, rng: RandomSource) -> KeySelectionState:
+        """The state with its schedule drawn (``state.due`` set) from step ``state.step + 1``
+        on, so a caller knows when to evaluate next (``due[0]``: a global step)."""
+        if state.selected_step is not None or state.due is not None:
+            return state
+        noise = state.noise
+        if noise is None:
+            noise = discrete_laplace(rng.derive('key-threshold'), self.scale)
+        due = self._draw_due(state.step + 1, state.count, noise, rng)
+        return dataclasses.replace(state, noise=noise, due=due)
+
+    def _gap(self, t: int, count: int, noise: int) -> int:
+        return self.threshold(t) + noise - count + 1       # select at t ⟺ Y_t ≥ gap
+
+    def _lazy_tests(self, lo: int, hi: int, count: int, noise: int, due, rng: RandomSource):
+        """The tests of steps lo..hi at a constant count: (selection step or None, schedule).
+
+        Law. With the count constant, the tests are independent Bernoulli(q_t) with
+        q_t = P[Y ≥ g_t], g_t = τ_t + Z - count + 1 non-decreasing in t (τ_t is), so q_t is
+        non-increasing. Thinning: from step t0, i.i.d. Bernoulli(q_t0) trials B_t (their first
+        success after G ~ Geometric failures, one exact draw ``geometric_dlap_tail``), and at a
+        candidate T an acceptance Bernoulli(q_T/q_t0) = Bernoulli(a^(g_T - g_t0)) (g ≥ 1:
+        q(g) = a^g/(1+a)); on rejection a fresh schedule from T + 1. Each step's test is then
+        a fresh Bernoulli(q_t) given every earlier step failed (memorylessness of the trials;
+        a new count or the cap ``_SKIP_LIMIT`` also restarts from a step no trial has used),
+        which is exactly ``advance``'s law. Small gaps (q not small) are tested step by step
+        at ``advance``'s own address. Every draw has its own address: ('key-skip', t0),
+        ('key-accept', T), ('key-step', t); t0 and T strictly increase for one key.
+        """
+        while lo <= hi:
+            if due is None or due[0] < lo:
+                due = self._draw_due(lo, count, noise, rng)
+            when, mode, g0 = due
+            if when > hi:
+                break
+            if mode == 'test':
+                hit = bernoulli_dlap_tail(rng.derive('key-step', when), self.scale,
+                                          self._gap(when, count, noise))
+            elif mode == 'thin':
+                excess = self._gap(when, count, noise) - g0
+                n, d = as_rational_up(self.scale).as_integer_ratio()
+                hit = bool(bernoulli_exp(rng.derive('key-accept', when), excess * d, n))
+            else:                                          # 'redraw': no trial at or after it
+                lo, due = when, None
+                continue
+            if hit:
+                return when, None
+            lo, due = when + 1, None
+        return None, due
+
+    def _draw_due(self, t0: int, count: int, noise: int, rng: RandomSource):
+        g0 = self._gap(t0, count, noise)
+        if g0 < _SKIP_MIN_GAP:
+            return (t0, 'test', None)
+        skip = geometric_dlap_tail(rng.derive('key-skip', t0), self.scale, g0, _SKIP_LIMIT)
+        return (t0 + skip, 'redraw' if skip >= _SKIP_LIMIT else 'thin', g0)
