@@ -61,13 +61,33 @@ def run(data: str, blocks: int, per_block: int, bounded: bool, seed: int = 0) ->
     return rows
 
 
+def plot(out: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for name, rows in out.items():
+        ax.plot([r['blocks'] for r in rows], [r['state_bytes'] / 1e6 for r in rows], marker='o',
+                label=name)
+    ax.set_xlabel('sealed blocks (40 queries each)')
+    ax.set_ylabel('pickled state, MB')
+    ax.set_title('Boost state per dataset (tree_pmw_bypass_warm, T = 16)')
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument('--data', default='/tmp/boost_bench')
     p.add_argument('--blocks', type=int, default=200)
     p.add_argument('--per_block', type=int, default=100)
     p.add_argument('--out', required=True)
+    p.add_argument('--plot', help='from an existing --out file: write this PNG')
     args = p.parse_args()
+    if args.plot:
+        plot(json.load(open(args.out)), args.plot)
+        return
     out = {'unbounded': run(args.data, args.blocks, args.per_block, False),
            'bounded': run(args.data, args.blocks, args.per_block, True)}
     json.dump(out, open(args.out, 'w'), indent=1)
