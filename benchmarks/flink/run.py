@@ -49,6 +49,30 @@ def rest(master, path):
         return json.load(response)
 
 
+def rides_workload(p, start, impulses, per_impulse, privacy):
+    """256 public keys, EVENTS_PER_IMPULSE ride events per impulse (1 s apart), 8 shards."""
+    _ = (p
+         | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + impulses,
+                           fire_interval=1)
+         | beam.Reshuffle()
+         | beam.FlatMap(generate, start, per_impulse).with_output_types(tuple[str, str])
+         | ContinualCountPerKey(
+             public_keys=KEYS, start=start, step=10, end=start + impulses, num_shards=8,
+             budget=PrivacyBudget(epsilon=1.0),
+             privacy_unit=privacy_unit(privacy)))
+
+
+def load_test_workload(p, start, impulses, per_impulse):
+    """The load test's job (benchmarks/load_test/workload.py: user level, private keys, Zipf
+    keys over 5k, 50k units, sets growing over the first quarter), impulses 1 s apart."""
+    from benchmarks.load_test import workload  # pylint: disable=import-outside-toplevel
+    params = argparse.Namespace(
+        events=impulses * per_impulse, events_per_impulse=per_impulse, impulse_seconds=1.0,
+        step=10, keys=5_000, units=50_000, growth_fraction=0.25, max_keys_per_unit=4,
+        max_contributions_per_step=8, max_steps_per_unit=4, allowed_lateness=0, seed=13)
+    workload.build(p, params, start)
+
+
 def privacy_unit(name):
     if name == 'event':
         return EventLevel()
@@ -112,15 +136,10 @@ def run_once(master, parallelism, impulses, per_impulse, pool, privacy, pids, lo
     sampled.start()
     began = time.monotonic()
     with beam.Pipeline(options=PipelineOptions(options)) as p:
-        _ = (p
-             | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + impulses,
-                               fire_interval=1)
-             | beam.Reshuffle()
-             | beam.FlatMap(generate, start, per_impulse).with_output_types(tuple[str, str])
-             | ContinualCountPerKey(
-                 public_keys=KEYS, start=start, step=10, end=start + impulses, num_shards=8,
-                 budget=PrivacyBudget(epsilon=1.0),
-                 privacy_unit=privacy_unit(privacy)))
+        if privacy == 'load_test':
+            load_test_workload(p, start, impulses, per_impulse)
+        else:
+            rides_workload(p, start, impulses, per_impulse, privacy)
     wall = time.monotonic() - began
     time.sleep(2)  # let the worker pool reap the job's SDK workers (their CPU joins cutime)
     cpu_after = cpu_seconds(pids)
@@ -186,7 +205,9 @@ def main():
     parser.add_argument('--parallelism', type=int, nargs='+', default=[1, 2])
     parser.add_argument('--impulses', type=int, default=200)
     parser.add_argument('--events_per_impulse', type=int, default=500)
-    parser.add_argument('--privacy', choices=['user', 'event'], default='user')
+    parser.add_argument('--privacy', choices=['user', 'event', 'load_test'], default='user',
+                        help='load_test: the job of benchmarks/load_test (user level, private '
+                        'keys, its generator)')
     parser.add_argument('--scales', type=int, nargs='+', default=[1],
                         help='run each parallelism with impulses × each scale; with two scales '
                              'the marginal rate (extra events / extra job seconds) cancels the '

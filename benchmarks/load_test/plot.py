@@ -19,9 +19,20 @@ GROUPS = (('python', 'Python (SDK harness / workers)'), ('jvm', 'JVM (Flink)'),
 
 def plot(csv_path, summary, out):
     with open(csv_path, encoding='utf-8') as f:
-        rows = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+        rows = [{k: float(v) if v not in ('', 'None') else None for k, v in r.items()}
+                for r in csv.DictReader(f)]
     args = summary['args']
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    lagged = [r for r in rows if r.get('release_lag_s') is not None]
+    fig, axes = plt.subplots(1, 3 if lagged else 2, figsize=(17 if lagged else 12, 4.2))
+    if lagged:   # does the whole pipeline keep up, not only the source?
+        axes[2].plot([r['t_seconds'] for r in lagged], [r['release_lag_s'] for r in lagged],
+                     color='tab:red')
+        axes[2].axhline(args['step'], color='grey', linestyle=':', label='one step')
+        axes[2].set_xlabel('time since start (s)')
+        axes[2].set_ylabel('wall clock − end of newest released step (s)')
+        axes[2].set_ylim(bottom=0)
+        axes[2].grid(alpha=0.3)
+        axes[2].legend(fontsize=8)
     for ax, x_name, label in ((axes[0], 'events_done', 'events generated (millions)'),
                               (axes[1], 't_seconds', 'time since start (s)')):
         scale = 1e6 if x_name == 'events_done' else 1

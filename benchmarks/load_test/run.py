@@ -26,8 +26,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RESULTS = os.path.join(HERE, 'results')
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'flink'))
-import cpu  # pylint: disable=wrong-import-position  (benchmarks/flink/cpu.py: /proc process trees)
+sys.path.insert(0, ROOT)
+from benchmarks.flink import cpu  # pylint: disable=wrong-import-position  (/proc process trees)
 PAGE = os.sysconf('SC_PAGE_SIZE')
 GROUPS = ('python', 'jvm', 'prism')
 
@@ -77,7 +77,6 @@ LONG_JOB = ['--job_server_timeout=86400']
 
 
 def pipeline_options(args):
-    sys.path.insert(0, ROOT)
     from tests import runners  # pylint: disable=import-outside-toplevel
     if args.runner == 'prism':
         return runners.prism_options(streaming=True) + LONG_JOB
@@ -92,11 +91,10 @@ def pipeline_options(args):
 
 def worker(args):
     """Runs the pipeline in this process; prints one RESULT line (counters, times)."""
-    sys.path.insert(0, ROOT)
-    sys.path.insert(0, HERE)
     import apache_beam as beam  # pylint: disable=import-outside-toplevel
     from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
-    import workload  # pylint: disable=import-outside-toplevel
+    # by its package name, so that SDK workers of a worker pool (cwd = repo root) unpickle it
+    from benchmarks.load_test import workload  # pylint: disable=import-outside-toplevel
     p = beam.Pipeline(options=PipelineOptions(pipeline_options(args)))
     impulses = workload.build(p, args, args.start, args.progress_dir)
     t0 = time.time()
@@ -143,6 +141,19 @@ def cluster_roots(run_dir):
     return roots
 
 
+def released_step(progress_dir):
+    """The highest step any worker process has released (-1: none yet)."""
+    best = -1
+    for name in os.listdir(progress_dir):
+        if name.startswith('released_') and not name.endswith('.tmp'):
+            try:
+                with open(os.path.join(progress_dir, name), encoding='ascii') as f:
+                    best = max(best, int(f.read() or -1))
+            except (OSError, ValueError):
+                pass
+    return best
+
+
 def progress(progress_dir):
     total = 0
     for name in os.listdir(progress_dir):
@@ -155,7 +166,7 @@ def progress(progress_dir):
     return total
 
 
-def sample(roots, t0, progress_dir, per_impulse, cpu_seen, due):
+def sample(roots, t0, progress_dir, per_impulse, cpu_seen, due, lag):
     """One row: RSS and CPU per group over every process under ``roots``. ``cpu_seen`` keeps
     the last CPU time of every pid, so that exited processes' CPU stays counted."""
     row = {'t_seconds': round(time.monotonic() - t0, 1)}
@@ -173,6 +184,8 @@ def sample(roots, t0, progress_dir, per_impulse, cpu_seen, due):
     impulses = progress(progress_dir)
     row['impulses_done'] = impulses
     row['impulses_due'] = due()   # paced mode: what the source has released by now
+    row['released_step'] = released_step(progress_dir)
+    row['release_lag_s'] = lag(row['released_step'])   # wall clock - end of the newest released step
     row['events_done'] = impulses * per_impulse
     for g in GROUPS:
         row[f'rss_mb_{g}'] = round(rss[g] / 2**20, 1)
@@ -196,8 +209,12 @@ def run(args):
 
     def due():
         return min(impulses, max(0, int((time.time() - start) / args.impulse_seconds) + 1))
+
+    def lag(step):   # None before the first release
+        return None if step < 0 else round(time.time() - (start + (step + 1) * args.step), 1)
     log_path = os.path.join(args.results_dir, f'worker_{tag}.log')
     csv_path = os.path.join(args.results_dir, f'samples_{tag}.csv')
+    version = code_version()
     t0 = time.monotonic()
     cpu_seen, rows = {}, []
     with open(log_path, 'w', encoding='utf-8') as log, \
@@ -207,7 +224,7 @@ def run(args):
                                if args.runner == 'flink_cluster' else [])
         writer = None
         while child.poll() is None:
-            row = sample(roots, t0, progress_dir, args.events_per_impulse, cpu_seen, due)
+            row = sample(roots, t0, progress_dir, args.events_per_impulse, cpu_seen, due, lag)
             rows.append(row)
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
@@ -222,19 +239,65 @@ def run(args):
         if line.startswith('RESULT '):
             result = json.loads(line[len('RESULT '):])
     summary = summarize(args, tag, rows, result, wall, child.returncode)
+    summary['code_at_start'] = version
     with open(os.path.join(args.results_dir, f'summary_{tag}.json'), 'w', encoding='utf-8') as f:
         json.dump(summary, f, indent=1)
     print(json.dumps({k: v for k, v in summary.items() if k != 'args'}, indent=1))
     if rows:
-        import plot  # pylint: disable=import-outside-toplevel
+        from benchmarks.load_test import plot  # pylint: disable=import-outside-toplevel
         plot.plot(csv_path, summary, os.path.join(args.results_dir, f'memory_{tag}.png'))
     return summary
 
 
+def code_version():
+    """HEAD and the beam_dp files that differ from it (the tree is shared and edited while a
+    long run goes on: the worker imports beam_dp once, at its start)."""
+    def git(*cmd):
+        return subprocess.run(['git', '-C', ROOT, *cmd], capture_output=True, text=True,
+                              check=False).stdout.strip()
+    return {'head': git('rev-parse', '--short', 'HEAD'),
+            'beam_dp_uncommitted': git('status', '--short', '--', 'beam_dp').splitlines()}
+
+
+def _fit(xs, ys):
+    """Least-squares slope of ys against xs."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 0.0
+
+
+def memory_verdict(rows, grown, total):
+    """RSS while streaming after the key and unit sets stopped growing (``grown`` events
+    generated, the stream not yet at its end): mean of the first and last third of those
+    samples and the least-squares slope in MiB per million events, per group; and the peak after
+    the last event (end of input: the last releases)."""
+    streaming = [r for r in rows if grown <= r['events_done'] < total]
+    out = {}
+    if len(streaming) >= 6:
+        third = len(streaming) // 3
+        out['after_growth'] = {
+            'samples': len(streaming),
+            'events_from_to': (streaming[0]['events_done'], streaming[-1]['events_done']),
+            'rss_mb': {g: {'first_third_mean': round(sum(r[f'rss_mb_{g}'] for r in
+                                                         streaming[:third]) / third, 1),
+                           'last_third_mean': round(sum(r[f'rss_mb_{g}'] for r in
+                                                        streaming[-third:]) / third, 1),
+                           'max': max(r[f'rss_mb_{g}'] for r in streaming),
+                           'slope_mb_per_million_events': round(_fit(
+                               [r['events_done'] / 1e6 for r in streaming],
+                               [r[f'rss_mb_{g}'] for r in streaming]), 1)}
+                       for g in GROUPS + ('total',)}}
+    ended = [r for r in rows if r['events_done'] >= total]
+    if ended:
+        out['after_last_event'] = {
+            'samples': len(ended),
+            'peak_rss_mb': {g: max(r[f'rss_mb_{g}'] for r in ended) for g in GROUPS + ('total',)}}
+    return out
+
+
 def summarize(args, tag, rows, result, wall, returncode):
-    """Totals, throughput, and the memory verdict: RSS over the last half of the samples taken
-    after the key and unit sets stopped growing (``growth_fraction`` of the impulses), compared
-    with the first sample of that half."""
+    """Totals, throughput and the memory verdict (``memory_verdict``)."""
     events = (result or {}).get('impulses', 0) * args.events_per_impulse
     summary = {'tag': tag, 'command': 'python benchmarks/load_test/run.py ' + ' '.join(sys.argv[1:]),
                'machine': f'{os.cpu_count()} cores, {platform.platform()}',
@@ -248,18 +311,7 @@ def summarize(args, tag, rows, result, wall, returncode):
         summary['cpu_seconds'] = {g: last[f'cpu_s_{g}'] for g in GROUPS}
         summary['peak_rss_mb'] = {g: max(r[f'rss_mb_{g}'] for r in rows)
                                   for g in GROUPS + ('total',)}
-        grown = args.growth_fraction * args.events
-        late = [r for r in rows if r['events_done'] >= grown]
-        if len(late) >= 4:
-            half = late[len(late) // 2:]
-            summary['after_growth'] = {
-                'samples': len(late), 'second_half_samples': len(half),
-                'events_from': half[0]['events_done'], 'events_to': half[-1]['events_done'],
-                'rss_mb_total_first': half[0]['rss_mb_total'],
-                'rss_mb_total_max': max(r['rss_mb_total'] for r in half),
-                'rss_mb_total_last': half[-1]['rss_mb_total'],
-                'per_group_first_last': {g: (half[0][f'rss_mb_{g}'], half[-1][f'rss_mb_{g}'])
-                                         for g in GROUPS}}
+        summary.update(memory_verdict(rows, args.growth_fraction * args.events, args.events))
     return summary
 
 
@@ -268,7 +320,6 @@ def main():
     if args.worker:
         worker(args)
     else:
-        sys.path.insert(0, HERE)
         run(args)
 
 

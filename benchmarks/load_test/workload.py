@@ -101,20 +101,40 @@ def _report_progress(progress_dir):
 
 
 class CountInto(beam.DoFn):
-    """A sink that keeps nothing: counts its elements in a Beam counter."""
+    """A sink that keeps nothing: counts its elements in a Beam counter. With ``progress_dir``
+    (releases), also writes the highest step released by this process so far to
+    ``progress_dir/released_<pid>``: the sampler compares it with the wall clock to tell whether
+    the whole pipeline, not only the source, keeps up."""
 
-    def __init__(self, name):
+    def __init__(self, name, progress_dir=None):
         self._name = name
+        self._progress_dir = progress_dir
 
     def setup(self):
         self._counter = beam.metrics.Metrics.counter('load_test', self._name)
 
     def process(self, element):
         self._counter.inc()
+        if self._progress_dir and element.step > _RELEASED['step']:
+            _report_released(self._progress_dir, element.step)
         reason = getattr(element, 'reason', None)
         if reason is not None:   # a dead letter: also count it by its reason, digits masked
             name = re.sub(r'[0-9]+', 'N', reason)[:80]
             beam.metrics.Metrics.counter('load_test', f'{self._name}: {name}').inc()
+
+
+_RELEASED = {'step': -1}
+
+
+def _report_released(progress_dir, step):
+    with _DONE_LOCK:
+        if step <= _RELEASED['step']:
+            return
+        _RELEASED['step'] = step
+        path = os.path.join(progress_dir, f'released_{os.getpid()}')
+        with open(path + '.tmp', 'w', encoding='ascii') as f:
+            f.write(str(step))
+        os.replace(path + '.tmp', path)
 
 
 def _unit(record):
@@ -142,6 +162,6 @@ def build(p, args, start, progress_dir=None):
         privacy_unit=UserLevel(_unit, max_keys_per_unit=args.max_keys_per_unit,
                                max_contributions_per_step=args.max_contributions_per_step,
                                max_steps_per_unit=args.max_steps_per_unit))
-    _ = outs.releases | 'Releases' >> beam.ParDo(CountInto('releases'))
+    _ = outs.releases | 'Releases' >> beam.ParDo(CountInto('releases', progress_dir))
     _ = outs.dead_letter | 'DeadLetters' >> beam.ParDo(CountInto('dead_letters'))
     return impulses
