@@ -152,12 +152,12 @@ class CountCodes:
         unique, counts = np.unique(codes, return_counts=True)
         steps, keys = np.divmod(unique, self.num_keys)
         num_shards = self.layout.num_shards
-        shards, positions = keys % num_shards, keys // num_shards
-        group = steps * num_shards + shards
+        group = steps * num_shards + keys % num_shards
         order = np.argsort(group, kind='stable')
-        bounds = np.flatnonzero(np.diff(group[order])) + 1
-        out = []
-        for part in np.split(order, bounds):
-            first = part[0]
-            out.append((int(shards[first]), int(steps[first]), positions[part], counts[part]))
-        return out
+        group, positions, counts = group[order], keys[order] // num_shards, counts[order]
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        ends = np.r_[starts[1:], group.size].tolist()
+        heads = group[starts]
+        return [(shard, step, positions[a:b].copy(), counts[a:b].copy())
+                for a, b, step, shard in zip(starts.tolist(), ends, (heads // num_shards).tolist(),
+                                             (heads % num_shards).tolist())]

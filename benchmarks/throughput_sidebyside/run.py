@@ -136,6 +136,88 @@ def stage_costs(args):
     print(f'kept {len(kept)} of {n} records')
 
 
+class _Stamp:
+    __slots__ = ('micros',)
+
+    def __init__(self, micros):
+        self.micros = micros
+
+
+def event_stage_costs(args):
+    """Event level, public keys: CPU µs per record of the entry DoFns driven directly (no runner) in both shapes -- per record ('ExtractAndValidate' + 'DropUnit' +
+    'PreAggregate') and aggregating ('ExtractAndValidate' summing its bundle + 'DropUnit' +
+    'PreAggregate' on the partials) -- and µs per RELEASED value of the release work (counter
+    step with its noise; building the ``Release`` records from rows, and from the arrays).
+    Bundles of ``BUNDLE`` records (the FnApiRunner runs a batch input as very few bundles: the
+    partial sums, ≤ shards × steps per bundle, are then a small cost per record)."""
+    BUNDLE = 100_000
+    from beam_dp import ContinualCountPerKey, PrivacyBudget
+    from beam_dp import Release
+    from beam_dp.transforms import continual, continual_extract as ce, shell
+    rng = np.random.default_rng(args.seed)
+    names = [f'k{i:05d}' for i in range(args.keys)]
+    p = np.arange(1, args.keys + 1, dtype=np.float64) ** -1.1
+    n = args.rows
+    ks = np.minimum(np.searchsorted(np.cumsum(p / p.sum()), rng.random(n)), args.keys - 1)
+    micros = (START * 10**6 + rng.integers(0, args.steps * STEP * 10**6, n)).tolist()
+    stamps = [_Stamp(m) for m in micros]
+    rows = [(names[k], 'u') for k in ks.tolist()]
+    t = ContinualCountPerKey(public_keys=names, start=START, step=STEP, end=START + args.steps
+                             * STEP, budget=PrivacyBudget(epsilon=1.0))
+    driver, costs = t.driver, {}
+
+    def timed(name, fn, per=n):
+        t0 = time.process_time()
+        out = fn()
+        costs[name] = (time.process_time() - t0) / per * 1e6
+        return out
+
+    def bundles(entry, stage, keep_unit):
+        entry.setup()
+        for lo in range(0, n, BUNDLE):
+            entry.start_bundle()
+            stage.start_bundle()
+            for r, ts in zip(rows[lo:lo + BUNDLE], stamps[lo:lo + BUNDLE]):
+                for out in entry.process(r, ts) or ():
+                    stage.process(out[1])
+            for wv in entry.finish_bundle() or ():
+                stage.process(wv.value[1] if keep_unit else wv.value)
+            list(stage.finish_bundle())
+    args_fn = (driver, 'L', t._key_fn, None, None)   # pylint: disable=protected-access
+    timed('entry, per record (before): Extract + DropUnit + PreAggregate', lambda: bundles(
+        ce._ExtractFn(*args_fn), ce._PreAggregateFn(driver), False))
+    timed('entry, aggregating (after): Extract summing the bundle + merge', lambda: bundles(
+        ce._ExtractAndAggregateFn(*args_fn), ce._MergePartialsFn(driver), True))
+    releases = len(names) * args.steps
+    fields = shell.release_fields(driver.release_metadata())
+    states = [driver.init_shard(s) for s in range(driver.num_shards)]
+    arrays = []
+
+    def step_all():
+        for step in range(args.steps):
+            for s in range(driver.num_shards):
+                keys, est, sd, states[s] = driver.release_public_arrays(
+                    s, states[s], t.rng.derive('L', s, step))
+                arrays.append((step, keys, est, sd))
+    timed('release: counter step + noise (per released value)', step_all, releases)
+    metadata = driver.release_metadata()
+
+    def before():   # the per-key rows and the keyword construction of the session start
+        for step, keys, est, sd in arrays:
+            start, end = driver.clock.step_bounds(step)
+            rows = [(k, r, sd) for k, r in zip(keys, est.tolist())]
+            _ = [Release(key=k, step=step, step_start_micros=start, step_end_micros=end,
+                         value=float(sum(r)), values=[], noise_stddev=d, **metadata)
+                 for k, r, d in rows]
+    timed('release: Release records, per-key rows + keywords (before)', before, releases)
+    def after():
+        for step, keys, est, sd in arrays:
+            _ = continual._releases(driver.clock, step, keys, est, sd, fields, False)
+    timed('release: Release tuples from the arrays (after)', after, releases)
+    for name, us in costs.items():
+        print(f'{name:66s} {us:6.2f} µs (CPU)')
+
+
 def _user(row):
     return row[1]
 
@@ -290,6 +372,9 @@ def main():
     parser.add_argument('--profile-out', metavar='FILE', help='with --profile: dump the stats')
     parser.add_argument('--stage-costs', action='store_true',
                         help='CPU µs per record of the entry stages\' DoFns, driven directly')
+    parser.add_argument('--event-stage-costs', action='store_true',
+                        help='event level: µs per record of the entry DoFns (per record vs '
+                        'aggregating) and µs per released value of the release work')
     parser.add_argument('--beam-options', action='append', default=[])
     parser.add_argument('--before', metavar='DIR',
                         help='also run the beam_dp branches with the beam_dp of this source tree '
@@ -302,6 +387,9 @@ def main():
         return
     if args.stage_costs:
         stage_costs(args)
+        return
+    if args.event_stage_costs:
+        event_stage_costs(args)
         return
     if args.profile:
         import cProfile
