@@ -7,9 +7,14 @@ records in random bundles, for counts, sums and histograms."""
 import collections
 import operator
 
+import apache_beam as beam
 import numpy as np
 import pytest
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+from apache_beam.transforms.window import FixedWindows
 from apache_beam.transforms.window import GlobalWindow
+from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_dp import ContinualCountPerKey
@@ -122,3 +127,39 @@ def test_merge_adds_partials_of_the_same_shard_and_step_exactly():
     assert step == 2 and dict(zip(positions.tolist(), map(int, values.tolist()))) == {
         0: 2 * big, 3: 4}
     assert list(map(operator.methodcaller('tolist'), out[0][1:])) == [[4], [7]]
+
+
+class _Labels(beam.pipeline.PipelineVisitor):
+
+    def __init__(self):
+        self.labels = []
+
+    def visit_transform(self, applied):
+        self.labels.append(applied.full_label)
+
+    def enter_composite_transform(self, applied):
+        self.labels.append(applied.full_label)
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize('windowed', [False, True])
+def test_input_in_other_windows_is_re_windowed_first_and_counted_the_same(windowed):
+    noise_free = PrivacyBudget(epsilon=1e7)
+    records = [(('a', 0), START + 5), (('b', 0), START + 61), (('a', 0), START + 62),
+               (('zz', 0), START + 1)]
+    with beam.Pipeline(runner='FnApiRunner') as p:
+        rows = (p | beam.Create(records)
+                | 'Stamp' >> beam.Map(lambda r: TimestampedValue(r[0], r[1])))
+        if windowed:
+            rows = rows | 'Fixed' >> beam.WindowInto(FixedWindows(STEP))
+        out = rows | 'Counts' >> ContinualCountPerKey(
+            public_keys=['a', 'b'], start=START, step=STEP, end=START + 2 * STEP,
+            budget=noise_free)
+        assert_that(out.releases | beam.Map(lambda r: (r.key, r.step, round(r.value))),
+                    equal_to([('a', 0, 1), ('b', 0, 0), ('a', 1, 2), ('b', 1, 1)]),
+                    label='Releases')
+        assert_that(out.dead_letter | beam.Map(lambda d: d.stage),
+                    equal_to(['ExtractAndValidate']), label='Dead')
+    labels = _Labels()
+    p.visit(labels)
+    assert ('Counts/GlobalWindow' in labels.labels) == windowed
