@@ -186,8 +186,19 @@ def test_bad_parameters_name_the_transform():
                      (dict(preset='nope'), 'preset'),
                      (dict(budget=PrivacyBudget(epsilon=1.0, delta=1e-6)), 'budget'),
                      (dict(alpha=0.0), 'alpha'), (dict(step=0), 'step'),
-                     (dict(window_bound=3), 'window_bound')):
+                     (dict(window_bound=3), 'window_bound'),
+                     (dict(cache_capacity=1), 'cache_capacity'),
+                     (dict(retention_blocks=0), 'retention_blocks'),
+                     (dict(replay_retention=0), 'replay_retention')):
         with pytest.raises(InvalidParamsError, match=f'BoostQueries: .*{word}'):
             _transform(**kw)
     with pytest.raises(InvalidParamsError, match='end'):
         _run(_transform(end=None), [], [], runner='DirectRunner')
+
+
+def test_state_bounds_reach_the_driver():
+    t = _transform(cache_capacity=100, retention_blocks=8, replay_retention=3 * STEP)
+    driver = t.driver('covid')
+    assert driver.replay_retention_micros == 3 * STEP * US
+    assert (driver.mechanism.cache_capacity, driver.mechanism.retention_blocks) == (100, 8)
+    assert _transform().driver('flu').replay_retention_micros is None
