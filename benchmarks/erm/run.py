@@ -3,6 +3,7 @@ baseline vs DP-FTRL on beam_dp's counters, at equal privacy (see README.md).
 
     .venv/bin/python -m benchmarks.erm.run            # ~7 min on a shared box; results.json
     .venv/bin/python -m benchmarks.erm.run --extra    # + DP-FTRL on the infinite tree and BLT
+    .venv/bin/python -m benchmarks.erm.run --part=gauss   # only the stationary-mixture sweep
 
 Every Watson-style model goes through the real pure driver (``beam_dp.drivers.erm.reference``):
 records timestamped by block, blocks padded to n_max, models noised and ledger-checked.
@@ -192,9 +193,23 @@ def extra():
     (HERE / 'results.json').write_text(json.dumps(results, indent=1))
 
 
+def gauss():
+    print('synthetic stationary: 4-class mixture d=20, b0=512, B=8*b0, 32 blocks, update '
+          'mu=2', flush=True)
+    return sweep(
+        'gauss', lambda s: streams.gaussian_stream(s, 32, 512), EPSILONS, SEEDS[:3], b0=512,
+        blocks_per_base=8, mu=0.2, passes=3, batch=16, ftrl_params=(0.2, 2.0), update_mu=2.0,
+        which=('continual', 'independent', 'ftrl'))
+
+
 def main():
     if '--extra' in sys.argv:
         return extra()
+    if '--part=gauss' in sys.argv:      # re-runs one sweep (seeded: same numbers as a full run)
+        results = json.loads((HERE / 'results.json').read_text())
+        results['gauss_eps'].update(gauss())
+        (HERE / 'results.json').write_text(json.dumps(results, indent=1))
+        return None
     t0 = time.time()
     results = {}
     ftrl_digits = (0.002, 2.0)
@@ -217,11 +232,7 @@ def main():
         results['digits_block'][str(b0)] = sweep(
             f'digits b0={b0}', streams.digits, (10.0, 100.0), SEEDS[:3],
             **{**digits_cfg, 'b0': b0}, which=('continual', 'independent', 'ftrl'))
-    print('synthetic stationary: 4-class mixture d=20, b0=512, B=8*b0, 32 blocks', flush=True)
-    results['gauss_eps'] = sweep(
-        'gauss', lambda s: streams.gaussian_stream(s, 32, 512), EPSILONS, SEEDS[:3], b0=512,
-        blocks_per_base=8, mu=0.2, passes=3, batch=16, ftrl_params=(0.2, 2.0),
-        which=('continual', 'independent', 'ftrl'))
+    results['gauss_eps'] = gauss()
     drift, window = 20, 7
     print(f'synthetic drift at block {drift}: b0=128, 44 blocks, sliding k=3', flush=True)
     results['drift_eps'] = sweep(
