@@ -15,7 +15,7 @@ back-fill). Cost: the selection's (ε_s, δ) plus the counter's budget (sequenti
 import dataclasses
 import functools
 import hashlib
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,6 +34,10 @@ __all__ = [
     'PrivateKeysShardState',
     'stable_shard',
 ]
+
+#: Private keys: steps without data after a data step that a candidate still tests one by one
+#: before its next test is drawn ahead (``PrivateKeysShard._advance``); public, a cost knob only.
+EAGER_STEPS = 8
 
 # key → (per-bin integer totals of one step, new distinct units in that step)
 StepContributions = Mapping[str, Tuple[Sequence[int], int]]
@@ -113,6 +117,7 @@ class PrivateKeysShardState:
     candidates: Dict[str, Tuple[KeySelectionState, Tuple[int, ...]]]
     selected: Dict[str, Tuple[int, object]]
     groups: Optional[Dict[int, Tuple[Tuple[str, ...], object]]] = None
+    wake: Optional[Dict[int, FrozenSet[str]]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,25 +186,35 @@ class PrivateKeysShard:
         candidates = dict(state.candidates)
         selected = dict(state.selected)
         groups = dict(state.groups or {})
+        wake = dict(state.wake) if state.wake is not None else {global_step: frozenset(candidates)}
         for key in contributions:
             if key not in candidates and key not in selected:
                 candidates[key] = (self.selection.init_state(global_step), zero)
-        chosen_now = []
-        for key in sorted(candidates):
-            sel_state, totals = candidates[key]
+        visit = set(contributions) | wake.pop(global_step, frozenset())
+        chosen_now, later = [], {}
+        for key in sorted(visit):
+            if key not in candidates:                   # selected since it was scheduled
+                continue
+            entry = candidates[key]
+            sel_state, totals = entry[0], entry[1]
+            last_data = entry[2] if len(entry) > 2 else None
             data = contributions.get(key)
-            new_units = 0
             if data is not None:
                 values, new_units = data
                 totals = tuple(a + int(b) for a, b in zip(totals, values))
-            chosen, sel_state = self.selection.advance(sel_state, global_step, int(new_units),
-                                                       rng.derive('select', key))
+                last_data = global_step
+            chosen, sel_state = self._advance(sel_state, global_step, data, last_data,
+                                              rng.derive('select', key))
             if chosen:
                 del candidates[key]
                 selected[key] = (step, None)
                 chosen_now.append((key, totals))
-            else:
-                candidates[key] = (sel_state, totals)
+                continue
+            candidates[key] = (sel_state, totals, last_data)
+            due = sel_state.due[0] if sel_state.due is not None else global_step + 1
+            later.setdefault(due, set()).add(key)
+        for due, keys in later.items():
+            wake[due] = wake.get(due, frozenset()) | keys
         out = []
         for key, (start, counter_state) in state.selected.items():
             if counter_state is not None:               # a per-key counter (older state)
@@ -228,7 +243,34 @@ class PrivateKeysShard:
             rows = self.from_units(estimate).reshape(len(keys), bins).tolist()
             out.extend((key, row, sd) for key, row in zip(keys, rows))
         out.sort(key=lambda row: row[0])
-        return out, PrivateKeysShardState(step + 1, candidates, selected, groups)
+        return out, PrivateKeysShardState(step + 1, candidates, selected, groups, wake)
+
+    def _advance(self, sel_state: KeySelectionState, global_step: int, data, last_data,
+                 rng: RandomSource) -> Tuple[bool, KeySelectionState]:
+        """One candidate visited at ``global_step`` (it has data, or its schedule is due).
+
+        Every step of a candidate is evaluated with the law of ``ContinualKeySelection``, by
+        one of two exact evaluations chosen from the past only (so the law of the selection
+        time is unchanged): a step with data, and the ``EAGER_STEPS`` steps after one, are
+        tested on their own (``advance``, address ('key-step', t), ~6 µs); a longer run of
+        steps without data is evaluated lazily (``advance_lazy``: one skip-ahead schedule,
+        ~50 µs, drawn at the run's first lazy step, so the shard visits the key again only at
+        its next data step or its scheduled test). A candidate
+        that receives no more records costs nothing per step, but keeps its state: it can
+        still be selected (with probability ≤ δ_f if it has one unit), and dropping it would
+        change that law."""
+        selection = self.selection
+        if data is None:
+            if (sel_state.due is None and last_data is not None
+                    and global_step - last_data <= EAGER_STEPS
+                    and sel_state.step == global_step - 1):
+                return selection.advance(sel_state, global_step, 0, rng)
+            return selection.advance_lazy(sel_state, global_step, 0, rng)
+        if sel_state.step < global_step - 1:          # the idle run before this data step
+            chosen, sel_state = selection.advance_lazy(sel_state, global_step - 1, 0, rng)
+            if chosen:                                  # cannot happen: it was scheduled
+                raise AssertionError('private keys: a candidate was not visited when due')
+        return selection.advance(sel_state, global_step, int(data[1]), rng)
 
 
 @functools.lru_cache(maxsize=256)

@@ -67,3 +67,48 @@ def test_validation(kwargs, match):
     params.update(kwargs)
     with pytest.raises(InvalidParamsError, match=f'PrivateKeys: {match}'):
         PrivateKeys(**params)
+
+
+def test_idle_candidates_are_not_evaluated_every_step_and_groups_share_a_counter():
+    from beam_dp.mechanisms.key_selection import ContinualKeySelection
+    d = driver()
+    shard = d.private_shard
+    calls = []
+    original = ContinualKeySelection.advance
+
+    def counting(self, *args, **kwargs):
+        calls.append(args[1])
+        return original(self, *args, **kwargs)
+
+    ContinualKeySelection.advance = counting
+    try:
+        state = shard.init_state()
+        first = {f'solo{i}': ((1,), 1) for i in range(30)}
+        first.update({'big1': ((500,), 500), 'big2': ((500,), 500)})
+        for step in range(40):
+            out, state = shard.release_step(state, first if step == 0 else {}, noise.seeded(8))
+    finally:
+        ContinualKeySelection.advance = original
+    # 30 single-unit candidates over 40 steps: tested one by one only for 1 + EAGER_STEPS
+    # steps, then drawn ahead (their next scheduled test is astronomically far).
+    from beam_dp.drivers.private_keys import EAGER_STEPS
+    assert len(calls) <= 32 * (1 + EAGER_STEPS)
+    assert all(due > 40 for due in state.wake) and len(state.candidates) == 30
+    # Both big keys were selected at step 0 and share one vector counter.
+    assert state.groups[0][0] == ('big1', 'big2') and {k for k, *_ in out} == {'big1', 'big2'}
+
+
+def test_states_of_older_versions_are_read():
+    """A state without ``groups``/``wake`` and with 2-tuple candidates and per-key counters."""
+    from beam_dp.drivers.private_keys import PrivateKeysShardState
+    d = driver()
+    shard = d.private_shard
+    sel = shard.selection
+    old = PrivateKeysShardState(3, {'c': (sel.advance(sel.init_state(1), 3, 1, noise.seeded(1))[1],
+                                           (1,))},
+                                {'s': (1, shard.counter.step(shard.counter.init_state(), [5],
+                                                             noise.seeded(2))[1])})
+    assert old.groups is None and old.wake is None
+    out, new = shard.release_step(old, {'s': ((2,), 2)}, noise.seeded(3))
+    assert [k for k, *_ in out] == ['s'] and new.next_step == 4
+    assert 'c' in new.candidates and min(new.wake) >= 5
