@@ -268,7 +268,8 @@ class BoostDriver:
         pending = list(state.pending)
         for q in sorted(queries, key=lambda r: str(getattr(r, 'query_id', ''))):
             stored = self._stored(state, q)
-            if expired and stored is None:
+            if expired and stored is None and all(p.query_id != getattr(q, 'query_id', None)
+                                                  for p in pending):
                 out.append(BoostRefusal(self.dataset, str(getattr(q, 'query_id', '')),
                                         'replay_window_expired', getattr(q, 'first_block', -1),
                                         getattr(q, 'last_block', -1), False))

@@ -74,3 +74,16 @@ def test_run_events_passes_the_query_time():
                                5_000 + 3 * R, noise.seeded(0))
     assert [r.reason for r in out if isinstance(r, BoostRefusal)] == ['replay_window_expired']
     assert not any(isinstance(r, BoostAnswerRecord) for r in out)
+
+
+def test_a_waiting_query_replayed_late_is_not_refused_then_answered():
+    d = _driver()
+    state, _ = _loaded(d)                                  # blocks 0-2 sealed
+    rng = noise.seeded(2)
+    state, out = d.submit(state, [_q('w', 3, 3)], rng, now_micros=5_000)
+    assert out == [] and [p.query_id for p in state.pending] == ['w']
+    state, _ = d.submit(state, [_q('c', 0, 0)], rng, now_micros=5_000 + 3 * R)
+    state, out = d.submit(state, [_q('w', 3, 3)], rng, now_micros=5_000)
+    assert out == [] and [p.query_id for p in state.pending] == ['w']
+    state, out = d.seal_until(state, 1000 + 4 * 100, rng)
+    assert [r.query_id for r in out if isinstance(r, (BoostAnswerRecord, BoostRefusal))] == ['w']
