@@ -13,11 +13,51 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 
 
+def plot_efficiency(paths, out):
+    """Issue 13 item 6: CPU-seconds per million events (Python SDK workers, cluster JVMs) at
+    parallelism 1 and 2, one panel per results file, one bar pair per job size."""
+    fig, axes = plt.subplots(1, len(paths), figsize=(5.5 * len(paths), 4), squeeze=False)
+    for ax, path in zip(axes[0], paths):
+        with open(path, encoding='utf-8') as f:
+            summary = json.load(f)
+        runs = [r for r in summary['results'] if not r.get('warmup')]
+        sizes = sorted({r['events'] for r in runs})
+        for i, n in enumerate(sizes):
+            for p, colour in ((1, 'tab:blue'), (2, 'tab:orange')):
+                mine = [r['efficiency'] for r in runs if r['events'] == n and r['parallelism'] == p]
+                if not mine:
+                    continue
+                py = sum(e['python_cpu_s_per_million_events'] for e in mine) / len(mine)
+                jvm = sum(e['jvm_cpu_s_per_million_events'] for e in mine) / len(mine)
+                x = i + (p - 1.5) * 0.38
+                ax.bar(x, py, 0.36, color=colour, label=f'p{p} Python' if i == 0 else None)
+                ax.bar(x, jvm, 0.36, bottom=py, color=colour, alpha=0.35, hatch='//',
+                       label=f'p{p} JVM (JM + TM)' if i == 0 else None)
+                ax.text(x, py + jvm, f'{py:.1f}', ha='center', va='bottom', fontsize=8)
+        ax.set_xticks(range(len(sizes)))
+        ax.set_xticklabels([f'{n / 1e6:g}M events' for n in sizes])
+        eff = summary.get('efficiency', {})
+        ratio = eff.get('p2_over_p1_python_cpu_s_per_million_events')
+        ax.set_title(f"{runs[0]['privacy']}: Python CPU p2/p1 = {ratio:.2f} at "
+                     f"{sizes[-1] / 1e6:g}M (target ≤ 1.1)", fontsize=10)
+        ax.set_ylabel('CPU seconds per million events')
+        ax.legend(fontsize=8)
+    fig.suptitle('ContinualCountPerKey on a local Flink 1.19 cluster: CPU per million events')
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f'wrote {out}')
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('results', nargs='+')
     parser.add_argument('--out', required=True)
+    parser.add_argument('--efficiency', action='store_true',
+                        help='CPU per million events (results of run.py with tree CPU sampling)')
     args = parser.parse_args()
+    if args.efficiency:
+        plot_efficiency(args.results, args.out)
+        return
     fig, axes = plt.subplots(1, len(args.results), figsize=(5.5 * len(args.results), 4),
                              squeeze=False)
     for ax, path in zip(axes[0], args.results):
