@@ -16,9 +16,11 @@ the events produced in real time while the job runs, and the secret noise key
   the two runs released exactly the uninterrupted run's releases.
 """
 
+import math
 import os
 import threading
 import time
+import types
 import typing
 
 import apache_beam as beam
@@ -44,6 +46,7 @@ LATENESS = 10                     # allowed lateness (s): see real_time_job
 KEY_ENV = 'BEAM_DP_RESTART_TEST_NOISE_KEY'
 LABEL = 'RestartCounts'
 LEAD = 120                        # s from submission to the first event: see real_time_job
+MIN_STEPS = 5                     # steps with events, at least (the job up by step 3)
 EXPECTED = len(kf.KEYS) * SECONDS // kf.STEP
 
 
@@ -66,11 +69,11 @@ def send_marker(bootstrap, topic):
     prod.close()
 
 
-def produce_in_real_time(bootstrap, topic, start, log):
+def produce_in_real_time(bootstrap, topic, events, log):
     """Sends each event at its event time (Kafka CreateTime = event time), in order; appends
     (event time, send time, ack time) per event to ``log`` (the delivery delay it measures)."""
     prod = ks.producer(bootstrap)
-    for station, rider, t in kf.events(start):
+    for station, rider, t in events:
         delay = t - time.time()
         if delay > 0:
             time.sleep(delay)
@@ -85,11 +88,11 @@ def produce_in_real_time(bootstrap, topic, start, log):
     prod.close()
 
 
-def check_delivery(log):
+def check_delivery(log, events):
     """Every event acknowledged by the broker; prints the largest delays after the event times
     (an event delayed by more than ``LATENESS`` may rightly be dead-lettered as late: the
     reader's watermark follows the wall clock once it has no backlog)."""
-    assert len(log) == len(kf.events(0)) and all(e[2] is not None for e in log), (
+    assert len(log) == len(events) and all(e[2] is not None for e in log), (
         'an event was not sent or not acknowledged')
     send, ack = max(e[1] - e[0] for e in log), max(e[2] - e[0] for e in log)
     print(f'delivery delay after the event time: max send {send:.3f} s, max ack {ack:.3f} s '
@@ -164,10 +167,10 @@ def dead_letters(broker, topic_out):
         reader.close()
 
 
-def check_equal(got, reference, start, stopped_after, dead=()):
+def check_equal(got, reference, start, events, stopped_after, dead=()):
     """got == reference, with a readable diff (and the true counts) when not."""
     true = {}
-    for key, _, t in kf.events(start):
+    for key, _, t in events:
         step = int((t - start) // kf.STEP)
         true[(key, step)] = true.get((key, step), 0) + 1
     diff = [(k, got.get(k), reference.get(k), true.get(k, 0))
@@ -187,14 +190,14 @@ def run_to_completion(cluster, reader, result, timeout):
         reader.close()
 
 
-def uninterrupted(start):
+def uninterrupted(start, events):
     """The releases of an uninterrupted run: ``reference_releases`` under the job's own noise
     source (the keyed PRF), which the parity tests and test_kafka_flink show equal to what the
     transform releases on a run that is not interrupted."""
     transform = counts(start)
     reference = reference_releases(
         transform.driver, LABEL, transform.rng,
-        [(k, int((t - start) // kf.STEP), None) for k, _, t in kf.events(start)],
+        [(k, int((t - start) // kf.STEP), None) for k, _, t in events],
         steps=SECONDS // kf.STEP)
     return {(k, s): v[0] for (k, s), v in reference.items()}
 
@@ -202,16 +205,17 @@ def uninterrupted(start):
 def real_time_job(cluster, broker, name):
     """Topics <name>-in/-out/-out-dead, the job submitted with a public ``start`` ``LEAD``
     seconds ahead, a producer thread sending the events in real time from ``start`` (Kafka
-    CreateTime = event time) and a reader of the releases:
-    (topics, start, producer, reader, result, jid, delivery log).
+    CreateTime = event time) and a reader of the releases, as a namespace.
 
     The job reads the topic from its earliest offset (with a start time, the 2.62 reader's start
     fails, and Flink restarts the task, for as long as the topic is empty). While it has a backlog
     its watermark is the largest CreateTime read; once caught up, the wall-clock time of its last
     end-offset check (KafkaIO's CreateTime policy, max delay 0), which a record produced later
-    precedes by at most its delivery delay (measured per run: <= 0.6 s). The first event is sent
-    only once the job has dead-lettered a marker event (send_marker), i.e. its first stage has run
-    a bundle. Seen when the job started on a backlog instead: the first three records, 43 s after
+    precedes by at most its delivery delay (measured per run: <= 1.1 s). No event is sent before
+    the job has dead-lettered a marker event (send_marker), i.e. its first stage has run a
+    bundle; if that is after ``start``, the steps already begun get no events (``first``: they
+    are released empty, and the reference is over the events sent). Seen when the job started
+    on a backlog instead (2 of 2 such runs): the first three records, 43 s after
     their event time, dead-lettered as "late: step 0 was already released" while the later step-0
     records were counted, i.e. step 0's timer ran before the first bundle's output; likely cause:
     that output reached the counting stage with a watermark already past step 0's release, and
@@ -228,19 +232,26 @@ def real_time_job(cluster, broker, name):
     jid = cluster.running_job()
     states = cluster.wait_tasks_running(jid, start, submitted)
     dead = ks.TopicReader(broker.bootstrap, topic_out + '-dead')
-    while time.time() < start - 1 and not any(b'before the release start' in v
-                                              for _, v in dead.poll()):
+    last_chance = start + (SECONDS // kf.STEP - MIN_STEPS) * kf.STEP - 1
+    while time.time() < last_chance and not any(b'before the release start' in v
+                                                for _, v in dead.poll()):
         time.sleep(0.2)
     dead.close()
-    warm = time.time() < start - 1
-    print('job %s: task states (s after submission, {state: tasks}): %s; marker %s after %.1f '
-          's; start at %.1f s' % (jid, states, 'dead-lettered' if warm else 'NOT dead-lettered',
-                                  time.time() - submitted, start - submitted))
+    warm = time.time()
+    assert warm < last_chance, 'the job had not run a bundle %.0f s after submission; tasks: %s' % (
+        warm - submitted, states)
+    first = max(0, math.ceil((warm + 1 - start) / kf.STEP))
+    events = [e for e in kf.events(start) if e[2] >= start + first * kf.STEP]
+    print('job %s: task states (s after submission, {state: tasks}): %s; marker dead-lettered '
+          'after %.1f s; start at %.1f s; events from step %d' % (
+              jid, states, warm - submitted, start - submitted, first))
     log = []
     producer = threading.Thread(target=produce_in_real_time,
-                                args=(broker.bootstrap, topic_in, start, log), daemon=True)
+                                args=(broker.bootstrap, topic_in, events, log), daemon=True)
     producer.start()
-    return (topic_in, topic_out), start, producer, reader, result, jid, log
+    return types.SimpleNamespace(topic_in=topic_in, topic_out=topic_out, start=start, first=first,
+                                 events=events, producer=producer, reader=reader, result=result,
+                                 jid=jid, log=log)
 
 
 def all_releases(reader, timeout):
@@ -257,10 +268,10 @@ def all_releases(reader, timeout):
            'it with BEAM_DP_FLINK_RESTART=1 (docs/runners.md) until it is reliable in CI')
 def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker):
     began = time.monotonic()
-    (topic_in, topic_out), start, producer, reader, result, jid, log = real_time_job(
-        cluster, broker, 'restart')
+    run = real_time_job(cluster, broker, 'restart')
+    reader, jid = run.reader, run.jid
     try:
-        wait_distinct(reader, 2 * len(kf.KEYS), 240, cluster, jid)   # two steps released
+        wait_distinct(reader, (run.first + 2) * len(kf.KEYS), 240, cluster, jid)  # 2 steps of data
         done = cluster.completed_checkpoints(jid)
         deadline = time.monotonic() + 30
         while cluster.completed_checkpoints(jid) <= done and time.monotonic() < deadline:
@@ -274,17 +285,16 @@ def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker)
         got = all_releases(reader, timeout=300)
         restarts = requests.get(cluster.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
     finally:
-        cluster.cancel(result, jid)
+        cluster.cancel(run.result, jid)
         reader.close()
-    producer.join()
-    check_delivery(log)
+    run.producer.join()
+    check_delivery(run.log, run.events)
     print(f'restart run: {time.monotonic() - began:.1f}s; {killed_after} releases before the '
           f'kill, {len(got)} records for {EXPECTED} releases; restored: '
           f'{restarts.get("latest", {}).get("restored")}')
     assert restarts.get('latest', {}).get('restored'), 'the job did not restore a checkpoint'
-    interrupted = by_step(got)
-    check_equal(interrupted, uninterrupted(start), start, killed_after,
-                dead_letters(broker, topic_out))
+    check_equal(by_step(got), uninterrupted(run.start, run.events), run.start, run.events,
+                killed_after, dead_letters(broker, run.topic_out))
     print(f'restart test: {time.monotonic() - began:.1f}s')
 
 
@@ -308,10 +318,10 @@ def stop_with_savepoint(cluster, jid, directory):
     reason='issue 13 item 5: opt-in (BEAM_DP_FLINK_RESTART=1) until its reliability is recorded')
 def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path):
     began = time.monotonic()
-    (topic_in, topic_out), start, producer, reader, result, jid, log = real_time_job(
-        cluster, broker, 'savepoint')
+    run = real_time_job(cluster, broker, 'savepoint')
+    reader, jid = run.reader, run.jid
     try:
-        wait_distinct(reader, 2 * len(kf.KEYS), 240, cluster, jid)
+        wait_distinct(reader, (run.first + 2) * len(kf.KEYS), 240, cluster, jid)
         location = stop_with_savepoint(cluster, jid, 'file://' + str(tmp_path / 'savepoints'))
         deadline = time.monotonic() + 60
         while cluster.state(jid) != 'FINISHED' and time.monotonic() < deadline:
@@ -320,16 +330,16 @@ def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path)
         time.sleep(2)
         first = decoded(reader.poll())
     finally:
-        cluster.cancel(result, jid)
+        cluster.cancel(run.result, jid)
     stopped_after = len({(r['key'], r['step']) for r in first})
     assert stopped_after < EXPECTED, 'the job finished before the stop: nothing tested'
-    got = run_to_completion(cluster, reader, submit(cluster, broker, topic_in, topic_out, start,
-                                                    extra=['--savepoint_path=' + location]), 300)
-    producer.join()
-    check_delivery(log)
+    got = run_to_completion(cluster, reader, submit(
+        cluster, broker, run.topic_in, run.topic_out, run.start,
+        extra=['--savepoint_path=' + location]), 300)
+    run.producer.join()
+    check_delivery(run.log, run.events)
     print(f'savepoint run: {time.monotonic() - began:.1f}s; {stopped_after} releases before the '
           f'stop, {len(got)} records in all')
-    resumed = by_step(got)
-    check_equal(resumed, uninterrupted(start), start, stopped_after,
-                dead_letters(broker, topic_out))
+    check_equal(by_step(got), uninterrupted(run.start, run.events), run.start, run.events,
+                stopped_after, dead_letters(broker, run.topic_out))
     print(f'savepoint test: {time.monotonic() - began:.1f}s')
