@@ -10,8 +10,10 @@ the update contract):
     | 'PreAggregate'        bundle-local sums per (shard, step, key): per-bin units, new units
     + 'ShardSeeds'          one element per shard at ``start``
     | 'ReleaseNoisyValues'  keyed by shard: candidate keys (selection state) and selected keys
-                            (their counters) in one cell; every candidate's selection is advanced
-                            on every step, with or without data for it
+                            (their counters, one vector counter per selection step) in one cell;
+                            every candidate's selection has the law of a test on every step, but
+                            a candidate is visited only at its data steps, the EAGER_STEPS after
+                            one and its drawn-ahead test (``PrivateKeysShard._advance``)
 
 The state machine is ``beam_dp.drivers.private_keys.PrivateKeysShard``.
 """

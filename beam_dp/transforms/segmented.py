@@ -27,10 +27,14 @@ close; a consumer that needs a value per step fills forward). Nothing is emitted
 an emission there would reveal an arrival (docs/privacy_model.md).
 
 Private keys (``keys=PrivateKeys(...)``): a key's instance starts at its first record as a
-candidate; its ``ContinualKeySelection`` is advanced on every step (the timer fires each step
-while it is a candidate: a data-independent schedule). At the selection step the key's
-mechanism starts on a local clock whose first tick carries everything since the key's first
-record; nothing before it is released.
+candidate; its ``ContinualKeySelection`` is evaluated with the law of a test on every step, but
+lazily (``advance_lazy``): the timer wakes only at the candidate's data steps and at the next
+step whose test its skip-ahead schedule draws (for a key with few units, astronomically far:
+no timer is armed past the clock's end), so a never-selected candidate no longer fires a timer
+every tick. Its state (~300 bytes pickled: selection state, exact input since its first record)
+is kept: a candidate can still be selected later, and dropping it would change that law. At
+the selection step the key's mechanism starts on a local clock whose first tick carries
+everything since the key's first record; nothing before it is released.
 """
 
 import operator
