@@ -81,7 +81,7 @@ def test_timer_by_timer_equals_one_pass(seed, private):
     assert ref.closes, 'forced closes at least'
 
 
-def test_a_candidate_is_evaluated_on_every_step_and_starts_at_selection():
+def test_a_candidate_wakes_at_its_first_data_step_and_starts_at_selection():
     d = driver(private=True)
     state = d.init_state(4, None, private=True)
     assert state.last_step == 3 and state.origin_step is None
@@ -117,3 +117,24 @@ def test_wake_times_come_from_the_clock_and_stop_after_the_last_step():
 def test_split_due():
     due, rest = KeyDriver.split_due([(3, 'a'), (1, 'b'), (5, 'c'), (3, 'd')], 3)
     assert due == [(3, 'a'), (1, 'b'), (3, 'd')] and rest == [(5, 'c')]
+
+
+def test_a_never_selected_candidate_does_not_wake_every_step():
+    """Issue 13: a candidate's timer wakes at its data steps and its drawn-ahead selection test
+    only (``advance_lazy``), not every step; the releases are those of one pass."""
+    d = CounterDriver(SparseCounter(1.0), PrivateKeys(
+        budget=PrivacyBudget(epsilon=1.0, delta=1e-6)).selection(1), StepClock(0, 60))
+    events = [(3, (1,)), (40, (1,))]
+    base = noise.seeded(5)
+    rng, sel = base.derive('L', 'k'), base.derive('L', 'select', 'k')
+    state, wakes, pending, wake = None, [], list(events), 3
+    while wake is not None and wake <= 10_000:
+        wakes.append(wake)
+        due = [e for e in pending if e[0] <= wake]
+        pending = [e for e in pending if e[0] > wake]
+        state = state or d.init_state(min(s for s, _ in due), None, True)
+        out, state = d.process(state, due, wake, rng, sel)
+        assert not out.closes
+        wake = d.next_wake(state, [s for s, _ in pending])
+    assert wakes[:2] == [3, 40] and len(wakes) <= 4 and state.origin_step is None
+    assert d.wake_micros(d.next_wake(state, [])) is None or d.next_wake(state, []) > 10_000
