@@ -17,6 +17,7 @@ from tests.integration import kafka_support as ks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER = os.path.join(ROOT, '.ci', 'flink_cluster.sh')
+REST_TIMEOUT = 30                 # s: the JobManager's REST answer took > 5 s under load (seen)
 
 
 class Cluster:
@@ -44,7 +45,7 @@ class Cluster:
         self.expansion_service.__enter__()            # kept up until stop_services
         port = ks.free_port()
         self.job_endpoint = 'localhost:%d' % port
-        log = open(os.path.join(self.workdir, 'jobserver.log'), 'wb')  # pylint: disable=consider-using-with
+        log = open(os.path.join(self.workdir, 'jobserver.log'), 'wb')  # noqa: SIM115
         self.job_server = subprocess.Popen(
             ['java', '-jar', ks.flink_kafka_job_server_jar(), '--flink-master', self.url,
              '--job-port', str(port), '--artifact-port', '0', '--expansion-port', '0',
@@ -89,7 +90,7 @@ class Cluster:
         """The id of the job just submitted: a RUNNING job not seen by an earlier call."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            jobs = requests.get(self.url + '/jobs/overview', timeout=5).json()['jobs']
+            jobs = self.get('/jobs/overview')['jobs']
             running = [j['jid'] for j in jobs
                        if j['state'] == 'RUNNING' and j['jid'] not in self.seen]
             if running:
@@ -105,7 +106,7 @@ class Cluster:
         elif self.state(jid) not in ('CANCELED', 'FINISHED', 'FAILED'):
             # Flink's REST API, not result.cancel(): seen leaving the job running (and its slot
             # taken) after a failed test.
-            requests.patch(self.url + '/jobs/%s?mode=cancel' % jid, timeout=10)
+            requests.patch(self.url + '/jobs/%s?mode=cancel' % jid, timeout=REST_TIMEOUT)
         deadline = time.monotonic() + timeout
         while jid is not None and time.monotonic() < deadline:
             if self.state(jid) in ('CANCELED', 'FINISHED', 'FAILED'):
@@ -114,7 +115,7 @@ class Cluster:
 
     def tasks_running(self, jid):
         """Every task of the job deployed and running (or already finished, e.g. Impulse)."""
-        vertices = requests.get(self.url + '/jobs/' + jid, timeout=5).json().get('vertices', [])
+        vertices = self.get('/jobs/' + jid).get('vertices', [])
         return bool(vertices) and all(v['status'] in ('RUNNING', 'FINISHED') for v in vertices)
 
     def wait_tasks_running(self, jid, until, since):
@@ -122,8 +123,7 @@ class Cluster:
         seen meanwhile: [(seconds after ``since``, {state: number of tasks})]."""
         seen = []
         while True:
-            vertices = requests.get(self.url + '/jobs/' + jid, timeout=5).json().get(
-                'vertices', [])
+            vertices = self.get('/jobs/' + jid).get('vertices', [])
             states = {}
             for v in vertices:
                 for state, n in v.get('tasks', {}).items():
@@ -139,18 +139,21 @@ class Cluster:
 
     def root_exception(self, jid):
         """The job's last failure (REST /jobs/<id>/exceptions): its cause, shortened."""
-        history = requests.get(self.url + '/jobs/%s/exceptions' % jid, timeout=5).json()
+        history = self.get('/jobs/%s/exceptions' % jid)
         entries = history.get('exceptionHistory', {}).get('entries', [])
         text = entries[0].get('stacktrace', '') if entries else history.get('root-exception', '')
         causes = [line for line in (text or '').splitlines() if 'Exception' in line]
         return ' <- '.join(c.strip()[:200] for c in causes[:1] + causes[-2:])
 
     def completed_checkpoints(self, jid):
-        counts = requests.get(self.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
+        counts = self.get('/jobs/%s/checkpoints' % jid)
         return counts.get('counts', {}).get('completed', 0)
 
     def state(self, jid):
-        return requests.get(self.url + '/jobs/' + jid, timeout=5).json()['state']
+        return self.get('/jobs/' + jid)['state']
+
+    def get(self, path):
+        return requests.get(self.url + path, timeout=REST_TIMEOUT).json()
 
 
 @pytest.fixture(scope='module')

@@ -35,6 +35,7 @@ from beam_dp.testing import reference_releases
 from tests import runners
 from tests.integration import kafka_support as ks
 from tests.integration import test_kafka_flink as kf
+from tests.integration.flink_session import REST_TIMEOUT
 from tests.integration.flink_session import cluster  # noqa: F401  (module fixture)
 from tests.integration.kafka_support import broker  # noqa: F401  (module fixture)
 
@@ -283,7 +284,7 @@ def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker)
         time.sleep(2)
         cluster.run('start')                          # starts the missing TaskManager only
         got = all_releases(reader, timeout=300)
-        restarts = requests.get(cluster.url + '/jobs/%s/checkpoints' % jid, timeout=5).json()
+        restarts = cluster.get('/jobs/%s/checkpoints' % jid)
     finally:
         cluster.cancel(run.result, jid)
         reader.close()
@@ -299,12 +300,11 @@ def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker)
 
 
 def stop_with_savepoint(cluster, jid, directory):
-    trigger = requests.post(cluster.url + '/jobs/%s/stop' % jid, timeout=10,
+    trigger = requests.post(cluster.url + '/jobs/%s/stop' % jid, timeout=REST_TIMEOUT,
                             json={'targetDirectory': directory, 'drain': False}).json()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        status = requests.get(cluster.url + '/jobs/%s/savepoints/%s' % (
-            jid, trigger['request-id']), timeout=5).json()
+        status = cluster.get('/jobs/%s/savepoints/%s' % (jid, trigger['request-id']))
         if status['status']['id'] == 'COMPLETED':
             op = status['operation']
             assert 'location' in op, op
