@@ -38,7 +38,9 @@ def plot_efficiency(paths, out):
         ax.set_xticklabels([f'{n / 1e6:g}M events' for n in sizes])
         eff = summary.get('efficiency', {})
         ratio = eff.get('p2_over_p1_python_cpu_s_per_million_events')
-        ax.set_title(f"{runs[0]['privacy']}: Python CPU p2/p1 = {ratio:.2f} at "
+        name = {'load_test': 'user level + private keys', 'event': 'event level'}.get(
+            runs[0]['privacy'], runs[0]['privacy'])
+        ax.set_title(f"{name}: Python CPU p2/p1 = {ratio:.2f} at "
                      f"{sizes[-1] / 1e6:g}M (target ≤ 1.1)", fontsize=10)
         ax.set_ylabel('CPU seconds per million events')
         ax.legend(fontsize=8)
