@@ -41,6 +41,9 @@ from beam_dp import ContinualCountPerKey, PrivacyBudget, UserLevel  # pylint: di
 from tests import runners  # pylint: disable=wrong-import-position
 
 BRANCHES = ('np_combine', 'event', 'user')
+#: The side-by-side's defaults (benchmarks/throughput_sidebyside/run.py): the same rows.
+ROWS_DEFAULTS = (('rows', 1_000_000), ('keys', 10_000), ('users', 100_000), ('steps', 64),
+                 ('seed', 7))
 
 
 def options(args):
@@ -129,11 +132,8 @@ def run_branch(branch, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--runner', choices=['flink_cluster', 'prism'], default='flink_cluster')
-    parser.add_argument('--rows', type=int, default=1_000_000)
-    parser.add_argument('--keys', type=int, default=10_000)
-    parser.add_argument('--users', type=int, default=100_000)
-    parser.add_argument('--steps', type=int, default=64)
-    parser.add_argument('--seed', type=int, default=7)
+    for name, default in ROWS_DEFAULTS:
+        parser.add_argument(f'--{name}', type=int, default=default)
     parser.add_argument('--branches', nargs='+', default=list(BRANCHES), choices=BRANCHES)
     parser.add_argument('--parallelism', type=int, default=1)
     parser.add_argument('--master', default='127.0.0.1:8081')
