@@ -262,11 +262,15 @@ def all_releases(reader, timeout):
     return decoded(reader.poll())
 
 
-@pytest.mark.skipif(
+#: Opt-in: on the loaded shared 2-core machine the job sometimes runs too late for a real-time
+#: stream (docs/runners.md has the record of passes and failures and their causes).
+OPT_IN = pytest.mark.skipif(
     os.environ.get('BEAM_DP_FLINK_RESTART') != '1',
-    reason='issue 13 item 4: passed 2 of its 4 runs on the 2-core CI machine (step-0 records '
-           'dead-lettered as late when the Kafka reader goes live after the first events); run '
-           'it with BEAM_DP_FLINK_RESTART=1 (docs/runners.md) until it is reliable in CI')
+    reason='issue 13 items 4-5: opt-in (BEAM_DP_FLINK_RESTART=1): not every run passes on the '
+           'loaded 2-core machine (the job starts too late; record in docs/runners.md)')
+
+
+@OPT_IN
 def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker):
     began = time.monotonic()
     run = real_time_job(cluster, broker, 'restart')
@@ -313,9 +317,7 @@ def stop_with_savepoint(cluster, jid, directory):
     raise AssertionError('stop-with-savepoint did not complete')
 
 
-@pytest.mark.skipif(
-    os.environ.get('BEAM_DP_FLINK_RESTART') != '1',
-    reason='issue 13 item 5: opt-in (BEAM_DP_FLINK_RESTART=1) until its reliability is recorded')
+@OPT_IN
 def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path):
     began = time.monotonic()
     run = real_time_job(cluster, broker, 'savepoint')
