@@ -49,9 +49,9 @@ ROWS_DEFAULTS = (('rows', 1_000_000), ('keys', 10_000), ('users', 100_000), ('st
 def options(args):
     long_job = ['--job_server_timeout=86400']   # see run.py: the state stream's gRPC deadline
     if args.runner == 'prism':
-        return runners.prism_options(streaming=False) + long_job
-    opts = [o for o in runners.flink_options(streaming=False, parallelism=args.parallelism,
-                                             master=args.master)
+        return runners.prism_options(streaming=args.streaming) + long_job
+    opts = [o for o in runners.flink_options(streaming=args.streaming,
+                                             parallelism=args.parallelism, master=args.master)
             if not o.startswith('--environment_type')]
     return opts + long_job + ['--environment_type=EXTERNAL', f'--environment_config={args.pool}',
                               f'--sdk_worker_parallelism={args.parallelism}',
@@ -140,6 +140,9 @@ def main():
     parser.add_argument('--pool', default='127.0.0.1:50000')
     parser.add_argument('--cluster_run_dir',
                         default=os.path.expanduser('~/.cache/beam_dp/flink-cluster'))
+    parser.add_argument('--streaming', action='store_true',
+                        help='streaming mode (the bounded rows end with a watermark at +inf); '
+                        'batch on the Flink session cluster stalled (see README)')
     parser.add_argument('--tag', default='')
     args = parser.parse_args()
     out_path = os.path.join(HERE, 'results', f'sidebyside_user_{args.tag or args.runner}.json')
