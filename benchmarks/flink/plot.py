@@ -50,13 +50,45 @@ def plot_efficiency(paths, out):
     print(f'wrote {out}')
 
 
+def plot_sidebyside(paths, out):
+    """Issue 15 on real runners (sidebyside_user.py results): rows/s per branch, one panel per
+    results file (runner, rows)."""
+    fig, axes = plt.subplots(1, len(paths), figsize=(4.8 * len(paths), 3.6), squeeze=False)
+    colours = {'np_combine': 'grey', 'event': 'tab:blue', 'user': 'tab:green'}
+    for ax, path in zip(axes[0], paths):
+        with open(path, encoding='utf-8') as f:
+            summary = json.load(f)
+        branches = summary['branches']
+        names = [b for b in ('np_combine', 'event', 'user') if b in branches]
+        ax.bar(names, [branches[b]['rows_per_second'] for b in names],
+               color=[colours[b] for b in names])
+        for i, b in enumerate(names):
+            ratio = summary['ratios'].get(f'{b}_throughput_over_np_combine')
+            if ratio is not None:
+                ax.text(i, branches[b]['rows_per_second'], f'{ratio:.2f}x', ha='center',
+                        va='bottom', fontsize=9)
+        args = summary['args']
+        mode = 'streaming' if args.get('streaming') else 'batch'
+        ax.set_title(f"{args['runner']} ({mode}), {args['rows']:,} rows", fontsize=10)
+        ax.set_ylabel('rows / s (label: vs np_combine)')
+    fig.suptitle('Side-by-side branches on real runners (issue 15)')
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f'wrote {out}')
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('results', nargs='+')
     parser.add_argument('--out', required=True)
     parser.add_argument('--efficiency', action='store_true',
                         help='CPU per million events (results of run.py with tree CPU sampling)')
+    parser.add_argument('--sidebyside', action='store_true',
+                        help='rows/s per branch (results of sidebyside_user.py)')
     args = parser.parse_args()
+    if args.sidebyside:
+        plot_sidebyside(args.results, args.out)
+        return
     if args.efficiency:
         plot_efficiency(args.results, args.out)
         return
