@@ -9,6 +9,13 @@ per impulse, ContinualCountPerKey (user-level, 256 public keys, 8 shards, ε = 1
 The time is Flink's own job duration (REST /jobs/<id>), so the job server's start-up and the
 submission are not counted. One Python SDK process per Flink worker (EXTERNAL worker pool,
 --sdk_worker_parallelism = parallelism): with LOOPBACK every worker shares one process (GIL).
+``--privacy load_test`` runs the load test's job instead (benchmarks/load_test/workload.py).
+
+Efficiency (issue 13 item 6): every run also reports the CPU of the worker pool with its SDK
+worker processes and of the JVMs, sampled from /proc (``cpu.TreeCpu``), as CPU-seconds per
+million events and events per core-second; the summary compares p2 with p1
+(``efficiency``). The worker pool starts SDK workers with ``python`` from PATH: put the venv
+first on PATH before starting the cluster.
 """
 
 import argparse
