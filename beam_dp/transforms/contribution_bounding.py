@@ -113,11 +113,20 @@ class _GroupByUnitInBundleFn(beam.DoFn):
     the bundle's inputs, so nothing becomes late by being grouped.
     """
 
-    def __init__(self, transform_label: str):
+    #: Records buffered before the groups are emitted early: a runner may make one bundle of the
+    #: whole input (Prism catching up, Flink on chunked input), and the buffer must not grow
+    #: with it. Emitting within the bundle changes nothing downstream (a unit's records may
+    #: already arrive in several bundles), and the watermark cannot pass a record of a bundle
+    #: that has not committed, so no record becomes late by it.
+    MAX_BUFFERED = 50_000
+
+    def __init__(self, transform_label: str, max_buffered: Optional[int] = None):
         self._label = transform_label
+        self._max_buffered = max_buffered or self.MAX_BUFFERED
 
     def start_bundle(self):
         self._groups = {}
+        self._buffered = 0
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam):
         unit, record = element
@@ -133,8 +142,14 @@ class _GroupByUnitInBundleFn(beam.DoFn):
         if group is None:
             self._groups[encoded] = group = (unit, [])
         group[1].append((record, micros))
+        self._buffered += 1
+        if self._buffered >= self._max_buffered:
+            yield from self._flush()
 
     def finish_bundle(self):
+        yield from self._flush()
+
+    def _flush(self):
         shards = collections.defaultdict(list)
         for encoded, (unit, records) in self._groups.items():
             shards[unit_shard(encoded)].append((encoded, unit, tuple(records)))
@@ -143,6 +158,7 @@ class _GroupByUnitInBundleFn(beam.DoFn):
             yield WindowedValue((shard, tuple(units)), Timestamp(micros=earliest),
                                 [GlobalWindow()])
         self._groups = {}
+        self._buffered = 0
 
 
 def _latest(tables, encoded):

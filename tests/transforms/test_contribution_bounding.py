@@ -363,3 +363,48 @@ def test_on_prism_unit_past_s_steps_keeps_s_and_late_records_are_late():
     """The same on Prism (portable: the 'released' timer and its state cell on a real runner)."""
     _past_s_steps_pipeline(beam.Pipeline(options=PipelineOptions(
         runners.prism_options(streaming=True))))
+
+
+def test_grouping_flushes_a_large_bundle_before_its_end():
+    """A bundle of the whole input (Prism catching up) must not be buffered whole: past
+    ``max_buffered`` records the groups are emitted from ``process``; every record comes out
+    once, each unit's records in arrival order, each group timestamped at its earliest record."""
+    records = [(f'u{i % 7}', ('k', 0, (0, 0, 1), f'r{i}')) for i in range(23)]
+    group_fn = _GroupByUnitInBundleFn('T', max_buffered=5)
+    group_fn.start_bundle()
+    outputs, early = [], 0
+    for i, element in enumerate(records):
+        out = list(group_fn.process(element, _Ts(1000 * i)))
+        early += len(out)
+        outputs += out
+        assert group_fn._buffered < 5
+    outputs += list(group_fn.finish_bundle())
+    assert early > 0
+    seen = collections.defaultdict(list)
+    for wv in outputs:
+        shard, units = wv.value
+        assert wv.timestamp.micros == min(m for _, _, recs in units for _, m in recs)
+        for encoded, unit, recs in units:
+            assert unit_shard(encoded) == shard
+            seen[unit] += [record[3] for record, _ in recs]
+    expected = collections.defaultdict(list)
+    for unit, record in records:
+        expected[unit].append(record[3])
+    assert seen == expected
+
+
+@pytest.mark.pipeline
+def test_pipeline_with_groups_emitted_from_process_keeps_the_same_records(monkeypatch):
+    """Every group emitted early (MAX_BUFFERED = 1: from ``process``, not ``finish_bundle``):
+    the same records kept, over the bound and late as when a bundle is grouped whole."""
+    monkeypatch.setattr(_GroupByUnitInBundleFn, 'MAX_BUFFERED', 1)
+    _past_s_steps_pipeline(beam.Pipeline(runner='DirectRunner', options=streaming()))
+
+
+@pytest.mark.integration
+@pytest.mark.prism
+@runners.requires_prism
+def test_on_prism_with_groups_emitted_from_process(monkeypatch):
+    monkeypatch.setattr(_GroupByUnitInBundleFn, 'MAX_BUFFERED', 1)
+    _past_s_steps_pipeline(beam.Pipeline(options=PipelineOptions(
+        runners.prism_options(streaming=True))))
