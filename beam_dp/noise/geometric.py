@@ -34,7 +34,6 @@ The scale is a rational rounded up to the 2**-20 grid exactly as ``discrete_lapl
 so the per-tick sampler, the skip-ahead sampler and ``discrete_laplace`` agree on the law.
 """
 
-import functools
 import math
 from fractions import Fraction
 from typing import Optional
@@ -45,7 +44,7 @@ from mpmath.libmp import libmpi
 from beam_dp.noise.rng import RandomSource
 from beam_dp.noise.samplers import Rational
 from beam_dp.noise.samplers import _bernoulli_exp_scalar
-from beam_dp.noise.samplers import as_rational_up
+from beam_dp.noise.samplers import _scale_nd       # memoised per scale (typed)
 
 __all__ = [
     'bernoulli_dlap_tail',
@@ -57,12 +56,6 @@ __all__ = [
 
 _WORD = 64
 _SERIES_CUTOFF = -40          # use the series for ln(1-q) when q < 2**-40
-
-
-@functools.lru_cache(maxsize=256)      # scales are few and public; as_rational_up is slow
-def _scale_nd(scale: Rational):
-    frac = as_rational_up(scale)
-    return frac.numerator, frac.denominator
 
 
 def log_dlap_tail(scale: Rational, k: int) -> float:

@@ -11,6 +11,7 @@ same algorithm as the scalar version, just in lock-step.
 """
 
 import fractions
+import functools
 import math
 import numbers
 from typing import Union
@@ -206,11 +207,19 @@ def discrete_laplace(rng: RandomSource, scale: Rational, size=None):
     Adding it to an integer statistic of L1 sensitivity Δ gives (Δ/scale)-DP. ``size=None``
     returns a Python int; otherwise an int64 array.
     """
-    frac = as_rational_up(scale)
-    n, d = frac.numerator, frac.denominator   # scale = n / d
+    n, d = _scale_nd(scale)                    # scale = n / d
     if size is None:
         return _discrete_laplace_scalar(rng, n, d)
     count = int(np.prod(size))
+    if count <= SMALL_SIZE:
+        out = np.asarray(_discrete_laplace_small(rng, n, d, count), dtype=np.int64)
+    else:
+        out = _discrete_laplace_vector(rng, n, d, count)
+    return out.reshape(size)
+
+
+def _discrete_laplace_vector(rng: RandomSource, n: int, d: int, count: int) -> np.ndarray:
+    """The numpy rounds of ``discrete_laplace`` for ``count`` values of scale n/d."""
     out = np.zeros(count, dtype=np.int64)
     filled = 0
     rate = 0.6
@@ -232,9 +241,106 @@ def discrete_laplace(rng: RandomSource, scale: Rational, size=None):
         accepted = np.where(b, -y, y)[ok][:needed]
         out[filled:filled + accepted.size] = accepted
         filled += accepted.size
-    if size is None:
-        return int(out[0])
-    return out.reshape(size)
+    return out
+
+
+#: ``discrete_laplace`` draws at most this many values with Python ints (numpy's per-call
+#: overhead dominates small arrays; measured crossover, benchmarks/throughput/dlap_small.py).
+SMALL_SIZE = 128
+
+
+@functools.lru_cache(maxsize=256, typed=True)      # scales are few and public
+def _scale_nd_cached(scale):
+    frac = as_rational_up(scale)
+    return frac.numerator, frac.denominator
+
+
+def _scale_nd(scale: Rational):
+    """(n, d) with scale rounded up to n/d (``as_rational_up``), memoised per scale."""
+    try:
+        return _scale_nd_cached(scale)
+    except TypeError:                   # unhashable: as_rational_up raises the message
+        frac = as_rational_up(scale)
+        return frac.numerator, frac.denominator
+
+
+def _discrete_laplace_small(rng: RandomSource, n: int, d: int, count: int) -> list:
+    """``_discrete_laplace_vector`` with Python lists: the same rounds, the same ``rng.uint64``
+    calls (sizes and order) and the same values, without numpy's per-operation overhead."""
+    out = []
+    rate = 0.6
+    while len(out) < count:
+        m = int((count - len(out)) / rate * 1.05) + 16
+        u = _uniform_list(rng, n, m)
+        accept_u = _bernoulli_exp_le1_list(rng, u, n)
+        v = _geometric_exp1_list(rng, m)
+        signs = rng.uint64(m).tolist()
+        ok = 0
+        for ui, vi, acc, word in zip(u, v, accept_u, signs):
+            y = (ui + n * vi) // d
+            negative = word & 1
+            if acc and not (negative and y == 0):
+                ok += 1
+                if len(out) < count:
+                    out.append(-y if negative else y)
+        rate = max(0.05, min(1.0, ok / m))
+    return out
+
+
+def _uniform_list(rng: RandomSource, m: int, count: int) -> list:
+    """``_uniform_below_scalar_m`` as a list (count ≥ 1)."""
+    if m == 1:
+        return [0] * count
+    shift = 64 - (m - 1).bit_length()
+    out = [w >> shift for w in rng.uint64(count).tolist()]
+    bad = [i for i, r in enumerate(out) if r >= m]
+    while bad:
+        redo = [w >> shift for w in rng.uint64(len(bad)).tolist()]
+        for i, r in zip(bad, redo):
+            out[i] = r
+        bad = [i for i, r in zip(bad, redo) if r >= m]
+    return out
+
+
+def _bernoulli_exp_le1_list(rng: RandomSource, num: list, den: int) -> list:
+    """``_bernoulli_exp_le1`` for one common denominator, as a list."""
+    out = [False] * len(num)
+    active = list(range(len(num)))
+    k = 1
+    while active:
+        if den * k > _INT64_MAX:
+            for i in active:
+                out[i] = _bernoulli_exp_le1_scalar(rng, num[i], den, k)
+            break
+        odd = k % 2 == 1
+        still = []
+        for i, r in zip(active, _uniform_list(rng, den * k, len(active))):
+            if r < num[i]:
+                still.append(i)
+            else:
+                out[i] = odd
+        active = still
+        k += 1
+    return out
+
+
+def _geometric_exp1_list(rng: RandomSource, n: int) -> list:
+    """``_geometric_exp1`` as a list (trials in pairs per element, as there)."""
+    v = [0] * n
+    active = list(range(n))
+    while active:
+        trials = _bernoulli_exp_le1_list(rng, [1] * (2 * len(active)), 1)
+        still = []
+        for j, i in enumerate(active):
+            if not trials[2 * j]:
+                continue
+            if trials[2 * j + 1]:
+                v[i] += 2
+                still.append(i)
+            else:
+                v[i] += 1
+        active = still
+    return v
 
 
 def _discrete_laplace_scalar(rng: RandomSource, n: int, d: int) -> int:
