@@ -40,7 +40,7 @@ class Cluster:
         """One Kafka expansion service and one Flink job server (submitting to this cluster)
         for all the module's jobs. Per job (a job server and three expansion-service JVMs per
         submission), submission to running tasks took 60-160 s on the loaded 2-core machine;
-        with these shared, 45-95 s."""
+        with these shared, 25-130 s."""
         self.expansion_service = ks.expansion_service()
         self.expansion_service.__enter__()            # kept up until stop_services
         port = ks.free_port()
