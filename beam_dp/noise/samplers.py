@@ -361,6 +361,15 @@ def _discrete_laplace_scalar(rng: RandomSource, n: int, d: int) -> int:
 
 def _uniform_below_int(rng: RandomSource, m: int) -> int:
     k = (m - 1).bit_length()
+    if k <= 64:
+        # rng.randbits(k) inlined (the per-tick SVT path): the same one-word call and value.
+        if k == 0:
+            return 0
+        shift = 64 - k
+        while True:
+            r = int(rng.uint64(1)[0]) >> shift
+            if r < m:
+                return r
     while True:
         r = rng.randbits(k)
         if r < m:

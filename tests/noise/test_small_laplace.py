@@ -140,3 +140,23 @@ def test_scale_cache_keeps_type_errors_and_rounding():
         noise.discrete_laplace(noise.seeded(1), -1.0, 3)
     assert samplers._scale_nd(0.1) == (lambda f: (f.numerator, f.denominator))(
         noise.as_rational_up(0.1))
+
+
+def _uniform_below_int_by_randbits(rng, m):
+    k = (m - 1).bit_length()
+    while True:
+        r = rng.randbits(k)
+        if r < m:
+            return r
+
+
+@pytest.mark.parametrize('m', [1, 2, 3, 5, 2 ** 20 + 1, 2 ** 52 * 3, 2 ** 63 - 1, 2 ** 64 - 5,
+                               2 ** 64, 2 ** 64 + 1, 2 ** 100 + 7], ids=str)
+def test_scalar_uniform_below_is_randbits_word_for_word(m):
+    """``_uniform_below_int`` reads one word per try itself (k ≤ 64) instead of via randbits:
+    the same calls, words and values."""
+    for seed in range(40):
+        fast, ref = Recording(noise.seeded(seed)), Recording(noise.seeded(seed))
+        got = [samplers._uniform_below_int(fast, m) for _ in range(5)]
+        assert got == [_uniform_below_int_by_randbits(ref, m) for _ in range(5)]
+        assert fast.calls == ref.calls
