@@ -30,7 +30,6 @@ import random
 import subprocess
 import sys
 import time
-import tracemalloc
 import types
 
 from apache_beam.coders import PickleCoder
@@ -38,6 +37,8 @@ from apache_beam.coders import PickleCoder
 from beam_dp import UserLevel
 from beam_dp.drivers.clock import StepClock
 from beam_dp.transforms import contribution_bounding as after_module
+
+import families  # this directory: the shared in-memory measure
 from beam_dp.transforms.shell import key_bytes
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -137,12 +138,7 @@ def measure(module, bags, patterns):
     for pattern, records in sorted(by_pattern.items()):
         table = module._UnitTable(records)           # pylint: disable=protected-access
         encoded = CODER.encode(table)
-        tracemalloc.start()
-        before = tracemalloc.get_traced_memory()[0]
-        decoded = CODER.decode(encoded)
-        in_memory = tracemalloc.get_traced_memory()[0] - before
-        tracemalloc.stop()
-        del decoded
+        in_memory = families.in_memory(table)
         sample = next(iter(records.values()))
         rows[pattern] = {'units': len(records),
                          'stored_bytes_per_unit': (len(encoded) - empty) / len(records),
