@@ -18,6 +18,7 @@ held in Beam state). The production source with replay-identical noise is ``keye
 import abc
 import hashlib
 import os
+import sys
 from typing import Optional
 
 import numpy as np
@@ -48,10 +49,17 @@ class RandomSource(abc.ABC):
     def derive(self, *labels) -> 'RandomSource':
         """Returns an independent sub-stream identified by ``labels``."""
 
+    def word(self) -> int:
+        """One uniform 64-bit word as a Python int: ``uint64(1)[0]``, the same word from the same
+        call (scalar samplers call this once per try; sources may override it to skip numpy)."""
+        return int(self.uint64(1)[0])
+
     def randbits(self, k: int) -> int:
         """A uniform Python int in [0, 2**k)."""
         if k <= 0:
             return 0
+        if k <= 64:
+            return self.word() >> (64 - k)
         words = (k + 63) // 64
         value = 0
         for word in self.uint64(words).tolist():
@@ -66,6 +74,10 @@ class SecureRandom(RandomSource):
 
     def uint64(self, size: int) -> np.ndarray:
         return np.frombuffer(os.urandom(8 * int(size)), dtype=np.uint64).copy()
+
+    def word(self) -> int:
+        # The 8 bytes uint64(1) would read, as the same native-order word, without numpy.
+        return int.from_bytes(os.urandom(8), sys.byteorder)
 
     def derive(self, *labels) -> 'SecureRandom':
         del labels  # Fresh OS randomness; nothing to derive.

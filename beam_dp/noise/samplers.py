@@ -367,7 +367,7 @@ def _uniform_below_int(rng: RandomSource, m: int) -> int:
             return 0
         shift = 64 - k
         while True:
-            r = int(rng.uint64(1)[0]) >> shift
+            r = rng.word() >> shift
             if r < m:
                 return r
     while True:
