@@ -304,13 +304,27 @@ class KeyedReleaseDriver:
         if self.private_keys is None:
             return dict(metric=self.metric, mechanism=self.mechanism_name,
                         epsilon=float(self.budget.epsilon or 0.0),
-                        delta=float(self.budget.delta), rho=float(self.budget.rho or 0.0),
+                        delta=float(self.budget.delta), rho=self._release_rho(),
                         privacy_unit=self.privacy_unit.describe())
         selection = self.private_keys.budget
-        epsilon = selection.epsilon if self.budget.is_zcdp else self.privacy_cost().epsilon
+        if self.budget.is_zcdp:                 # selection's (ε, δ) and the release's ρ
+            epsilon, delta = selection.epsilon, selection.delta
+        elif self.release_cost().is_zcdp:       # a Gaussian counter under an (ε, δ) budget,
+            epsilon = selection.epsilon + self.budget.epsilon   # spent as (ε, δ) (CKS): basic
+            delta = selection.delta + self.budget.delta         # composition with selection
+        else:
+            epsilon, delta = self.privacy_cost().epsilon, selection.delta
         return dict(metric=self.metric, mechanism=f'{self.mechanism_name}+continual_key_selection',
-                    epsilon=float(epsilon), delta=float(selection.delta),
-                    rho=float(self.budget.rho or 0.0), privacy_unit=self.privacy_unit.describe())
+                    epsilon=float(epsilon), delta=float(delta),
+                    rho=self._release_rho(), privacy_unit=self.privacy_unit.describe())
+
+    def _release_rho(self) -> float:
+        """ρ of a zCDP budget, or the ρ a Gaussian counter spends under an (ε, δ) budget (its
+        zCDP cost, checked as (ε, δ) through the CKS conversion); 0 for pure counters."""
+        if self.budget.is_zcdp:
+            return float(self.budget.rho)
+        cost = self.release_cost()
+        return float(cost.rho) if cost.is_zcdp else 0.0
 
     def describe(self) -> Dict[str, object]:
         """Data-independent facts for display data."""

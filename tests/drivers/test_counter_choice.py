@@ -142,7 +142,35 @@ def test_transform_spends_the_gaussian_cost_on_an_epsilon_delta_accountant():
     assert [e.label for e in acc.ledger] == ['Counts']
     assert acc.ledger[0].cost.rho == pytest.approx(RHO, rel=1e-12)
     assert acc.spent().epsilon <= 1.0 and acc.spent().delta == 1e-6
+    meta = t.driver.release_metadata()          # what every Release says of its privacy
+    assert (meta['epsilon'], meta['delta']) == (1.0, 1e-6)
+    assert meta['rho'] == pytest.approx(RHO, rel=1e-12)
     busy = BudgetAccountant(APPROX)
     busy.spend('earlier', PrivacyCost(epsilon=0.05))
     with pytest.raises(BudgetExceededError, match='ContinualCountPerKey'):
         ContinualCountPerKey(accountant=busy, **kwargs)
+
+
+@pytest.mark.parametrize('private', [False, True])
+@pytest.mark.parametrize('budget', [PrivacyBudget(epsilon=1.0), APPROX, PrivacyBudget(rho=0.5)])
+def test_release_metadata_for_every_notion_with_public_and_private_keys(budget, private):
+    """Every Release's privacy fields can be built (the DoFns build them at setup: an error
+    there would fail the job on every worker) and say what is spent: with an (ε, δ) budget and
+    BLT, the budget's (ε, δ) (plus the selection's with private keys) and BLT's ρ."""
+    from beam_dp import ContinualCountPerKey
+    from beam_dp.drivers.private_keys import PrivateKeys
+    selection = PrivacyBudget(epsilon=0.5, delta=1e-7)
+    keys = dict(keys=PrivateKeys(budget=selection)) if private else dict(public_keys=['a'])
+    t = ContinualCountPerKey(start=0, step=3600, end=LONG * 3600, budget=budget, **keys)
+    meta = t.driver.release_metadata()
+    sel_eps, sel_delta = (selection.epsilon, selection.delta) if private else (0.0, 0.0)
+    if budget.is_zcdp:
+        assert meta['rho'] == 0.5 and meta['epsilon'] == sel_eps
+    elif budget.delta:
+        assert meta['mechanism'].startswith('blt/')
+        assert meta['rho'] == pytest.approx(RHO, rel=1e-12)
+        assert meta['epsilon'] == pytest.approx(1.0 + sel_eps)
+        assert meta['delta'] == pytest.approx(1e-6 + sel_delta)
+    else:
+        assert meta['rho'] == 0.0 and meta['epsilon'] == pytest.approx(1.0 + sel_eps)
+        assert meta['delta'] == pytest.approx(sel_delta)
