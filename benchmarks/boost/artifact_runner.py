@@ -34,6 +34,8 @@ from turbo.query_processor import QueryProcessor
 from turbo.task import Task
 from turbo.utils.utils import DEFAULT_CONFIG_FILE
 
+from progress import Recorder  # benchmarks/boost/progress.py (ours)
+
 SHAPE = [2, 2, 4, 8]
 COVID_LR = '0:2_50:0.5_100:0.2'
 #: Our system names → the artifact's (mechanism, planner, exact cache, heuristic, lr, warm start).
@@ -89,6 +91,8 @@ def main():
     p.add_argument('--queries', type=int, default=5000)
     p.add_argument('--seed', type=int, default=64)
     p.add_argument('--out', required=True)
+    p.add_argument('--stride', type=int, default=1000, help='curve_points every N queries')
+    p.add_argument('--checkpoint', type=int, default=0, help='write the json every N queries')
     args = p.parse_args()
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -116,7 +120,10 @@ def main():
     if args.setting == 'static':
         for t in range(1, num_blocks):
             add_block(t)
-    curve, latencies, answered, paths, curve_spent = [], [], 0, {}, []
+    paths, previous = {}, [0.0]
+    recorder = Recorder(args.out, {'system': args.system, 'setting': args.setting, 'k': args.k,
+                                   'implementation': 'artifact'}, len(tasks), args.stride,
+                        args.checkpoint, lambda: {'paths': dict(paths), 'seed': args.seed})
     for i, (q, first, last, available) in enumerate(tasks):
         while db.blocks_count < available:
             add_block(db.blocks_count)
@@ -128,25 +135,14 @@ def main():
                     utility=0.05, utility_beta=0.001, name=str(i))
         t0 = time.perf_counter()
         info = processor.try_run_task(task)
-        latencies.append(time.perf_counter() - t0)
-        if info is not None:
-            answered += 1
-        spent = [10.0 - accountant.get_block_budget(b).epsilon for b in range(db.blocks_count)]
-        charged = sum(spent) - (sum(curve_spent[-1]) if curve_spent else 0.0)
-        curve_spent.append(spent)
-        paths[_charge_kind(charged, block_size)] = paths.get(
-            _charge_kind(charged, block_size), 0) + 1
-        curve.append(float(np.mean(spent)) if args.setting != 'streaming'
-                     else float(np.sum(spent) / num_blocks))
-    lat = np.array(latencies) * 1e3
-    json.dump({'system': args.system, 'setting': args.setting, 'k': args.k,
-               'implementation': 'artifact', 'queries': len(tasks), 'answered': answered,
-               'curve': curve[::max(1, len(curve) // 200)] + [curve[-1]],
-               'final_avg_budget': curve[-1], 'budget_per_answered': curve[-1] / max(1, answered),
-               'latency_ms_mean': float(lat.mean()), 'latency_ms_p50': float(np.median(lat)),
-               'latency_ms_p99': float(np.percentile(lat, 99)), 'paths': paths,
-               'seed': args.seed},
-              open(args.out, 'w'))
+        latency = time.perf_counter() - t0
+        spent = sum(10.0 - accountant.get_block_budget(b).epsilon
+                    for b in range(db.blocks_count))
+        kind = _charge_kind(spent - previous[0], block_size)
+        previous[0] = spent
+        paths[kind] = paths.get(kind, 0) + 1
+        recorder.add(spent / num_blocks, latency, info is not None)
+    recorder.write()
 
 
 if __name__ == '__main__':

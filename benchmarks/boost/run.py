@@ -26,6 +26,7 @@ from beam_dp.io.boost import BoostQueryRecord
 from beam_dp.mechanisms.boost import Readiness
 from beam_dp.mechanisms.boost import preset
 from beam_dp.mechanisms.boost.pmw_bypass import TreePMWBypass
+from progress import Recorder  # benchmarks/boost/progress.py
 
 SHAPE = (2, 2, 4, 8)
 SYSTEMS = ('pmw_bypass', 'vanilla_pmw', 'laplace', 'exact_cache', 'tree_exact_cache',
@@ -58,7 +59,8 @@ class _Timed:
 
 
 def run(data: str, setting: str, k: int, system: str, queries: int, seed: int = 0,
-        c0: float = 100, s0: float = 5) -> dict:
+        c0: float = 100, s0: float = 5, out: str = '', stride: int = 1000,
+        checkpoint: int = 0) -> dict:
     counts = np.load(f'{data}/blocks.npy')
     subsets = json.load(open(f'{data}/pool.json'))
     tasks = json.load(open(f'{data}/workload_{setting}_k{k}.json'))[:queries]
@@ -74,36 +76,35 @@ def run(data: str, setting: str, k: int, system: str, queries: int, seed: int = 
             state, _ = driver.add_block_counts(state, b, counts[b])
         state, _ = driver.seal_until(state, through, rng)
 
+    paths = collections.Counter()
+
+    def extra():
+        mech_lat = np.array(timer.times) * 1e3
+        return {'mechanism_latency_ms_mean': float(mech_lat.mean()),
+                'mechanism_latency_ms_p50': float(np.median(mech_lat)),
+                'paths': dict(paths), 'seed': seed, 'c0': c0, 's0': s0}
+
+    recorder = Recorder(out, {'system': system, 'setting': setting, 'k': k,
+                              'implementation': 'beam_dp'}, len(tasks), stride, checkpoint,
+                        extra)
     seal(1 if setting != 'static' else num_blocks)
-    curve, latencies, answered, paths = [], [], 0, collections.Counter()
     for i, (q, first, last, available) in enumerate(tasks):
         if available > state.mech.num_blocks:
             seal(available)
         record = BoostQueryRecord(str(i), 'covid', [list(s) for s in subsets[q]], [], first,
                                   last, 0)
         t0 = time.perf_counter()
-        state, out = driver.submit(state, [record], rng)
-        latencies.append(time.perf_counter() - t0)
-        result = out[0]
+        state, result = driver.submit(state, [record], rng)
+        latency = time.perf_counter() - t0
+        result = result[0]
         if isinstance(result, BoostAnswerRecord):
-            answered += 1
             paths[result.path] += 1
         else:
             paths['refused:' + result.reason] += 1
         consumed = state.mech.filters.consumed
-        spent = sum(consumed.values())
-        curve.append(spent / num_blocks)
-    lat = np.array(latencies) * 1e3
-    mech_lat = np.array(timer.times) * 1e3
-    return {'system': system, 'setting': setting, 'k': k, 'implementation': 'beam_dp',
-            'queries': len(tasks), 'answered': answered,
-            'curve': curve[::max(1, len(curve) // 200)] + [curve[-1]],
-            'final_avg_budget': curve[-1], 'budget_per_answered': curve[-1] / max(1, answered),
-            'latency_ms_mean': float(lat.mean()), 'latency_ms_p50': float(np.median(lat)),
-            'latency_ms_p99': float(np.percentile(lat, 99)),
-            'mechanism_latency_ms_mean': float(mech_lat.mean()),
-            'mechanism_latency_ms_p50': float(np.median(mech_lat)),
-            'paths': dict(paths), 'seed': seed, 'c0': c0, 's0': s0}
+        recorder.add(sum(consumed.values()) / num_blocks, latency,
+                     isinstance(result, BoostAnswerRecord))
+    return recorder.write() if out else recorder.record()
 
 
 def main():
@@ -117,10 +118,11 @@ def main():
     p.add_argument('--c0', type=float, default=100)
     p.add_argument('--s0', type=float, default=5)
     p.add_argument('--out', required=True)
+    p.add_argument('--stride', type=int, default=1000, help='curve_points every N queries')
+    p.add_argument('--checkpoint', type=int, default=0, help='write the json every N queries')
     args = p.parse_args()
-    result = run(args.data, args.setting, args.k, args.system, args.queries, args.seed,
-                 args.c0, args.s0)
-    json.dump(result, open(args.out, 'w'))
+    run(args.data, args.setting, args.k, args.system, args.queries, args.seed, args.c0, args.s0,
+        args.out, args.stride, args.checkpoint)
 
 
 if __name__ == '__main__':

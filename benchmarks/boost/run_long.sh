@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Long side by side (both systems, same workload) in the partitioned settings, plus more
+# monoblock seeds. Two lanes, each one process at a time (run them concurrently: at most 2
+# processes), every run `nice`d and checkpointed (its json is rewritten every 5,000 queries, so
+# a stopped run keeps its curve so far; "complete": false marks it).
+#   static:    the first $QS queries of the 300K workload (a prefix of a static workload is a
+#              static workload, so ours' 300K run shares it): workload.py /tmp/boost_bench_300k 300000
+#   streaming: a workload generated at $QT queries (1 -> 50 blocks, QT/50 queries per block):
+#              workload.py /tmp/bb_100k 100000
+#   monoblock: the 20K workload (workload.py /tmp/boost_bench 20000), seeds 8-23 (ours) and
+#              73-88 (the artifact) added to results/seeds/ (0-7 and 64-72).
+# Usage: run_long.sh lane_a|lane_b OUT_DIR   (run from the repository root)
+set -euo pipefail
+LANE=$1
+OUT=${2:-/tmp/bb_res}
+STATIC=${STATIC:-/tmp/boost_bench_300k}
+STREAM=${STREAM:-/tmp/bb_100k}
+MONO=${MONO:-/tmp/boost_bench}
+QS=${QS:-150000}
+QT=${QT:-100000}
+mkdir -p "$OUT" "$OUT/seeds"
+data() { if [ "$1" = static ]; then echo "$STATIC"; else echo "$STREAM"; fi; }
+count() { if [ "$1" = static ]; then echo "$QS"; else echo "$QT"; fi; }
+ours() {  # setting k system
+  nice -n 10 .venv/bin/python benchmarks/boost/run.py --data "$(data "$1")" --setting "$1" \
+    --k "$2" --system "$3" --queries "$(count "$1")" --seed 0 --checkpoint 5000 \
+    --out "$OUT/ours_$1_k$2_$3_s0.json"
+  echo "$(date -u +%T) done ours $1 k=$2 $3"
+}
+artifact() {  # setting k system
+  LOGURU_LEVEL=ERROR PYTHONPATH=/tmp/turbo PYTHONWARNINGS=ignore nice -n 10 \
+    /tmp/turbo-venv/bin/python benchmarks/boost/artifact_runner.py --data "$(data "$1")" \
+    --setting "$1" --k "$2" --system "$3" --queries "$(count "$1")" --checkpoint 5000 \
+    --out "$OUT/artifact_$1_k$2_$3.json" 2>>"$OUT/artifact_stderr.log"
+  echo "$(date -u +%T) done artifact $1 k=$2 $3"
+}
+seeds() {  # monoblock k=1 pmw_bypass, 16 more seeds per implementation
+  for i in $(seq 8 23); do
+    nice -n 10 .venv/bin/python benchmarks/boost/run.py --data "$MONO" --setting monoblock \
+      --k 1 --system pmw_bypass --queries 20000 --seed "$i" \
+      --out "$OUT/seeds/ours_monoblock_k1_pmw_bypass_s$i.json"
+    LOGURU_LEVEL=ERROR PYTHONPATH=/tmp/turbo PYTHONWARNINGS=ignore nice -n 10 \
+      /tmp/turbo-venv/bin/python benchmarks/boost/artifact_runner.py --data "$MONO" \
+      --setting monoblock --k 1 --system pmw_bypass --queries 20000 --seed $((65 + i)) \
+      --out "$OUT/seeds/artifact_monoblock_k1_pmw_bypass_s$((65 + i)).json" \
+      2>>"$OUT/artifact_stderr.log"
+    echo "$(date -u +%T) done seeds $i / $((65 + i))"
+  done
+}
+if [ "$LANE" = lane_a ]; then      # the artifact's Boost
+  for k in 0 1; do artifact static $k tree_pmw_bypass; done
+  for k in 0 1; do artifact streaming $k tree_pmw_bypass_warm; done
+  for k in 0 1; do artifact streaming $k tree_pmw_bypass; done
+else                               # ours, the monoblock seeds, the artifact's baselines
+  for k in 0 1; do
+    for s in exact_cache tree_exact_cache tree_pmw_bypass; do ours static $k $s; done
+    for s in exact_cache tree_exact_cache tree_pmw_bypass tree_pmw_bypass_warm; do
+      ours streaming $k $s; done
+  done
+  seeds
+  for k in 0 1; do for st in static streaming; do artifact $st $k exact_cache; done; done
+  for k in 0 1; do for st in static streaming; do artifact $st $k tree_exact_cache; done; done
+fi
