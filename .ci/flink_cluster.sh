@@ -23,6 +23,8 @@
 #      BEAM_DP_WORKER_POOL_PORT (50000), BEAM_DP_PYTHON (python for the worker pool, default python3)
 #      BEAM_DP_FLINK_CLUSTER_RUN (run dir, default <cache>/flink-cluster), BEAM_DP_FLINK_RPC_PORT
 #      (6123), BEAM_DP_FLINK_BLOB_PORT (6124), BEAM_DP_FLINK_CONF_EXTRA (lines appended to the conf)
+#      BEAM_DP_FLINK_TM_HEAP (TaskManager -Xms/-Xmx, default 896m; raise taskmanager.memory.task.heap.size
+#      with it through BEAM_DP_FLINK_CONF_EXTRA: a later line of the conf wins)
 set -euo pipefail
 
 CACHE="${BEAM_DP_CACHE:-$HOME/.cache/beam_dp}"
@@ -110,7 +112,7 @@ cmd_start() {
   command -v java >/dev/null || { echo "flink_cluster.sh: java not found" >&2; exit 2; }
   mkdir -p "$RUN"; write_conf
   start_jvm jobmanager org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint 640m 128m
-  start_jvm taskmanager org.apache.flink.runtime.taskexecutor.TaskManagerRunner 896m 256m
+  start_jvm taskmanager org.apache.flink.runtime.taskexecutor.TaskManagerRunner "${BEAM_DP_FLINK_TM_HEAP:-896m}" 256m
   if [[ "${BEAM_DP_WORKER_POOL:-0}" == 1 ]] && ! alive workerpool; then
     nohup "$PY" -m apache_beam.runners.worker.worker_pool_main --service_port="$POOL_PORT" \
       >"$RUN/workerpool.log" 2>&1 </dev/null &

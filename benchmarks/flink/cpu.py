@@ -6,6 +6,8 @@ count from their CPU at start, processes born later count in full, processes tha
 to their last sample (every ``interval`` seconds, so at most that much of each exited process's
 CPU is missed). The Python SDK workers of a Flink worker pool are children of the pool process
 and exit with the job: this is how their CPU is measured without relying on the pool reaping them.
+``peak_rss_mb()`` gives, per name, the largest resident set (RSS) of the whole tree seen at one
+sample (the sum over its processes), and the largest such sum over all names together.
 """
 
 import os
@@ -13,6 +15,7 @@ import threading
 import time
 
 CLK = os.sysconf('SC_CLK_TCK')
+PAGE = os.sysconf('SC_PAGE_SIZE')
 
 
 def _children(pid):
@@ -60,6 +63,15 @@ def cpu(pid):
         return None
 
 
+def rss(pid):
+    """Resident set size of ``pid`` in bytes (0 if it is gone)."""
+    try:
+        with open(f'/proc/{pid}/statm', encoding='ascii') as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class TreeCpu(threading.Thread):
     """Samples the CPU of named process trees; ``only`` optionally restricts a name to
     processes whose ``comm`` starts with a prefix (e.g. the ``java`` children of this process:
@@ -69,10 +81,13 @@ class TreeCpu(threading.Thread):
         super().__init__(daemon=True)
         self._roots, self._only, self._interval = dict(roots), dict(only or {}), interval
         self._base, self._last, self._halt = {}, {}, threading.Event()
+        self._peak = {}
         self._sample(self._base)
 
     def _sample(self, into):
+        resident = {}
         for name, root in self._roots.items():
+            resident[name] = 0
             for pid in tree(root):
                 prefix = self._only.get(name)
                 if prefix and not comm(pid).startswith(prefix):
@@ -80,6 +95,14 @@ class TreeCpu(threading.Thread):
                 c = cpu(pid)
                 if c is not None:
                     into[(name, pid)] = c
+                    resident[name] += rss(pid)
+        resident['all'] = sum(resident.values())
+        for name, r in resident.items():
+            self._peak[name] = max(self._peak.get(name, 0), r)
+
+    def peak_rss_mb(self):
+        """{name: peak RSS of the tree in MiB, 'all': peak of the sum over every tree}."""
+        return {name: round(r / 2**20) for name, r in self._peak.items()}
 
     def run(self):
         while not self._halt.wait(self._interval):

@@ -16,7 +16,15 @@ timestamps uniform over 64 steps of 60 s), imported, not copied. Branches as the
 other; time = Flink's job duration (REST) on a cluster, else wall time of ``run()`` +
 ``wait_until_finish()``; CPU = the runner's processes (``cpu.TreeCpu``): the worker pool and its
 SDK workers and the cluster JVMs on Flink, this process (SDK harness, LOOPBACK) and Prism on
-Prism. Outputs are counted (Beam counters) and checked where the runner returns metrics.
+Prism; also the peak resident memory of each. Outputs are counted (Beam counters) and checked
+where the runner returns metrics.
+
+``pipelinedp``: the side-by-side's PipelineDP branch (``sbs.build``'s parameters: batch DP COUNT
+per key, public partitions, ≤ 4 keys and ≤ 8 per key per user, ε = 1, δ = 1e-6). It needs
+``pipeline_dp`` importable here and in the SDK workers: run this script with the PipelineDP venv's
+python (``throughput_sidebyside/run.py --pdp-venv``, default /tmp/pdp_sbs, which sees this
+repository's Beam) and give that branch its own worker pool started from that venv
+(``--pdp_pool``; its pid in ``<cluster_run_dir>/workerpool_pdp.pid`` for the CPU accounting).
 """
 
 import argparse
@@ -24,6 +32,7 @@ import json
 import os
 import platform
 import sys
+import threading
 import time
 import urllib.request
 
@@ -40,32 +49,35 @@ from benchmarks.throughput_sidebyside import run as sbs  # pylint: disable=wrong
 from beam_dp import ContinualCountPerKey, PrivacyBudget, UserLevel  # pylint: disable=wrong-import-position
 from tests import runners  # pylint: disable=wrong-import-position
 
-BRANCHES = ('np_combine', 'event', 'user')
+BRANCHES = ('np_combine', 'event', 'user', 'pipelinedp')
 #: The side-by-side's defaults (benchmarks/throughput_sidebyside/run.py): the same rows.
 ROWS_DEFAULTS = (('rows', 1_000_000), ('keys', 10_000), ('users', 100_000), ('steps', 64),
                  ('seed', 7))
 
 
-def options(args):
+def options(args, pool=None):
     long_job = ['--job_server_timeout=86400']   # see run.py: the state stream's gRPC deadline
     if args.runner == 'prism':
         return runners.prism_options(streaming=args.streaming) + long_job
     opts = [o for o in runners.flink_options(streaming=args.streaming,
                                              parallelism=args.parallelism, master=args.master)
             if not o.startswith('--environment_type')]
-    return opts + long_job + ['--environment_type=EXTERNAL', f'--environment_config={args.pool}',
+    return opts + long_job + ['--environment_type=EXTERNAL', f'--environment_config={pool or args.pool}',
                               f'--sdk_worker_parallelism={args.parallelism}',
                               '--load_balance_bundles']
 
 
 def build(branch, args):
-    p = beam.Pipeline(options=PipelineOptions(options(args)))
+    pool = args.pdp_pool if branch == 'pipelinedp' else None
+    p = beam.Pipeline(options=PipelineOptions(options(args, pool)))
     rows = (p | 'Chunks' >> beam.Create(list(range(rows_module.CHUNKS)))
             | 'Generate' >> beam.ParDo(rows_module.GenerateEvents(
                 args.seed, args.rows, args.keys, args.users, args.steps)))
     expected = None
     if branch == 'np_combine':
         out = rows | 'KeyStep' >> beam.Map(sbs._step_of) | 'Sum' >> beam.CombinePerKey(sum)  # pylint: disable=protected-access
+    elif branch == 'pipelinedp':
+        out, expected = pipelinedp_count(rows, args)
     else:
         kwargs = dict(public_keys=[f'k{i:05d}' for i in range(args.keys)], start=sbs.START,
                       step=sbs.STEP, end=sbs.START + args.steps * sbs.STEP,
@@ -82,9 +94,50 @@ def build(branch, args):
     return p, expected
 
 
+def pipelinedp_count(rows, args):
+    """The side-by-side's PipelineDP branch (the same parameters as ``sbs.build``)."""
+    import pipeline_dp  # pylint: disable=import-outside-toplevel,import-error
+    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=1e-6)
+    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.BeamBackend())
+    params = pipeline_dp.AggregateParams(
+        metrics=[pipeline_dp.Metrics.COUNT], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+        max_partitions_contributed=4, max_contributions_per_partition=8)
+    extractors = pipeline_dp.DataExtractors(partition_extractor=lambda r: r[0],
+                                            privacy_id_extractor=sbs._user,  # pylint: disable=protected-access
+                                            value_extractor=lambda r: 0)
+    out = engine.aggregate(rows, params, extractors,
+                           public_partitions=[f'k{i:05d}' for i in range(args.keys)])
+    accountant.compute_budgets()
+    return out, args.keys
+
+
 def rest(master, path):
     with urllib.request.urlopen(f'http://{master}{path}', timeout=10) as response:
         return json.load(response)
+
+
+class HeapSampler(threading.Thread):
+    """Peak JVM heap in use (live + not yet collected) of the cluster's TaskManager(s), from
+    Flink's REST (refreshed by the JobManager every 10 s; polled every 2 s); RSS says little for
+    a JVM started with -Xms = -Xmx."""
+
+    def __init__(self, master):
+        super().__init__(daemon=True)
+        self.master, self.peak_mib, self.halt = master, 0, threading.Event()
+
+    def run(self):
+        while not self.halt.wait(2.0):
+            try:
+                for tm in rest(self.master, '/taskmanagers')['taskmanagers']:
+                    used = rest(self.master, f"/taskmanagers/{tm['id']}")['metrics']['heapUsed']
+                    self.peak_mib = max(self.peak_mib, round(used / 2**20))
+            except Exception:  # pylint: disable=broad-except
+                pass   # the TaskManager may be gone (e.g. out of heap): keep the peak seen
+
+    def stop(self):
+        self.halt.set()
+        self.join()
+        return self.peak_mib
 
 
 def counters(result):
@@ -99,33 +152,46 @@ def counters(result):
 def run_branch(branch, args):
     p, expected = build(branch, args)
     if args.runner == 'flink_cluster':
-        roots = {name: int(open(os.path.join(args.cluster_run_dir, f'{name}.pid'),  # pylint: disable=consider-using-with
+        pool = 'workerpool_pdp' if branch == 'pipelinedp' else 'workerpool'
+        roots = {name: int(open(os.path.join(args.cluster_run_dir, f'{pid_file}.pid'),  # pylint: disable=consider-using-with
                                 encoding='ascii').read())
-                 for name in ('jobmanager', 'taskmanager', 'workerpool')}
+                 for name, pid_file in (('jobmanager', 'jobmanager'),
+                                        ('taskmanager', 'taskmanager'), ('workerpool', pool))}
         before = {j['jid'] for j in rest(args.master, '/jobs/overview')['jobs']}
-        sampler = TreeCpu(roots)
+        # the job server: the java child of this process (translates and submits the job)
+        sampler = TreeCpu(dict(roots, jobserver=os.getpid()), only={'jobserver': 'java'})
+        heap = HeapSampler(args.master)
+        heap.start()
     else:   # Prism: the SDK harness runs in this process (LOOPBACK), Prism is its child
-        sampler = TreeCpu({'this_process_and_prism': os.getpid()})
+        sampler, heap = TreeCpu({'this_process_and_prism': os.getpid()}), None
     sampler.start()
     t0 = time.perf_counter()
-    result = p.run()
-    result.wait_until_finish()
+    result, error = p.run(), None
+    try:
+        result.wait_until_finish()
+    except Exception as e:  # pylint: disable=broad-except
+        error = repr(e)[:500]   # recorded (e.g. a TaskManager out of heap), not raised
     wall = time.perf_counter() - t0
     time.sleep(1)
     cpu = sampler.stop()
-    seconds = wall
+    heap_mib = heap.stop() if heap else None
+    seconds, job_state = wall, str(result.state)
     if args.runner == 'flink_cluster':
         job = max((j for j in rest(args.master, '/jobs/overview')['jobs']
                    if j['jid'] not in before), key=lambda j: j['start-time'])
-        seconds = job['duration'] / 1000.0
+        seconds, job_state = job['duration'] / 1000.0, job['state']
     got = counters(result)
-    if expected is not None and got.get('outputs') not in (None, expected):
+    if error is None and expected is not None and got.get('outputs') not in (None, expected):
         raise AssertionError(f'{branch}: {got} outputs, expected {expected}')
-    total_cpu = sum(v for k, v in cpu.items() if not k.endswith('_processes'))
+    total_cpu = sum(v for k, v in cpu.items()
+                    if not k.endswith('_processes') and k != 'jobserver')
     return {'branch': branch, 'label': sbs.LABELS[branch], 'seconds': round(seconds, 1),
             'wall_seconds_incl_submission': round(wall, 1),
             'rows_per_second': round(args.rows / seconds, 1), 'cpu_seconds': cpu,
             'rows_per_core_second': round(args.rows / total_cpu, 1) if total_cpu else None,
+            'core_seconds_excl_jobserver': round(total_cpu, 1),
+            'peak_rss_mib': sampler.peak_rss_mb(), 'peak_taskmanager_heap_used_mib': heap_mib,
+            'state': job_state, 'error': error,
             'counters': got}
 
 
@@ -138,6 +204,8 @@ def main():
     parser.add_argument('--parallelism', type=int, default=1)
     parser.add_argument('--master', default='127.0.0.1:8081')
     parser.add_argument('--pool', default='127.0.0.1:50000')
+    parser.add_argument('--pdp_pool', default='127.0.0.1:50001',
+                        help='worker pool (started from the PipelineDP venv) for pipelinedp')
     parser.add_argument('--cluster_run_dir',
                         default=os.path.expanduser('~/.cache/beam_dp/flink-cluster'))
     parser.add_argument('--streaming', action='store_true',
@@ -154,8 +222,11 @@ def main():
         results['branches'][branch] = r
         print(json.dumps(r), flush=True)
         t = {b: v['seconds'] for b, v in results['branches'].items()}
+        c = {b: v['core_seconds_excl_jobserver'] for b, v in results['branches'].items()}
         results['ratios'] = {f'{b}_throughput_over_np_combine': round(t['np_combine'] / t[b], 3)
                              for b in t if 'np_combine' in t}
+        results['ratios'].update({f'{b}_core_seconds_np_combine_over_branch':
+                                  round(c['np_combine'] / c[b], 3) for b in c if 'np_combine' in c})
         with open(out_path, 'w', encoding='utf-8') as f:   # after every branch
             json.dump(results, f, indent=1)
     print(json.dumps(results['ratios'], indent=1))
