@@ -12,6 +12,12 @@ not functions of the data (the paper's Yedida constant is both; it is only used 
 | ``SoftmaxCrossEntropy`` (W ∈ R^{K×d}, Frobenius) | {0..K−1} | √2·C (‖(p−e_y)xᵀ‖ ≤ √2‖x‖) | C²/2 |
 | ``HuberSVM`` (width h) | {0, 1} | C | C²/(2h) |
 
+``lipschitz_l1(d)`` bounds ‖∇_w ℓ‖₁ for d features (what an L1-calibrated mechanism, e.g.
+DP-FTRL on a discrete-Laplace counter, needs): ‖x‖₁ ≤ √d·‖x‖₂ ≤ √d·C, so √d·C for the binary
+losses (|φ'| ≤ 1) and 2√d·C for softmax (‖(p − e_y)xᵀ‖₁ = ‖p − e_y‖₁·‖x‖₁, ‖p − e_y‖₁ =
+2(1 − p_y) ≤ 2): below the generic √(K·d)·L (Cauchy–Schwarz over all K·d parameters) by √(K/2)
+for K ≥ 2 classes; attained as p_y → 0 by a row with equal-magnitude entries.
+
 The regulariser (μ/2)‖w−c‖² of PSGD/PBERM adds μ to β but not to L: neighbours differ only in
 the data term, and the centre c is a released model shared by both (spec 003 §2.1). Squared
 hinge and ridge are not offered: their gradients are unbounded on an unconstrained domain, so
@@ -74,6 +80,11 @@ class Loss:
     def n_params(self, dim: int) -> int:
         return dim
 
+    def lipschitz_l1(self, dim: int) -> float:
+        """A per-example bound on ‖∇_w ℓ‖₁ for ``dim`` features (generic: Cauchy–Schwarz
+        √(n_params)·L; the concrete losses override it with a tighter bound)."""
+        return math.sqrt(self.n_params(dim)) * self.lipschitz
+
     def per_example_grads(self, w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """(n, n_params) per-example gradients of the data term."""
         raise NotImplementedError
@@ -107,6 +118,9 @@ class _Binary(Loss):
     @property
     def lipschitz(self) -> float:
         return self.clip_norm          # |φ'| ≤ 1
+
+    def lipschitz_l1(self, dim: int) -> float:
+        return math.sqrt(dim) * self.clip_norm          # |φ'|·‖x‖₁ ≤ √d·‖x‖₂
 
     def phi(self, z):
         raise NotImplementedError
@@ -183,6 +197,9 @@ class SoftmaxCrossEntropy(Loss):
 
     def n_params(self, dim: int) -> int:
         return self.num_classes * dim
+
+    def lipschitz_l1(self, dim: int) -> float:
+        return 2.0 * math.sqrt(dim) * self.clip_norm    # ‖p − e_y‖₁·‖x‖₁ ≤ 2·√d·C
 
     def _residual(self, w, x, y):
         logits = x @ w.reshape(self.num_classes, -1).T

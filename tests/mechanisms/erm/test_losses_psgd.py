@@ -36,6 +36,38 @@ def test_per_example_gradient_norm_at_most_lipschitz(seed, scale, which):
     assert np.allclose(loss.grad_sum(w, x, y), loss.per_example_grads(w, x, y).sum(axis=0))
 
 
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2 ** 31), scale=st.floats(0.01, 100.0), which=st.integers(0, 2),
+       d=st.integers(1, 12))
+def test_per_example_gradient_l1_norm_at_most_lipschitz_l1(seed, scale, which, d):
+    loss = LOSSES[which]
+    rng = np.random.default_rng(seed)
+    x = clip_features(rng.normal(size=(20, d)) * scale, loss.clip_norm)
+    y = rng.integers(0, loss.num_classes, 20)
+    w = rng.normal(size=loss.n_params(d)) * scale
+    l1 = np.abs(loss.per_example_grads(w, x, y)).sum(axis=1)
+    assert np.all(l1 <= loss.lipschitz_l1(d) * (1 + 1e-9))
+    assert loss.lipschitz_l1(d) <= np.sqrt(loss.n_params(d)) * loss.lipschitz * (1 + 1e-12)
+
+
+@pytest.mark.parametrize('loss', LOSSES)
+def test_lipschitz_l1_is_attained(loss):
+    """A row of equal-magnitude entries on the norm ball, a label the model gets badly wrong:
+    ‖∇ℓ‖₁ reaches the bound (so it cannot be lowered)."""
+    d = 9
+    x = np.full((1, d), loss.clip_norm / np.sqrt(d))
+    if loss.num_classes == 2:
+        w, y = np.full(d, 50.0), np.array([0])           # margin −150·C/√d·… → |φ'| = 1
+    else:
+        w = np.zeros((loss.num_classes, d))
+        w[1] = 200.0                                     # p_0 → 0
+        w, y = w.reshape(-1), np.array([0])
+    l1 = np.abs(loss.per_example_grads(w, x, y)).sum()
+    assert l1 == pytest.approx(loss.lipschitz_l1(d), rel=1e-6)
+    assert SoftmaxCrossEntropy(clip_norm=1.0, num_classes=10).lipschitz_l1(65) == \
+        pytest.approx(2 * np.sqrt(65))
+
 @pytest.mark.parametrize('loss', LOSSES)
 def test_gradients_match_finite_differences(loss):
     rng = np.random.default_rng(1)
