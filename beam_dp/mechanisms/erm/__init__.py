@@ -2,7 +2,8 @@
 
 Pure numpy: losses with honest constants, PSGD/PBERM output perturbation with L2-Laplace noise,
 the release schedules (Alg 2/4/5, sampling variants, baselines) as side-effect-free state
-machines, the per-block ledger, and ``ERMRelease`` that runs a schedule over blocks.
+machines, the per-block ledger, ``ERMRelease`` that runs a schedule over blocks, and ``combine``: weighted
+averages of published models (post-processing).
 Event-level privacy (one record), substitution neighbours (add/remove reduces to substitution
 with a padding slot, since every block is padded to its public nominal size).
 """
@@ -10,6 +11,9 @@ with a padding slot, since every block is padded to its public nominal size).
 from beam_dp.mechanisms.erm.baselines import IndependentBlocks
 from beam_dp.mechanisms.erm.baselines import NaivePerRound
 from beam_dp.mechanisms.erm.baselines import chained_basic
+from beam_dp.mechanisms.erm.combine import RunningCombination
+from beam_dp.mechanisms.erm.combine import combine_releases
+from beam_dp.mechanisms.erm.combine import inverse_variance_weights
 from beam_dp.mechanisms.erm.ledger import BlockLedger
 from beam_dp.mechanisms.erm.losses import BinaryLogistic
 from beam_dp.mechanisms.erm.losses import HuberSVM
@@ -41,10 +45,13 @@ __all__ = [
     'PSGD',
     'ReleaseEvent',
     'ReleasedModel',
+    'RunningCombination',
     'SlidingWindowChain',
     'SoftmaxCrossEntropy',
     'TrainJob',
     'chained_basic',
     'clip_features',
+    'combine_releases',
+    'inverse_variance_weights',
     'pberm_release',
 ]
