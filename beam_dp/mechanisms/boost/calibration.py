@@ -13,6 +13,13 @@ value in fraction units depends on (α, β) alone (spec §2 "scale invariance").
 * C5/C6 (optional, App. A.5): RDP curves of Laplace, of the SV initialisation, of the Gaussian
   mechanism, the RDP → (ε, δ) conversion, and a Gaussian std derived directly from its tail
   (erratum 14: the printed σ mixes units and is not used).
+* C5' Gaussian over k nodes (``noise='gaussian'``, zCDP): node i gets N(0, σ_i²) with
+  σ_i = 1/(n_i √(2ρ)) (ρ-zCDP for its sensitivity-1/n_i fraction, the same ρ on every node so
+  each block is charged ρ once); the n-weighted aggregate is exactly N(0, k/(2ρ n_Lap²)) (a
+  sum of independent Gaussians), so Pr[|·| > α] ≤ β_L iff ρ ≥ k z²/(2 n_Lap² α²) with
+  z = Φ⁻¹(1 − β_L/2): the closed form of ``calibrate_gaussian``. (The discrete Gaussian on a
+  grid meets the same tail up to the grid margin, ``boost.gaussian``.) A pure-ε cost (the
+  sparse vector keeps its Laplace noise) enters a zCDP filter as ε²/2 (``pure_to_zcdp``).
 
 All functions are pure floating-point arithmetic on public parameters.
 """
@@ -24,9 +31,11 @@ from fractions import Fraction
 from typing import Sequence
 
 from beam_dp import _validation as v
+from beam_dp.accounting import PrivacyCost
 
 __all__ = [
     'DEFAULT_RDP_ORDERS',
+    'calibrate_gaussian',
     'calibrate_laplace',
     'calibrate_pmw',
     'calibrate_pmw_loose',
@@ -34,11 +43,13 @@ __all__ = [
     'calibrate_sv_tree',
     'gaussian_rdp',
     'gaussian_std_for_tail',
+    'gaussian_z',
     'k_laplace_tail',
     'k_laplace_x',
     'laplace_rdp',
     'pmw_tail',
     'pmw_tight_x',
+    'pure_to_zcdp',
     'rdp_to_dp',
     'sv_rdp',
 ]
@@ -190,3 +201,29 @@ def gaussian_std_for_tail(alpha: float, beta: float) -> float:
     v.check_probability(_OWNER, 'alpha', alpha, allow_zero=False, allow_one=True)
     v.check_probability(_OWNER, 'beta', beta, allow_zero=False)
     return alpha / statistics.NormalDist().inv_cdf(1.0 - beta / 2.0)
+
+
+# --- Optional Gaussian noise under zCDP (C5', ``noise='gaussian'``). ------------------------------
+
+@functools.lru_cache(maxsize=256)
+def gaussian_z(beta: float) -> float:
+    """z = Φ⁻¹(1 − β/2): Pr[|N(0, 1)| > z] = β (3.2905 at β = 1e-3)."""
+    v.check_probability(_OWNER, 'beta', beta, allow_zero=False)
+    return statistics.NormalDist().inv_cdf(1.0 - beta / 2.0)
+
+
+def calibrate_gaussian(alpha: float, beta: float, n: float, k: int = 1) -> float:
+    """ρ per node (C5'): the least ρ such that k nodes of total size n = n_Lap, node i noised
+    with N(0, 1/(2ρ n_i²)) in fraction units, aggregate n-weighted within α w.p. ≥ 1 − β:
+    ρ = k z²/(2 n² α²), z = ``gaussian_z(β)``."""
+    _check(alpha, beta, n)
+    k = v.check_positive_int(_OWNER, 'k', k)
+    z = gaussian_z(beta)
+    return k * z * z / (2.0 * (n * alpha) ** 2)
+
+
+def pure_to_zcdp(epsilon: float) -> float:
+    """An ε-DP cost as zCDP: ε²/2 (Bun & Steinke 2016, Prop. 1.4), the accountant's own
+    conversion (``PrivacyCost.to_rho``). It holds for an interactive mechanism as a whole (its
+    transcript is ε-DP against any analyst), so it charges a whole sparse vector."""
+    return PrivacyCost(epsilon=v.check_non_negative(_OWNER, 'epsilon', epsilon)).to_rho()

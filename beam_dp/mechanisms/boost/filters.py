@@ -16,6 +16,14 @@ request is as if the analyst had not sent it: refusals depend only on public par
 already-accounted outputs, never on data (spec §9.6), so the other mechanisms keep running (the
 seed's HALT-everything is the conservative special case).
 
+``ZCDPFilters`` (``noise='gaussian'``) are the same filters in ρ-zCDP: capacity ρ_G, charges
+are ρ (zCDP composes additively, also adaptively and concurrently: a zCDP cost is the RDP curve
+a ↦ ρa, so refusing iff consumed + ρ' > ρ_G is the Alg. 3 / Thm B.1 filter at every order at
+once, hence ρ_G-zCDP). Pure-ε parts (the sparse vector, 3ε for a whole SV) enter as
+(3ε)²/2 (ε-DP ⇒ ε²/2-zCDP, Bun & Steinke Prop. 1.4, the accountant's ``to_rho``), which is
+sound for the interactive SV as a whole; spent budget is reported as (ε, δ) with the
+accountant's conversion (``epsilon_from_rho``).
+
 ``RenyiFilters`` is the RDP variant (Thm B.2): consumption is a vector over orders and a request
 is refused only if, for *every* order, consumed + cost > capacity.
 """
@@ -25,10 +33,13 @@ import math
 from typing import Dict, FrozenSet, Hashable, Mapping, Optional, Sequence, Tuple
 
 from beam_dp import _validation as v
+from beam_dp.accounting import epsilon_from_rho
 
 __all__ = [
     'BlockFilters',
     'RenyiFilters',
+    'ZCDPFilters',
+    'to_epsilon',
 ]
 
 _TOLERANCE = 1e-12
@@ -96,6 +107,21 @@ class BlockFilters:
 
     def total(self) -> float:
         return sum(self.consumed.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class ZCDPFilters(BlockFilters):
+    """Per-block ρ-zCDP filters of capacity ``capacity`` (ρ_G); charges are ρ (module
+    docstring). Atomic all-or-nothing charging and Alg. 3 as ``BlockFilters``."""
+
+    def epsilon_spent(self, block: int, delta: float) -> float:
+        """The (ε, δ)-DP ε of what ``block`` spent (the accountant's zCDP conversion)."""
+        return to_epsilon(self.spent(block), delta)
+
+
+def to_epsilon(rho: float, delta: float) -> float:
+    """ρ-zCDP ⇒ (ε, δ)-DP exactly as the accountant converts (CKS 2020, Cor. 13)."""
+    return epsilon_from_rho(max(0.0, rho), delta)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,6 +36,9 @@ Per query on window [a, b] of sealed blocks (spec §5.4):
 
 Bypass calibration (erratum 7): C1 Laplace by default (``bypass_calibration='laplace'``); the
 seed's literal Alg. 1 (the PMW ε for the bypass) with ``'pmw'``. Sign of updates: erratum 3.
+``noise='gaussian'`` (C5/C6, ``boost.gaussian``): the Laplace answers become exact discrete
+Gaussian ones (C5' calibration, purpose 'gaussian'), filters are ρ-zCDP (``ZCDPFilters``,
+capacity ``rho_budget``) and the SV's pure 3ε enters them as (3ε)²/2.
 Noise: ``sparse_test`` (exact discrete Laplace on a grid; calibrations use α(1 − GRID_SLACK)).
 Every draw is addressed ``rng.derive(node or node-set, purpose)`` under the caller's
 (dataset, query) stream, purposes 'sv_threshold', 'sv_test', 'laplace'.
@@ -64,6 +67,10 @@ from beam_dp.mechanisms.boost.cache import node_cache_key
 from beam_dp.mechanisms.boost.cache import reusable
 from beam_dp.mechanisms.boost.cache import window_cache_key
 from beam_dp.mechanisms.boost.filters import BlockFilters
+from beam_dp.mechanisms.boost.filters import ZCDPFilters
+from beam_dp.mechanisms.boost.gaussian import check_noise
+from beam_dp.mechanisms.boost.gaussian import gaussian_release
+from beam_dp.mechanisms.boost.gaussian import node_std
 from beam_dp.mechanisms.boost.heuristic import COVID_LEARNING_RATE
 from beam_dp.mechanisms.boost.heuristic import LearningRate
 from beam_dp.mechanisms.boost.heuristic import Readiness
@@ -76,7 +83,11 @@ from beam_dp.mechanisms.boost.sparse_test import sv_fails
 from beam_dp.mechanisms.boost.state import BoostAnswer
 from beam_dp.mechanisms.boost.state import BoostRequest
 from beam_dp.mechanisms.boost.state import BoostState
+from beam_dp.mechanisms.boost.state import node_size
 from beam_dp.mechanisms.boost.state import readonly
+from beam_dp.mechanisms.boost.state import refused
+from beam_dp.mechanisms.boost.state import request_refusal
+from beam_dp.mechanisms.boost.state import true_value
 from beam_dp.mechanisms.boost.state import Run as _Run
 from beam_dp.noise import RandomSource
 from beam_dp.queries import LinearQuery
@@ -121,6 +132,9 @@ class TreePMWBypass:
       cache_capacity, retention_blocks: public bounds on the state (``retention``): at most
         that many exact-cache entries (≥ 2; None: unbounded); windows may start at most R
         blocks back, older state is dropped (None: never).
+      noise, rho_budget: 'laplace' (pure ε, ``epsilon_budget``) or 'gaussian' (the Laplace
+        answers with discrete Gaussian noise; ρ-zCDP filters of capacity ``rho_budget``;
+        needs sv_failure='replan' and bypass_calibration='laplace').
 
     Raises:
       InvalidParamsError: on a bad parameter.
@@ -145,6 +159,8 @@ class TreePMWBypass:
     cache_histogram_answers: bool = True
     cache_capacity: Optional[int] = None
     retention_blocks: Optional[int] = None
+    noise: str = 'laplace'
+    rho_budget: Optional[float] = None
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -153,11 +169,10 @@ class TreePMWBypass:
         v.check_probability(owner, 'alpha', self.alpha, allow_zero=False, allow_one=True)
         v.check_probability(owner, 'beta', self.beta, allow_zero=False)
         v.check_positive(owner, 'epsilon_budget', self.epsilon_budget, allow_inf=True)
-        v.check_choice(owner, 'mode', self.mode, MODES)
-        v.check_choice(owner, 'planner', self.planner, PLANNERS)
-        v.check_choice(owner, 'bypass_calibration', self.bypass_calibration, ('laplace', 'pmw'))
-        v.check_choice(owner, 'sv_reset', self.sv_reset, ('lazy', 'eager'))
-        v.check_choice(owner, 'sv_failure', self.sv_failure, ('replan', 'r2'))
+        for name, choices in (('mode', MODES), ('planner', PLANNERS),
+                              ('bypass_calibration', ('laplace', 'pmw')),
+                              ('sv_reset', ('lazy', 'eager')), ('sv_failure', ('replan', 'r2'))):
+            v.check_choice(owner, name, getattr(self, name), choices)
         if not isinstance(self.readiness, Readiness):
             v._fail(owner, f'readiness must be a Readiness, got {self.readiness!r}.')
         if not isinstance(self.learning_rate, LearningRate):
@@ -175,19 +190,23 @@ class TreePMWBypass:
         if self.mode == 'pmw' and (self.planner != 'nocuts' or self.sv_failure != 'r2'):
             v._fail(owner, "mode='pmw' (vanilla PMW) needs planner='nocuts' and "
                            "sv_failure='r2'.")
+        check_noise(owner, self)
 
     # The mechanism contract ------------------------------------------------------------------
 
     def privacy_cost(self) -> PrivacyCost:
         """ε_G per block (event-level, replace-one; block composition). Declared ``swap_one``:
         the block sizes are public, so an accountant refuses to add it to add/remove costs
-        unless they are converted explicitly (``PrivacyCost.as_swap_one``)."""
-        return PrivacyCost(epsilon=self.epsilon_budget, relation=SWAP_ONE)
+        unless they are converted explicitly (``PrivacyCost.as_swap_one``). Gaussian: ρ_G."""
+        return (PrivacyCost(rho=self.rho_budget, relation=SWAP_ONE) if self._gaussian
+                else PrivacyCost(epsilon=self.epsilon_budget, relation=SWAP_ONE))
 
     def init_state(self) -> BoostState:
         cache = PMap() if self.cache_capacity is None else BoundedCache(self.cache_capacity)
+        filters = (ZCDPFilters(self.rho_budget) if self._gaussian
+                   else BlockFilters(self.epsilon_budget))
         return BoostState(readonly(np.zeros((1, self.domain_size), dtype=np.int64)), (), {},
-                          {}, cache, BlockFilters(self.epsilon_budget))
+                          {}, cache, filters)
 
     def add_data(self, state: BoostState, counts, rng: RandomSource = None) -> BoostState:
         """Seals the next block (id ``state.num_blocks``) with its bin counts; a sealed block
@@ -209,9 +228,10 @@ class TreePMWBypass:
     def answer(self, state: BoostState, request: BoostRequest,
                rng: RandomSource) -> Tuple[BoostAnswer, BoostState]:
         """Answers one request (see the module docstring); a refusal leaves the state as is."""
-        refusal = self._validate(state, request)
+        refusal = request_refusal(state, request, self.domain_size,
+                                  self.window_bound if self.planner == 'mincuts' else None)
         if refusal:
-            return self._refuse(request, refusal), state
+            return refused(request, refusal), state
         q, first, last = request.query, request.first, request.last
         qkey = canonical_query_key(q)
         wkey = window_cache_key(qkey, (first, last), self.alpha, self.beta)
@@ -223,7 +243,7 @@ class TreePMWBypass:
                                last), new
         nodes = [n for n in self._cover(first, last) if self._size(state, n) > 0]
         if not nodes:
-            return self._refuse(request, 'empty_window'), state
+            return refused(request, 'empty_window'), state
         run = _Run(state, dict(state.nodes), dict(state.svs), state.cache, state.filters, [],
                    query_support(q))
         if self.mode != 'laplace':
@@ -231,7 +251,7 @@ class TreePMWBypass:
                 self._ensure_node(run, node)
         plan = self._admit(run, nodes, qkey)
         if plan is None:
-            return self._refuse(request, 'budget_exhausted'), state
+            return refused(request, 'budget_exhausted'), state
         sv_nodes, lap_nodes = plan
         parts, paths = [], []
         if sv_nodes:
@@ -258,42 +278,13 @@ class TreePMWBypass:
 
     # Planning ---------------------------------------------------------------------------------
 
-    def _validate(self, state: BoostState, request: BoostRequest) -> Optional[str]:
-        if not isinstance(request, BoostRequest) or not isinstance(request.query, LinearQuery):
-            return 'invalid_query'
-        if request.query.domain_size != self.domain_size:
-            return 'invalid_query'
-        if not 0 <= request.first <= request.last:
-            return 'invalid_window'
-        if request.last >= state.num_blocks:
-            return 'window_not_sealed'
-        if request.first < state.cum_base:
-            return 'window_expired'
-        if self.planner == 'mincuts' and request.last - request.first + 1 > self.window_bound:
-            return 'window_too_long'
-        return None
-
-    def _refuse(self, request, reason: str) -> BoostAnswer:
-        first, last = getattr(request, 'first', -1), getattr(request, 'last', -1)
-        return BoostAnswer(getattr(request, 'query_id', ''), 'refused', None, None, reason,
-                           first, last)
-
     def _cover(self, first: int, last: int) -> List[tuple]:
         if self.planner == 'nocuts':
             return [(-1, first, last)]
         return tree.tree_split(first, last, self.window_bound)
 
-    @staticmethod
-    def _size(state: BoostState, node: tuple) -> int:
-        return int(sum(state.sizes[node[1]:node[2] + 1]))
-
-    @staticmethod
-    def _true_value(state: BoostState, node_set, q: LinearQuery) -> float:
-        """q(Data) on the union of ``node_set`` (SECRET: only ever compared or noised)."""
-        base = state.cum_base
-        counts = sum(state.cum[b + 1 - base] - state.cum[a - base] for _, a, b in node_set)
-        n = sum(TreePMWBypass._size(state, node) for node in node_set)
-        return q.evaluate(counts) / n
+    _size = staticmethod(node_size)
+    _true_value = staticmethod(true_value)            # SECRET: only ever compared or noised
 
     def _ensure_node(self, run: _Run, node: tuple) -> None:
         if node not in run.nodes:
@@ -310,7 +301,18 @@ class TreePMWBypass:
     def _sv_epsilon(self, n_sv: int) -> float:
         return cal.calibrate_pmw(self._alpha_cal, self._split_beta(True)[0], n_sv, self.tight)
 
+    @property
+    def _gaussian(self) -> bool:
+        return self.noise == 'gaussian'
+
+    def _sv_fee(self, eps: float) -> float:
+        """One SV start: 3ε (pure), or (3ε)²/2 in a zCDP filter (``cal.pure_to_zcdp``)."""
+        return cal.pure_to_zcdp(3 * eps) if self._gaussian else 3 * eps
+
     def _lap_epsilon(self, n_lap: int, k: int, with_sv: bool) -> float:
+        """The per-node cost of the noise part: ε_Lap (C1/C4), or ρ (C5', Gaussian)."""
+        if self._gaussian:
+            return cal.calibrate_gaussian(self._alpha_cal, self._split_beta(with_sv)[1], n_lap, k)
         if self.bypass_calibration == 'pmw':
             return cal.calibrate_pmw(self._alpha_cal, self.beta, n_lap, self.tight)
         return cal.calibrate_laplace(self._alpha_cal, self._split_beta(with_sv)[1], n_lap, k)
@@ -349,9 +351,10 @@ class TreePMWBypass:
             fees = (0 if run.filters.is_live(self._sv_key(sv_nodes)) else 3)
             fees += 3 if self.sv_reset == 'eager' else 0
             fail = 0 if replan else 1
+            cost = (fees // 3) * self._sv_fee(eps) if self._gaussian else (fees + fail) * eps
             for _, a, z in sv_nodes:
                 for b in range(a, z + 1):
-                    per[b] = (fees + fail) * eps
+                    per[b] = cost
         branches = [(lap_nodes, bool(sv_nodes))] + ([(sv_nodes + lap_nodes, False)] if replan
                                                     else [])
         extra = {}
@@ -370,7 +373,8 @@ class TreePMWBypass:
         eps = self._lap_epsilon(n_lap, len(lap_nodes), with_sv)
         out = []
         for node in lap_nodes:
-            fresh_scale = 1.0 / (eps * self._size(run.state, node))
+            fresh_scale = (node_std(eps, self._size(run.state, node)) if self._gaussian
+                           else 1.0 / (eps * self._size(run.state, node)))
             entry = (run.cache.get(node_cache_key(qkey, node, self.alpha, self.beta))
                      if self.exact_cache else None)
             out.append((node, 0.0 if reusable(entry, fresh_scale) else eps))
@@ -387,7 +391,7 @@ class TreePMWBypass:
         label = tuple(sv_nodes)
         blocks = [b for _, a, z in sv_nodes for b in range(a, z + 1)]
         if key not in run.svs or not run.filters.is_live(key):
-            run.pay(blocks, 'sv_init', 3 * eps, start=key)
+            run.pay(blocks, 'sv_init', self._sv_fee(eps), start=key)
             run.svs[key] = start_sv(self._alpha_cal, eps, n_sv, str(label),
                                     rng.derive(label, 'sv_threshold'))
         r_h = tree.aggregate([run.nodes[n].estimate(q) for n in sv_nodes], sizes)
@@ -400,7 +404,7 @@ class TreePMWBypass:
         if self.sv_failure == 'r2':
             run.pay(blocks, 'sv_fail', eps)
         if self.sv_reset == 'eager':
-            run.pay(blocks, 'sv_init', 3 * eps, start=key)
+            run.pay(blocks, 'sv_init', self._sv_fee(eps), start=key)
             run.svs[key] = start_sv(self._alpha_cal, eps, n_sv, str(label),
                                     rng.derive(label, 'sv_threshold_next'))
         if self.sv_failure == 'replan':
@@ -431,9 +435,11 @@ class TreePMWBypass:
                 run.cache = run.cache.promote(ckey)
             else:
                 fresh += 1
-                run.pay(range(node[1], node[2] + 1), 'laplace', eps)
-                value, scale = laplace_release(self._true_value(run.state, [node], q), eps, n_i,
-                                               rng.derive(node, 'laplace'))
+                kind = 'gaussian' if self._gaussian else 'laplace'
+                run.pay(range(node[1], node[2] + 1), kind, eps)
+                release = gaussian_release if self._gaussian else laplace_release
+                value, scale = release(self._true_value(run.state, [node], q), eps, n_i,
+                                       rng.derive(node, kind))
                 if self.exact_cache:
                     run.cache = run.cache.set(ckey, CachedResult(value, scale, 'R3'))
                 if self.mode == 'bypass':

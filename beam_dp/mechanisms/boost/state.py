@@ -17,7 +17,11 @@ __all__ = [
     'BoostRequest',
     'BoostState',
     'Run',
+    'node_size',
     'readonly',
+    'refused',
+    'request_refusal',
+    'true_value',
 ]
 
 
@@ -91,3 +95,42 @@ class Run:
         assert new is not None, 'admission checked the worst case'
         self.filters = new
         self.charges.extend((b, purpose, eps) for b in sorted(blocks))
+
+
+def request_refusal(state: BoostState, request, domain_size: int,
+                    window_bound: Optional[int]) -> Optional[str]:
+    """The public reason a request cannot be answered on ``state`` (or None); ``window_bound``:
+    the longest window of the tree planner (None: any)."""
+    if not isinstance(request, BoostRequest) or not isinstance(request.query, LinearQuery):
+        return 'invalid_query'
+    if request.query.domain_size != domain_size:
+        return 'invalid_query'
+    if not 0 <= request.first <= request.last:
+        return 'invalid_window'
+    if request.last >= state.num_blocks:
+        return 'window_not_sealed'
+    if request.first < state.cum_base:
+        return 'window_expired'
+    if window_bound is not None and request.last - request.first + 1 > window_bound:
+        return 'window_too_long'
+    return None
+
+
+def refused(request, reason: str) -> BoostAnswer:
+    """The refusal of ``request`` with a public ``reason``."""
+    first, last = getattr(request, 'first', -1), getattr(request, 'last', -1)
+    return BoostAnswer(getattr(request, 'query_id', ''), 'refused', None, None, reason, first,
+                       last)
+
+
+def node_size(state: BoostState, node: tuple) -> int:
+    """n of node (κ, a, b): the public sizes of blocks a..b."""
+    return int(sum(state.sizes[node[1]:node[2] + 1]))
+
+
+def true_value(state: BoostState, node_set, q: LinearQuery) -> float:
+    """q(Data) on the union of ``node_set`` (SECRET: only ever compared or noised)."""
+    base = state.cum_base
+    counts = sum(state.cum[b + 1 - base] - state.cum[a - base] for _, a, b in node_set)
+    n = sum(node_size(state, node) for node in node_set)
+    return q.evaluate(counts) / n
