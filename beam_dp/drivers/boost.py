@@ -29,6 +29,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from beam_dp import _validation as v
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import rho_for_epsilon_delta
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.boost import BoostAnswerRecord
 from beam_dp.io.boost import BoostBlockSealed
@@ -46,6 +48,7 @@ from beam_dp.queries import LinearQuery
 __all__ = [
     'BoostDriver',
     'BoostDriverState',
+    'budget_fields',
     'rectangle_query',
 ]
 
@@ -71,6 +74,29 @@ def rectangle_query(shape: Sequence[int], subsets: Sequence[Sequence[int]],
         index[axis] = slice(None)
         mask = mask * keep[tuple(index)]
     return LinearQuery.from_vector(mask.reshape(-1), query_id=query_id)
+
+
+def budget_fields(owner: str, budget, noise) -> dict:
+    """The mechanism's budget fields from a ``PrivacyBudget`` (plus the driver's
+    ``ledger_delta``): pure ε → ``epsilon_budget`` (Laplace); ρ → ``rho_budget`` and
+    (ε, δ > 0) → ``rho_budget`` = the largest ρ that converts to it (the accountant's
+    ``rho_for_epsilon_delta``) and ``ledger_delta`` = δ (Gaussian). Else InvalidParamsError."""
+    if noise == 'gaussian' and isinstance(budget, PrivacyBudget) and (budget.is_zcdp or
+                                                                       budget.delta):
+        if budget.is_zcdp:
+            return dict(noise='gaussian', rho_budget=float(budget.rho))
+        return dict(noise='gaussian', ledger_delta=budget.delta,
+                    rho_budget=rho_for_epsilon_delta(budget.epsilon, budget.delta))
+    if noise == 'laplace' and isinstance(budget, PrivacyBudget) and not (
+            budget.is_zcdp or budget.delta):
+        return dict(epsilon_budget=float(budget.epsilon))
+    if noise not in ('laplace', 'gaussian'):
+        raise InvalidParamsError(f"{owner}: noise must be 'laplace' or 'gaussian', got "
+                                 f"{noise!r}.")
+    want = ('a pure epsilon PrivacyBudget(epsilon=...)' if noise == 'laplace' else
+            'PrivacyBudget(rho=...) or PrivacyBudget(epsilon=..., delta=... > 0)')
+    raise InvalidParamsError(f'{owner}: with noise={noise!r} the budget must be {want}, got '
+                             f'{budget!r}.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +131,10 @@ class BoostDriver:
         SVs and cache it would read have changed, so the same addressed noise would not give
         the same output) and charge again. New queries that late are refused alike (a public
         rule on public query times).
+      ledger_delta: with a Gaussian mechanism (ρ-zCDP filters), the δ > 0 at which the ledger
+        rows and each answer's ``epsilon`` are reported as (ε, δ)-DP ε (``consumed`` =
+        ε(ρ consumed), a row's ``epsilon`` its increment, ``capacity`` = ε(ρ_G): the
+        accountant's conversion); 0 (default) reports ρ. Pure mechanisms report ε.
 
     Raises:
       InvalidParamsError: on a bad parameter.
@@ -115,6 +145,7 @@ class BoostDriver:
     start_micros: int = 0
     block_micros: int = 7 * 24 * 3600 * 10 ** 6
     replay_retention_micros: Optional[int] = None
+    ledger_delta: float = 0.0
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -131,6 +162,10 @@ class BoostDriver:
         v.check_positive_int(owner, 'block_micros', self.block_micros)
         if self.replay_retention_micros is not None:
             v.check_positive_int(owner, 'replay_retention_micros', self.replay_retention_micros)
+        if v.check_probability(owner, 'ledger_delta', self.ledger_delta) and (
+                self.mechanism.noise != 'gaussian'):
+            v._fail(owner, "ledger_delta applies to a mechanism with noise='gaussian' (zCDP "
+                           "filters); a pure mechanism's ledger is in ε.")
 
     def init_state(self) -> BoostDriverState:
         return BoostDriverState(self.mechanism.init_state())
@@ -313,19 +348,44 @@ class BoostDriver:
         if answer.status != 'ok':
             return self._finish(state, q, answer.reason, (first, last))
         size = sum(mech.sizes[first:last + 1])
+        ledger, amount = self._ledger(mech, q.query_id, answer)
         record = BoostAnswerRecord(self.dataset, q.query_id, answer.value, answer.value * size,
-                                   answer.path, first, last, answer.epsilon,
+                                   answer.path, first, last, amount,
                                    self.mechanism.alpha, self.mechanism.beta, False)
-        ledger, running = [], {}
+        rows = [record] + ledger
+        processed = state.processed.set(q.query_id, (record,))
+        return dataclasses.replace(state, processed=processed), rows
+
+    def _ledger(self, mech, query_id: str, answer) -> Tuple[List[BoostLedgerRow], float]:
+        """The ledger rows of ``answer`` and its amount (the largest per-block charge) in
+        the budget's notion: ε, ρ, or ε at ``ledger_delta`` (then a row's amount is its ε
+        increment, so the rows of a block still sum to its ``consumed``)."""
+        mechanism = self.mechanism
+        convert = None
+        if not self.ledger_delta:
+            capacity = (mechanism.rho_budget if mechanism.noise == 'gaussian'
+                        else mechanism.epsilon_budget)
+        else:
+            capacity = to_epsilon(mechanism.rho_budget, self.ledger_delta)
+
+            def convert(rho):
+                return to_epsilon(rho, self.ledger_delta)
+        ledger, running, first, last = [], {}, {}, {}
         for block, purpose, eps in answer.charges:
             running[block] = running.get(block, 0.0) + eps
             before = mech.filters.spent(block) - sum(
                 e for b, _, e in answer.charges if b == block)
-            ledger.append(BoostLedgerRow(self.dataset, q.query_id, block, purpose, eps,
-                                         before + running[block], self.mechanism.epsilon_budget))
-        rows = [record] + ledger
-        processed = state.processed.set(q.query_id, (record,))
-        return dataclasses.replace(state, processed=processed), rows
+            consumed = before + running[block]
+            if convert is not None:
+                if block not in first:
+                    first[block] = last[block] = convert(before)
+                consumed = convert(consumed)
+                eps, last[block] = consumed - last[block], consumed
+            ledger.append(BoostLedgerRow(self.dataset, query_id, block, purpose, eps, consumed,
+                                         capacity))
+        if convert is None:
+            return ledger, answer.epsilon
+        return ledger, max((last[b] - first[b] for b in first), default=0.0)
 
     def _finish(self, state: BoostDriverState, q, reason: str, window):
         first, last = window if window else (getattr(q, 'first_block', -1),

@@ -49,8 +49,10 @@ from beam_dp import _validation as v
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.boost import BoostDriver
+from beam_dp.drivers.boost import budget_fields
 from beam_dp.drivers.boost_events import QUERY
 from beam_dp.drivers.boost_events import ROW
+from beam_dp.drivers.boost_events import parse_query
 from beam_dp.drivers.boost_events import refuse_waiting
 from beam_dp.drivers.boost_events import run_events
 from beam_dp.drivers.clock import require_public_end
@@ -59,9 +61,7 @@ from beam_dp.errors import InvalidRecordError
 from beam_dp.io.boost import BoostAnswerRecord
 from beam_dp.io.boost import BoostBlockSealed
 from beam_dp.io.boost import BoostLedgerRow
-from beam_dp.io.boost import BoostQueryRecord
 from beam_dp.io.boost import BoostRefusal
-from beam_dp.io.boost import boost_from_avro
 from beam_dp.mechanisms.boost import Readiness
 from beam_dp.mechanisms.boost import preset as boost_preset
 from beam_dp.mechanisms.boost.presets import PRESETS
@@ -81,8 +81,6 @@ __all__ = [
 ]
 
 REFUSALS, LEDGER, BLOCKS = 'refusals', 'ledger', 'blocks'
-_QUERY_TYPES = {'query_id': str, 'dataset': str, 'subsets': list, 'vector': list,
-                'first_block': int, 'last_block': int, 'latest': int}
 
 BOOST_DOCS = {
     **arguments.COMMON_DOCS,
@@ -91,7 +89,18 @@ BOOST_DOCS = {
     'shape': 'the public attribute domain sizes (d_1, ..., d_m): a row\'s attributes are a tuple '
              'of ints with 0 ≤ x_a < d_a; the bins are their mixed radix (N = Π d_a).',
     'budget': '``PrivacyBudget(epsilon=ε_G)``: the capacity of every block\'s privacy filter '
-              '(each row is in one block; block composition). Pure ε only.',
+              '(each row is in one block; block composition). Pure ε with Laplace noise; with '
+              "``noise='gaussian'`` ``PrivacyBudget(rho=ρ_G)`` or ``(epsilon, delta > 0)`` "
+              '(ρ_G = the largest ρ converting to it; the ledger then reports ε at that δ).',
+    'noise': "'laplace' (default: pure ε-DP) or 'gaussian': the noisy answers get exact "
+             'discrete Gaussian noise and every block has a ρ-zCDP filter (the sparse vector '
+             'keeps Laplace noise, charged (3ε)²/2); not with preset vanilla_pmw.',
+    'cache_capacity': 'at most this many exact-cache entries (≥ 2; None: unbounded).',
+    'retention_blocks': 'windows may start at most this many blocks back (older ones are '
+                        "refused 'window_expired' and their state dropped; None: never).",
+    'replay_retention': 'query ids are kept for at least this long (seconds or Duration) of '
+                        "query event time; older queries are refused 'replay_window_expired' "
+                        '(None: for ever).',
     'step': 'the length of a time block (seconds, a Beam Duration or a timedelta): block b holds '
             'the rows with event time in [start + b·step, start + (b+1)·step); it is sealed '
             'when the watermark passes its end plus ``allowed_lateness`` (empty blocks too).',
@@ -119,35 +128,6 @@ class BoostOutputs(NamedTuple):
     ledger: beam.PCollection
     blocks: beam.PCollection
     dead_letter: beam.PCollection
-
-
-def parse_query(element) -> BoostQueryRecord:
-    """A ``BoostQueryRecord`` or its Avro dict → the record, types checked (its window and
-    predicate are checked by the driver, which refuses them with a reason).
-
-    Raises:
-      InvalidRecordError: the dead-letter reason.
-    """
-    if isinstance(element, dict):
-        try:
-            element = boost_from_avro(BoostQueryRecord, element)
-        except (KeyError, TypeError) as e:
-            raise InvalidRecordError(f'query dict is not a BoostQueryRecord: {e!r}') from e
-    if not isinstance(element, BoostQueryRecord):
-        raise InvalidRecordError(f'a query must be a BoostQueryRecord or its Avro dict, got '
-                                 f'{type(element).__name__}')
-    for name, kind in _QUERY_TYPES.items():
-        value = getattr(element, name)
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise InvalidRecordError(f'query field {name} must be {kind.__name__}, got '
-                                     f'{value!r:.80}')
-    if not element.query_id:
-        raise InvalidRecordError('query has no query_id')
-    if not (all(isinstance(s, list) for s in element.subsets)
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                    for x in element.vector)):
-        raise InvalidRecordError('query subsets must be lists and vector numbers')
-    return element
 
 
 class _ExtractFn(beam.DoFn):
@@ -331,7 +311,8 @@ class BoostQueries(shell.ShellTransform):
     Privacy unit and neighbours: event level, one row; replace-one within a block (block sizes
     are public). Guarantee: ε_G-DP (``budget.epsilon``) for everything released about each
     block (answers, refusals, ledger), by per-block filters (block composition; datasets are
-    parallel). Not protected: the public arguments, block sizes (``blocks`` output), the query
+    parallel); with ``noise='gaussian'``, ρ_G-zCDP per block (``budget.rho``, or the largest ρ
+    within ``(budget.epsilon, budget.delta)``), the ledger in ρ or in ε at that δ. Not protected: the public arguments, block sizes (``blocks`` output), the query
     stream and its timing, the dead-letter output (raw rows).
 
     Shell arguments (``accountant``, ``noise_key``, ``debug_metrics``, ``testing_seed``,
@@ -353,7 +334,7 @@ class BoostQueries(shell.ShellTransform):
                  preset: str = 'tree_pmw_bypass', alpha: float = 0.05, beta: float = 1e-3,
                  readiness: Optional[Readiness] = None, window_bound: int = 64,
                  cache_capacity: Optional[int] = None, retention_blocks: Optional[int] = None,
-                 replay_retention=None,
+                 replay_retention=None, noise: str = 'laplace',
                  dataset_fn: Callable[[Any], Any] = operator.itemgetter(0),
                  attributes_fn: Callable[[Any], Any] = operator.itemgetter(1),
                  accountant: Optional[BudgetAccountant] = None, noise_key=None,
@@ -362,9 +343,7 @@ class BoostQueries(shell.ShellTransform):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
                          noise_key=noise_key, debug_metrics=debug_metrics)
         owner = self.owner
-        if not isinstance(budget, PrivacyBudget) or budget.is_zcdp or budget.delta:
-            raise InvalidParamsError(f'{owner}: budget must be a pure epsilon '
-                                     f'PrivacyBudget(epsilon=...), got {budget!r}.')
+        budget_args = budget_fields(owner, budget, noise)
         v.check_distinct_strings(owner, 'public_datasets', public_datasets)
         if preset not in PRESETS:
             raise InvalidParamsError(f'{owner}: preset must be one of {sorted(PRESETS)}, got '
@@ -383,15 +362,15 @@ class BoostQueries(shell.ShellTransform):
             for d in shape:
                 n *= d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else 0
             extra = {} if readiness is None else {'readiness': readiness}
+            ledger_delta = budget_args.pop('ledger_delta', 0.0)
             mechanism = boost_preset(preset, max(n, 2), alpha=alpha, beta=beta,
-                                     epsilon_budget=float(budget.epsilon),
                                      window_bound=window_bound, cache_capacity=cache_capacity,
-                                     retention_blocks=retention_blocks, **extra)
+                                     retention_blocks=retention_blocks, **budget_args, **extra)
             replay = None if replay_retention is None else shell.to_micros(
                 owner, 'replay_retention', replay_retention, allow_zero=False, duration=True)
             # One driver per dataset, differing only in ``dataset`` (the DoFn re-keys it).
             self._drivers = {d: BoostDriver(d, tuple(shape), mechanism, self._clock.start_micros,
-                                            self._clock.step_micros, replay)
+                                            self._clock.step_micros, replay, ledger_delta)
                              for d in self._datasets}
         self._mechanism = mechanism
         self.check_budget()
