@@ -9,7 +9,10 @@
   over an unbounded horizon one unit changes one key's stream by at most m·S records. An
   unbounded horizon needs the finite S: without it a user-level guarantee cannot hold.
   Optionally ``max_total_contributions=C`` also bounds a unit's records across all keys and
-  steps (exactly, over the unbounded horizon).
+  steps (exactly, over the unbounded horizon), and ``max_units=N`` caps the number of units the
+  bounding state holds: then one neighbouring change moves the kept records of up to TWO units
+  (the unit itself and one unit it displaces), and every calibration below uses twice one
+  unit's bounds (``UserLevel`` explains why, ``neighbour_units``).
 
 ``sensitivity(kind, value_bound)`` turns the bounds into the L1 and L2 sensitivities of the whole
 per-key input stream that the tree counters are calibrated to (see ``BinaryTreeCounter``):
@@ -17,6 +20,7 @@ per key a unit moves the stream by at most c = m·S·B in L1 (B = 1 for counts, 
 grid units for sums); over its ≤ K keys that is K·c in L1 and √K·c in L2. With C the L1 is
 min(K·c, C·B) and the L2 the largest norm of ≤ K per-key totals, each ≤ c, summing to ≤ C·B
 (``capped_l2``: ⌊C·B/c⌋ keys at c and the rest in one more) — the tighter of the two bounds.
+With ``max_units`` both are doubled (the triangle inequality over the two units' changes).
 """
 
 import dataclasses
@@ -45,6 +49,8 @@ class PrivacyUnit:
 
     @property
     def max_keys(self) -> int:
+        """Keys whose input stream one neighbouring change can move (what private key
+        selection is calibrated to)."""
         raise NotImplementedError
 
     def total_bound(self, value_bound: float) -> float:
@@ -96,12 +102,47 @@ class UserLevel(PrivacyUnit):
       max_steps_per_unit: S, distinct steps per (unit, key) kept over the whole horizon.
       max_total_contributions: C (optional), records per unit kept across all keys and steps
         over the whole horizon; the sensitivity is the tighter of K·m·S and C.
+      max_units: N (optional, default None: no cap), the units the bounding state admits:
+        each of the ``UNIT_SHARDS`` = 64 unit shards of 'BoundPerUnit' admits at most
+        ⌈N/64⌉ distinct units (so at most 64·⌈N/64⌉ < N + 64 in all), first come in the
+        shard's processing order; every record of a unit the shard has not admitted once it
+        is full goes to the dead-letter output (``unit cap: shard full (max_units=N ...)``).
+        The noise is then calibrated to TWO units (below): twice the noise, for a state of at
+        most ⌈N/64⌉ unit records per shard.
+
+    The unit cap and its privacy argument. A shard admits a unit at the first record of it
+    that the shard processes (kept or not), while it holds fewer than ⌈N/64⌉ units; an
+    admitted unit stays admitted (its record is what enforces S and C over the horizon), and
+    a unit not admitted then is never admitted (a full shard stays full). So a shard's
+    admitted set is its first ⌈N/64⌉ units in the order of their first records, and the
+    records kept of an admitted unit are exactly those kept without a cap (they depend on
+    its own records only). Take two streams that differ by one unit u's records, the relative
+    order of every other record unchanged: only u's shard can differ; there, the order of
+    the other units' first records is the same, with u inserted somewhere. If u is among the
+    first ⌈N/64⌉ it is admitted and displaces at most one unit v — the last unit admitted
+    without u — whose kept records are all dropped (dead-lettered); every other unit is
+    admitted in both streams or in neither, with the same kept records. Neighbouring
+    outputs therefore differ by u's kept records AND v's: two units, each within K, S, m, C.
+    By the triangle inequality (‖Δu − Δv‖ ≤ ‖Δu‖ + ‖Δv‖ in every norm the calibrations use)
+    the sensitivities are twice one unit's: ``neighbour_units`` = 2 doubles the L1 and L2
+    (``sensitivity``), the per-step and total bounds of the multi-participation pattern
+    (``participation``: BLT's bound is positively homogeneous in them, so exactly ×2) and
+    the keys one change touches (``max_keys`` = 2K: the distinct-unit count of ≤ 2K keys
+    moves by 1, for each key in one direction over the whole horizon, which is what private
+    key selection is calibrated to).
+
+    What the cap gives up: admission depends on the processing order, so once a shard is full
+    a replay after a restore (a different order) may admit different units, and then the
+    releases may differ from an uninterrupted run's; a displaced unit's records are all
+    dead-lettered. With a clock, as for K, S, m and C, a record being late is taken as a
+    function of the record and the public schedule.
     """
     unit_fn: Callable[[Any], Any]
     max_keys_per_unit: int = 1
     max_contributions_per_step: int = 1
     max_steps_per_unit: Optional[int] = None
     max_total_contributions: Optional[int] = None
+    max_units: Optional[int] = None
     name = 'user'
 
     def __post_init__(self):
@@ -117,27 +158,47 @@ class UserLevel(PrivacyUnit):
         v.check_positive_int(owner, 'max_steps_per_unit', self.max_steps_per_unit)
         if self.max_total_contributions is not None:
             v.check_positive_int(owner, 'max_total_contributions', self.max_total_contributions)
+        if self.max_units is not None:
+            v.check_positive_int(owner, 'max_units', self.max_units)
+
+    @property
+    def neighbour_units(self) -> int:
+        """Units whose kept records one neighbouring change moves: 1, or 2 with ``max_units``
+        (the unit and the one it displaces, class docstring)."""
+        return 1 if self.max_units is None else 2
 
     def per_key_total(self, value_bound: float) -> float:
         return self.max_contributions_per_step * self.max_steps_per_unit * value_bound
 
     @property
     def max_keys(self) -> int:
-        return self.max_keys_per_unit
+        return self.neighbour_units * self.max_keys_per_unit
 
-    def total_bound(self, value_bound: float) -> float:
-        total = super().total_bound(value_bound)
+    def _unit_total(self, value_bound: float) -> float:
+        """L1 of one unit's kept records: min(K·m·S, C)·B."""
+        total = self.max_keys_per_unit * self.per_key_total(value_bound)
         if self.max_total_contributions is None:
             return total
         return min(total, self.max_total_contributions * value_bound)
 
+    def total_bound(self, value_bound: float) -> float:
+        return self.neighbour_units * self._unit_total(value_bound)
+
+    def sensitivity(self, value_bound: float = 1.0) -> Tuple[float, float]:
+        total = self._unit_total(value_bound)
+        l2 = capped_l2(total, self.per_key_total(value_bound), self.max_keys_per_unit)
+        return self.neighbour_units * total, self.neighbour_units * l2
+
     def participation(self, value_bound: float) -> Participation:
+        n = self.neighbour_units
         return Participation(self.max_keys_per_unit, self.max_steps_per_unit,
-                             self.max_contributions_per_step * value_bound,
-                             self.total_bound(value_bound))
+                             n * self.max_contributions_per_step * value_bound,
+                             n * self._unit_total(value_bound))
 
     def describe(self) -> str:
         total = ('' if self.max_total_contributions is None
                  else f', C={self.max_total_contributions} in total')
+        cap = ('' if self.max_units is None
+               else f', at most N={self.max_units} units, calibrated to 2 units per change')
         return (f'user-level (K={self.max_keys_per_unit} keys, m={self.max_contributions_per_step}'
-                f' per step, S={self.max_steps_per_unit} steps{total})')
+                f' per step, S={self.max_steps_per_unit} steps{total}{cap})')

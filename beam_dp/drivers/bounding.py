@@ -33,9 +33,16 @@ counts of the steps not yet released (a few, set by the allowed lateness), inste
 (key, step, n) entries.
 
 What still grows: one record per unit that ever kept a record (it must be remembered for ever
-to enforce S and C over the whole horizon; forgetting it would let it contribute again).
+to enforce S and C over the whole horizon; forgetting it would let it contribute again) —
+unless ``UserLevel(max_units=N)`` caps the units: each of the ``UNIT_SHARDS`` shards then
+admits at most ``shard_capacity(bound)`` = ⌈N / UNIT_SHARDS⌉ units, first come (a unit is
+admitted at its first record the shard processes), and every record of a unit not admitted
+is dead-lettered with ``unit_cap_reason``. Adding a unit to the stream then changes the kept
+records of at most two units (it and the one it displaces): the calibration doubles, and the
+argument is written in ``UserLevel``'s docstring.
 """
 
+import math
 from typing import Callable, Dict, Optional, Tuple
 
 from beam_dp.privacy_unit import UserLevel
@@ -44,9 +51,16 @@ __all__ = [
     'EXHAUSTED_KEYS',
     'EXHAUSTED_TOTAL',
     'NOTHING_RELEASED',
+    'UNIT_SHARDS',
     'UnitUsage',
     'compact_record',
+    'shard_capacity',
+    'unit_cap_reason',
 ]
+
+#: How many stateful keys ('BoundPerUnit') the units are hashed into (CRC-32 of the unit's key
+#: encoding, stable across workers). Each shard holds the compact records of its units.
+UNIT_SHARDS = 64
 
 #: Record of a unit that kept C records (``max_total_contributions``).
 EXHAUSTED_TOTAL = 0
@@ -210,3 +224,17 @@ def compact_record(bound: UserLevel, record, released_through: int):
     rewritten: every step ≤ ``released_through`` moved to its key's ``dead`` count, full keys
     and used-up units marked."""
     return UnitUsage.decode(bound, record, released_through).record()
+
+
+def shard_capacity(bound: UserLevel) -> Optional[int]:
+    """Units one shard admits: ⌈max_units / UNIT_SHARDS⌉, or None without a cap."""
+    if bound.max_units is None:
+        return None
+    return math.ceil(bound.max_units / UNIT_SHARDS)
+
+
+def unit_cap_reason(bound: UserLevel) -> str:
+    """The dead-letter reason of a record of a unit its full shard did not admit."""
+    return (f'unit cap: shard full (max_units={bound.max_units}: at most '
+            f'{shard_capacity(bound)} units in each of the {UNIT_SHARDS} unit shards; '
+            f'this unit arrived after its shard was full)')

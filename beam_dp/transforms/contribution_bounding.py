@@ -9,6 +9,11 @@ step already released is late), so the bound holds whatever the other units do: 
 sensitivity analysis needs. Records over a bound go to the dead-letter output
 with the bound named (they are not errors, but nothing is dropped silently).
 
+With ``UserLevel(max_units=N)`` (opt-in) each unit shard admits at most ⌈N / UNIT_SHARDS⌉ units,
+first come, and dead-letters every record of the units it does not admit: a unit's admission
+then depends on the units before it in its shard, so one added unit can displace one other
+unit, and the noise is calibrated to two units (the argument is ``UserLevel``'s docstring).
+
 Event-level privacy needs no bounding: each record is its own unit.
 
 State layout: since issue 13 a unit's record is the compact usage record of
@@ -36,7 +41,10 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.drivers.bounding import NOTHING_RELEASED
+from beam_dp.drivers.bounding import UNIT_SHARDS
 from beam_dp.drivers.bounding import UnitUsage
+from beam_dp.drivers.bounding import shard_capacity
+from beam_dp.drivers.bounding import unit_cap_reason
 from beam_dp.drivers.clock import StepClock
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms.shell import DEAD_LETTER
@@ -67,9 +75,6 @@ def _input_record(unit, item):
     return unit, item
 
 
-#: How many stateful keys ('BoundPerUnit') the units are hashed into (CRC-32 of the unit's key
-#: encoding, stable across workers). Each shard holds the compact records of its units.
-UNIT_SHARDS = 64
 #: A shard's bag is compacted (cleared and rewritten as one table) once it holds this many
 #: deltas, so a call reads at most this many tables whatever the length of the stream.
 MAX_DELTAS = 8
@@ -200,24 +205,41 @@ class _BoundContributionsFn(beam.DoFn):
         self._label = transform_label
         self._mark = mark_new_keys
         self._clock = clock
+        self._capacity = shard_capacity(unit)
 
     def process(self, element, kept_state=beam.DoFn.StateParam(KEPT),
                 released_state=beam.DoFn.StateParam(RELEASED),
                 released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
+        yield from self._bound_shard(element, kept_state, released_state, released_timer)
+
+    def _bound_shard(self, element, kept_state, released_state, released_timer,
+                     admitted_state=None):
+        """One call: bounds the units of ``element``; with ``admitted_state`` (the unit cap,
+        ``_CappedBoundContributionsFn``) a unit new to the shard is admitted only while the
+        shard holds fewer than ``shard_capacity`` units, else its records are dead-lettered."""
         _, units = element
         released, armed, newest = _NO_CLOCK_STATE
         if self._clock is not None:
             released, armed, newest = released_state.read() or _NO_CLOCK_STATE
         late = None if self._clock is None else self._clock.late_reason
+        before = admitted = None if admitted_state is None else admitted_state.read() or 0
         tables = list(kept_state.read())
         delta = _UnitTable()
         kept_steps = []
         for encoded, unit_id, records in units:
-            usage = UnitUsage.decode(self._unit, _latest(tables, encoded), released, late)
+            record = _latest(tables, encoded)
+            admit = admitted is not None and record == () and encoded not in delta
+            if admit and admitted >= self._capacity:
+                yield from self._over_cap(unit_id, records)
+                continue
+            usage = UnitUsage.decode(self._unit, record, released, late)
             kept = yield from self._bound_unit(unit_id, records, usage)
-            if kept:
+            if kept or admit:
                 delta[encoded] = usage.record()
+            if kept:
                 kept_steps.append(max(kept))
+            if admit:
+                admitted += 1
         if not delta:
             return
         if len(tables) + 1 >= MAX_DELTAS:
@@ -227,7 +249,11 @@ class _BoundContributionsFn(beam.DoFn):
             merged.update(delta)
             kept_state.clear()
             delta = merged
+            if admitted is not None:     # the merged table holds every admitted unit
+                admitted = len(merged)
         kept_state.add(delta)
+        if admitted != before:
+            admitted_state.write(admitted)
         if self._clock is not None:
             newest = max([newest] + kept_steps)
             if armed is None:
@@ -248,6 +274,13 @@ class _BoundContributionsFn(beam.DoFn):
             released_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
         released_state.write((released, armed, newest))
 
+    def _over_cap(self, unit_id, records):
+        """Dead letters for every record of a unit its full shard does not admit."""
+        reason = unit_cap_reason(self._unit)
+        for item, micros in records:
+            yield dead_letter(self._label, 'BoundContributions', reason,
+                              _input_record(unit_id, item), micros)
+
     def _bound_unit(self, unit_id, records, usage):
         """Yields the kept ``(key, step, payload)`` and the dead letters of one unit's records
         (``usage`` is updated); returns the steps of the kept ones."""
@@ -265,6 +298,27 @@ class _BoundContributionsFn(beam.DoFn):
             else:
                 yield key, step, payload
         return kept
+
+
+class _CappedBoundContributionsFn(_BoundContributionsFn):
+    """``_BoundContributionsFn`` with the unit cap (``UserLevel(max_units=N)``): a shard admits
+    at most ``shard_capacity`` = ⌈N / UNIT_SHARDS⌉ units, first come in its processing order
+    (at a unit's first record it processes, kept or not); every record of a unit not admitted
+    goes to the dead letter with ``unit_cap_reason``. The extra cell 'admitted_units' holds
+    the number of units the shard admitted (each has a record in the bag; re-counted from the
+    merged table at every compaction). The privacy argument (a neighbouring change moves the
+    kept records of ≤ 2 units, so the calibration doubles) is ``UserLevel``'s docstring. A
+    separate class so that without a cap the DoFn, its state cells and its state reads are
+    exactly those of ``_BoundContributionsFn``."""
+
+    ADMITTED = ReadModifyWriteStateSpec('admitted_units', PickleCoder())
+
+    def process(self, element, kept_state=beam.DoFn.StateParam(_BoundContributionsFn.KEPT),
+                released_state=beam.DoFn.StateParam(_BoundContributionsFn.RELEASED),
+                released_timer=beam.DoFn.TimerParam(_BoundContributionsFn.RELEASED_TIMER),
+                admitted_state=beam.DoFn.StateParam(ADMITTED)):
+        yield from self._bound_shard(element, kept_state, released_state, released_timer,
+                                     admitted_state)
 
 
 @beam.typehints.with_input_types(Tuple[Any, Tuple[Any, ...]])
@@ -288,7 +342,10 @@ class BoundContributions(beam.PTransform):
     documented in ``docs/state.md``): an exhausted unit keeps one small int; otherwise its
     total, its ≤ K keys and per key the count of its released steps and the counts of its steps
     not yet released. Every unit that ever kept a record keeps a record for ever (that is what
-    makes S and C exact over the horizon). With ``clock`` a record for a step whose release
+    makes S and C exact over the horizon) — unless ``max_units=N`` caps the units: then a shard
+    holds at most ⌈N / UNIT_SHARDS⌉ unit records (the first units it processed) and every record
+    of a unit it did not admit is dead-lettered (``unit cap: shard full (max_units=N ...)``),
+    which costs twice the noise (``UserLevel``). With ``clock`` a record for a step whose release
     time the stage's watermark passed is dead-lettered as late here (``StepClock.late_reason``,
     as the release stage does), and a unit's released steps are folded into counts when its
     record is next rewritten.
@@ -307,7 +364,7 @@ class BoundContributions(beam.PTransform):
     to arrive, which on a streaming runner is not event-time order).
 
     Args:
-      privacy_unit: the ``UserLevel(...)`` whose bounds K, S and m apply.
+      privacy_unit: the ``UserLevel(...)`` whose bounds K, S, m, C and unit cap N apply.
       transform_label: the ``DeadLetter.transform`` of its dead letters (the enclosing
         transform's label).
       mark_new_keys: also flag each unit's first kept record of a key (above).
@@ -331,10 +388,11 @@ class BoundContributions(beam.PTransform):
         grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
             _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
                 typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
+        fn = (_BoundContributionsFn if self._unit.max_units is None
+              else _CappedBoundContributionsFn)
         bounded = grouped.grouped | 'BoundPerUnit' >> beam.ParDo(
-            _BoundContributionsFn(self._unit, self._transform_label, self._mark_new_keys,
-                                  self._clock)).with_outputs(
-                DEAD_LETTER, main='kept')
+            fn(self._unit, self._transform_label, self._mark_new_keys,
+               self._clock)).with_outputs(DEAD_LETTER, main='kept')
         dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
                 | 'MergeBoundingDeadLetters' >> beam.Flatten())
         return BoundedOutputs(bounded.kept, dead)

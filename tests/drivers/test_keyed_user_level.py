@@ -78,10 +78,11 @@ def _neighbours(driver, unit):
     return _releases(driver, BACKGROUND), _releases(driver, with_unit)
 
 
-def _blt_loss(driver, unit):
+def _blt_loss(driver, unit, pair=None):
     """ρ actually spent on the unit: the grid values Δu_t = 2^k_t·(C·Δx̂)_t, recovered from the
-    releases (x̂ the released increments), against the public σ_t²."""
-    without, with_unit = _neighbours(driver, unit)
+    releases (x̂ the released increments), against the public σ_t². ``pair``: the two
+    neighbouring releases (default: ``_neighbours``)."""
+    without, with_unit = pair or _neighbours(driver, unit)
     counter = driver.counter(len(KEYS))
     theta, w = counter.exact_params
     c = blt_optimize.blt_coefficients(theta, w, HORIZON)
