@@ -1,7 +1,9 @@
 """Public keys and record keys of the keyed continual transforms: ``text_key`` (what every keyed
-transform requires of a record's key), ``KeyLayout`` (public keys in shards) and ``CountCodes``
+transform requires of a record's key), ``KeyLayout`` (public keys in shards), ``CountCodes``
 (the fast path of an event-level public-key count: one record → one integer code, a bundle's
-codes → pre-aggregated partial counts per shard and step, vectorised). Pure Python + numpy.
+codes → pre-aggregated partial counts per shard and step, vectorised) and ``PrivateCountCodes``
+(the same for private keys, over the keys the validator has accepted so far). Pure Python +
+numpy.
 """
 
 import dataclasses
@@ -19,11 +21,15 @@ from beam_dp.errors import InvalidRecordError
 __all__ = [
     'CountCodes',
     'KeyLayout',
+    'PrivateCountCodes',
     'text_key',
 ]
 
 #: Codes are step × keys + key index < 2^62: int64 with room (``CountCodes``).
 _CODE_LIMIT = 1 << 62
+#: ``PrivateCountCodes``: a code is step << _ID_BITS | key id; at most _MAX_KEYS ids at once.
+_ID_BITS = 20
+_MAX_KEYS = 1 << 17
 
 
 def text_key(key) -> str:
@@ -161,3 +167,94 @@ class CountCodes:
         return [(shard, step, positions[a:b].copy(), counts[a:b].copy())
                 for a, b, step, shard in zip(starts.tolist(), ends, (heads // num_shards).tolist(),
                                              (heads % num_shards).tolist())]
+
+
+class PrivateCountCodes:
+    """The fast path of 'ExtractAndValidate' for an event-level count over PRIVATE keys.
+
+    The keys are not known in advance, so the fast path knows the keys the full validator
+    (``KeyedReleaseDriver.extract``) has accepted so far: ``learn(key, shard)`` after it
+    accepted a record whose key is exactly a ``str`` (then ``text_key`` returns the key itself
+    and the shard is a function of it). A later record whose key is a learnt ``str`` and whose
+    event time lies in [start, end of the last coded step) is one integer
+    ``step << 20 | key id`` (``code``: one ``dict.get``, one comparison, no SHA-256); every
+    other record takes the validator. So the fast path accepts exactly a subset of what the
+    validator accepts, with the same (key, shard, step). ``partials`` turns codes into exact
+    counts per (shard, step, key), vectorised. At most 2**17 keys are known at once; ``room``
+    (called between bundles, when no code is pending) forgets them all once that is reached,
+    so memory stays bounded on an unbounded key universe.
+
+    Attributes:
+      index: learnt key → id (read by the DoFn's inlined fast path).
+      start_micros, end_micros, step_micros: the coded event-time range [start, end).
+    """
+
+    def __init__(self, clock: StepClock):
+        steps = _CODE_LIMIT >> _ID_BITS
+        if clock.last_step is not None:
+            steps = min(steps, clock.last_step + 1)
+        assert clock.start_micros > NO_EVENT_TIME_MICROS
+        self.index = {}
+        self._keys: List[str] = []
+        self._shards: List[int] = []
+        self.start_micros = clock.start_micros
+        self.step_micros = clock.step_micros
+        self.end_micros = clock.start_micros + steps * clock.step_micros
+
+    def learn(self, key: str, shard: int) -> None:
+        """A key the validator accepted (exactly a ``str``), with its shard."""
+        if type(key) is str and key not in self.index and len(self._keys) < _MAX_KEYS:  # pylint: disable=unidiomatic-typecheck
+            self.index[key] = len(self._keys)
+            self._keys.append(key)
+            self._shards.append(shard)
+
+    def room(self) -> None:
+        """Forgets every learnt key once the cap is reached (call with no pending code)."""
+        if len(self._keys) >= _MAX_KEYS:
+            self.index.clear()
+            self._keys.clear()
+            self._shards.clear()
+
+    def code(self, key, micros: int) -> Optional[int]:
+        """The code of a record (what the DoFn inlines), or None: take the full validator."""
+        i = self.index.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
+        if i is None or not self.start_micros <= micros < self.end_micros:
+            return None
+        return (micros - self.start_micros) // self.step_micros << _ID_BITS | i
+
+    @staticmethod
+    def compact(codes: np.ndarray, counts: Optional[np.ndarray] = None
+                ) -> Tuple[np.ndarray, np.ndarray]:
+        """(distinct codes, their exact total counts) of codes with optional multiplicities."""
+        if counts is None:
+            return np.unique(codes, return_counts=True)
+        unique, inverse = np.unique(codes, return_inverse=True)
+        return unique, _sum_by(inverse.reshape(-1), counts, unique.size)
+
+    def partials(self, codes: np.ndarray, counts: Optional[np.ndarray] = None
+                 ) -> List[Tuple[int, int, List[str], List[int]]]:
+        """Codes (with optional multiplicities) → ``[(shard, step, keys, counts)]``, one per
+        (shard, step) present, keys distinct and sorted by id; counts are exact ints."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.size == 0:
+            return []
+        unique, totals = self.compact(codes, counts)
+        ids = unique & ((1 << _ID_BITS) - 1)
+        steps = unique >> _ID_BITS
+        shards = np.asarray(self._shards, dtype=np.int64)[ids]
+        order = np.lexsort((ids, shards, steps))
+        ids, shards, steps = ids[order], shards[order], steps[order]
+        new = np.r_[True, (steps[1:] != steps[:-1]) | (shards[1:] != shards[:-1])]
+        starts = np.flatnonzero(new).tolist()
+        ends = starts[1:] + [ids.size]
+        keys = [self._keys[i] for i in ids.tolist()]
+        totals = totals[order].tolist()
+        steps, shards = steps.tolist(), shards.tolist()
+        return [(shards[a], steps[a], keys[a:b], totals[a:b]) for a, b in zip(starts, ends)]
+
+
+def _sum_by(inverse: np.ndarray, counts: np.ndarray, size: int) -> np.ndarray:
+    """Exact int64 sums of ``counts`` per group (np.add.at: no float weights)."""
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, inverse, np.asarray(counts, dtype=np.int64))
+    return out

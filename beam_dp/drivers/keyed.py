@@ -33,6 +33,7 @@ from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.counter_choice import MECHANISMS
 from beam_dp.drivers.key_layout import CountCodes
 from beam_dp.drivers.key_layout import KeyLayout
+from beam_dp.drivers.key_layout import PrivateCountCodes
 from beam_dp.drivers.key_layout import text_key
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.private_keys import PrivateKeysShard
@@ -199,6 +200,13 @@ class KeyedReleaseDriver:
         if self.metric != 'count' or self.layout is None or self.privacy_unit.name == 'user':
             return None
         return CountCodes(self.layout, self.clock)
+
+    def private_count_codes(self) -> Optional[PrivateCountCodes]:
+        """The extraction fast path of an event-level count over private keys
+        (``PrivateCountCodes``: a new, empty one), or None for any other release."""
+        if self.metric != 'count' or self.private_keys is None or self.privacy_unit.name == 'user':
+            return None
+        return PrivateCountCodes(self.clock)
 
     @property
     def bins_per_key(self) -> int:

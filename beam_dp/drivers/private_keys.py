@@ -27,6 +27,9 @@ from beam_dp.mechanisms import exact_int
 from beam_dp.mechanisms.key_selection import ContinualKeySelection
 from beam_dp.mechanisms.key_selection import KeySelectionState
 from beam_dp.noise import RandomSource
+from beam_dp.noise.batched import dlap_tail_tick
+from beam_dp.noise.batched import shared_words
+from beam_dp.noise.samplers import _scale_nd
 
 __all__ = [
     'PrivateKeys',
@@ -136,12 +139,15 @@ class PrivateKeysShard:
       bins: bins per key (1 for counts and sums).
       from_units: grid units → value units.
       noise_stddev: public noise sd of a key's release after its counter took n steps.
+      batched: the per-step tests of a step in one pass (``_plain_test``); False runs every
+        candidate through ``_advance`` (the scalar path the batched one is tested against).
     """
     selection: ContinualKeySelection
     counter: object
     bins: int
     from_units: Callable[[np.ndarray], np.ndarray]
     noise_stddev: Callable[[int], float]
+    batched: bool = True
 
     @staticmethod
     def init_state() -> PrivateKeysShardState:
@@ -192,6 +198,9 @@ class PrivateKeysShard:
                 candidates[key] = (self.selection.init_state(global_step), zero)
         visit = set(contributions) | wake.pop(global_step, frozenset())
         chosen_now, later = [], {}
+        shared = shared_words(rng) if self.batched else None
+        base = rng if shared is None else shared   # a SecureRandom: selection reads its buffer
+        tick = self._tick(global_step) if self.batched else None
         for key in sorted(visit):
             if key not in candidates:                   # selected since it was scheduled
                 continue
@@ -203,8 +212,16 @@ class PrivateKeysShard:
                 values, new_units = data
                 totals = tuple(a + int(b) for a, b in zip(totals, values))
                 last_data = global_step
-            chosen, sel_state = self._advance(sel_state, global_step, data, last_data,
-                                              rng.derive('select', key))
+            if tick is not None and _plain_test(sel_state, global_step, data, last_data):
+                count = sel_state.count + (int(data[1]) if data is not None else 0)
+                src = shared if shared is not None else rng.derive('select', key).derive(
+                    'key-step', global_step)
+                chosen = dlap_tail_tick(src, tick[1], tick[2],
+                                        tick[0] + sel_state.noise - count + 1)
+                sel_state = KeySelectionState(global_step, count, sel_state.noise)
+            else:
+                chosen, sel_state = self._advance(sel_state, global_step, data, last_data,
+                                                  base.derive('select', key))
             if chosen:
                 del candidates[key]
                 selected[key] = (step, None)
@@ -245,6 +262,12 @@ class PrivateKeysShard:
         out.sort(key=lambda row: row[0])
         return out, PrivateKeysShardState(step + 1, candidates, selected, groups, wake)
 
+    def _tick(self, global_step: int) -> Tuple[int, int, int]:
+        """(τ_t, n, d) of the tests at ``global_step``: the gap of a candidate with count c and
+        threshold noise Z is τ_t + Z - c + 1, and DLap's scale rounds to n/d."""
+        n, d = _scale_nd(self.selection.scale)
+        return self.selection.threshold(global_step), n, d
+
     def _advance(self, sel_state: KeySelectionState, global_step: int, data, last_data,
                  rng: RandomSource) -> Tuple[bool, KeySelectionState]:
         """One candidate visited at ``global_step`` (it has data, or its schedule is due).
@@ -271,6 +294,22 @@ class PrivateKeysShard:
             if chosen:                                  # cannot happen: it was scheduled
                 raise AssertionError('private keys: a candidate was not visited when due')
         return selection.advance(sel_state, global_step, int(data[1]), rng)
+
+
+def _plain_test(sel_state: KeySelectionState, global_step: int, data, last_data) -> bool:
+    """Whether ``PrivateKeysShard._advance`` would run exactly one ``advance`` test at
+    ``global_step`` on a state that already has its threshold noise (one step after the last
+    evaluated one: a data step, or one of the ``EAGER_STEPS`` after one without a drawn
+    schedule). That test is then run inline, at the same address and on the same words
+    (``dlap_tail_tick``): Bernoulli(P[Y ≥ τ_t + Z - count + 1]), the new state as ``advance``
+    returns it."""
+    if (sel_state.step != global_step - 1 or sel_state.noise is None
+            or sel_state.selected_step is not None):
+        return False
+    if data is not None:
+        return data[1] >= 0
+    return (sel_state.due is None and last_data is not None
+            and global_step - last_data <= EAGER_STEPS)
 
 
 @functools.lru_cache(maxsize=256)

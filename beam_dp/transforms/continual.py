@@ -7,7 +7,7 @@ Wiring (every label is part of the Dataflow update contract):
                              only when the input is not already in the default global windowing
                              (there it would be a per-record no-op)
     | 'ExtractAndValidate'   key / value / bin / unit per record; malformed → dead letter
-                             (``continual_extract``; at event level over public keys it also
+                             (``continual_extract``; at event level, public or private keys, it
                              sums the bundle's valid records: 'DropUnit' and 'PreAggregate' then
                              see a few partial sums per bundle, not one element per record)
     | 'KeyByUnit' + 'BoundContributions'       (user-level only)
@@ -54,6 +54,7 @@ from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import arguments
 from beam_dp.transforms import shell
 from beam_dp.transforms.continual_extract import _ExtractAndAggregateFn
+from beam_dp.transforms.continual_extract import _ExtractAndAggregatePrivateFn
 from beam_dp.transforms.continual_extract import _ExtractFn
 from beam_dp.transforms.continual_extract import _MergePartialsFn
 from beam_dp.transforms.continual_extract import _PreAggregateFn
@@ -225,9 +226,16 @@ class _ContinualPerKey(shell.ShellTransform):
 
     @property
     def _aggregates_in_extract(self) -> bool:
-        """Event level over public keys: 'ExtractAndValidate' also sums the bundle's records
+        """Event level: 'ExtractAndValidate' also sums the bundle's records
         (``continual_extract``), as nothing before 'PreAggregate' needs the single record."""
-        return self._driver.private_keys is None and self._unit_fn is None
+        return self._unit_fn is None
+
+    @property
+    def _extract_fn(self):
+        if not self._aggregates_in_extract:
+            return _ExtractFn
+        return _ExtractAndAggregateFn if self._driver.private_keys is None else \
+            _ExtractAndAggregatePrivateFn
 
     def _extract_and_bound(self, records):
         """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
@@ -238,8 +246,8 @@ class _ContinualPerKey(shell.ShellTransform):
         extracted = (
             records
             | 'ExtractAndValidate' >> beam.ParDo(
-                (_ExtractAndAggregateFn if self._aggregates_in_extract else _ExtractFn)(
-                    self._driver, self.label, self._key_fn, self._value_fn, self._unit_fn)
+                self._extract_fn(self._driver, self.label, self._key_fn, self._value_fn,
+                                 self._unit_fn)
             ).with_outputs(DEAD_LETTER, main='valid'))
         dead = [extracted[DEAD_LETTER]]
         valid = extracted.valid

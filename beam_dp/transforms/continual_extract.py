@@ -5,10 +5,14 @@ vector per shard, step and bundle instead of one element per record).
 
 Two shapes, chosen by ``ContinualPerKey.expand``:
 
-* **per record** (``_ExtractFn`` + ``_PreAggregateFn``): user level (each record must pass
-  'BoundContributions' first) and private keys.
+* **per record** (``_ExtractFn`` + ``_PreAggregateFn``, or the private-keys
+  ``continual_private_keys._PreAggregateFn``): user level (each record must pass
+  'BoundContributions' first).
 * **aggregating** (``_ExtractAndAggregateFn`` + ``_MergePartialsFn``): event level over public
-  keys. Nothing between extraction and pre-aggregation needs the single record, so
+  keys; ``_ExtractAndAggregatePrivateFn`` + ``continual_private_keys._MergePrivatePartialsFn``
+  the same over private keys (partials ``{key: (per-bin units, records)}`` per shard and step,
+  the payload the private 'ReleaseNoisyValues' always took; counts take
+  ``key_layout.PrivateCountCodes``, the keys the validator accepted so far). Nothing between extraction and pre-aggregation needs the single record, so
   'ExtractAndValidate' sums a bundle's valid records itself and emits only the partial sums
   at the end of the bundle; 'DropUnit' and 'PreAggregate' then see a handful of partials per
   bundle. Counts take a fast path (``beam_dp.drivers.key_layout.CountCodes``: a well-formed
@@ -27,6 +31,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beam_dp.drivers.key_layout import _ID_BITS
 from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
@@ -35,6 +40,8 @@ from beam_dp.transforms import shell
 _STAGE = 'ExtractAndValidate'
 #: Codes kept as a Python list before they are packed into an int64 array (bounds memory).
 _FLUSH_CODES = 1 << 16
+#: Private keys: packed codes are reduced to distinct codes with counts beyond this many.
+_COMPACT_CODES = 1 << 22
 
 
 class _ExtractFn(beam.DoFn):
@@ -194,3 +201,106 @@ class _MergePartialsFn(beam.DoFn):
                     per_slot[flat] += int(value)
             yield from _emit_sums(self._clock, {(shard, step): per_slot})
         self._parts.clear()
+
+
+class _ExtractAndAggregatePrivateFn(_ExtractFn):
+    """'ExtractAndValidate' at event level over private keys: dead letters per record, valid
+    records summed per (shard, step, key) within the bundle and emitted at its end as
+    ``(None, (shard, (step, {key: (per-bin units, records)})))``, the payload the per-record
+    'DropUnit' + 'PreAggregate' built (at event level every record is a new unit). Counts take
+    the fast path of ``PrivateCountCodes`` once the validator has accepted a key."""
+
+    def setup(self):
+        super().setup()
+        self._clock = self._driver.clock
+        self._bins = self._driver.bins_per_key
+        codes = self._driver.private_count_codes()
+        self._codes = codes
+        self._index = codes.index if codes is not None else {}
+        self._lo = codes.start_micros if codes is not None else 0
+        self._hi = codes.end_micros if codes is not None else 0
+        self._step_micros = self._clock.step_micros
+
+    def start_bundle(self):
+        if self._codes is not None:
+            self._codes.room()
+        self._pending = []
+        self._packed = []
+        self._packed_size = 0
+        self._sums = collections.defaultdict(dict)
+
+    def process(self, record, timestamp=beam.DoFn.TimestampParam):
+        micros = timestamp.micros
+        try:
+            key = shell.extract_key(self._key_fn, record)
+        except InvalidRecordError as e:
+            return [shell.dead_letter(self._label, _STAGE, str(e), record, micros)]
+        i = self._index.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
+        if i is not None and self._lo <= micros < self._hi:
+            pending = self._pending
+            pending.append((micros - self._lo) // self._step_micros << _ID_BITS | i)
+            if len(pending) >= _FLUSH_CODES:
+                self._pack()
+            return ()
+        return self._validate(key, record, micros)
+
+    def _pack(self):
+        """Pending codes → an int64 array; many arrays → their distinct codes with counts
+        (memory bounded by the distinct (step, key) cells of the bundle)."""
+        self._packed.append((np.asarray(self._pending, dtype=np.int64), None))
+        self._packed_size += len(self._pending)
+        self._pending = []
+        if self._packed_size >= _COMPACT_CODES:
+            codes, counts = _concat(self._packed)
+            self._packed = [self._codes.compact(codes, counts)]
+            self._packed_size = self._packed[0][0].size
+
+    def _validate(self, key, record, micros):
+        """The full validator: a dead letter with its reason, or the record added to the sums
+        (and its key learnt by the fast path of counts)."""
+        try:
+            key, step, shard, bin_index, units = self._driver.extract(key, micros, record,
+                                                                      self._value_fn)
+        except InvalidRecordError as e:
+            return [shell.dead_letter(self._label, _STAGE, str(e), record, micros)]
+        if self._codes is not None:
+            self._codes.learn(key, shard)
+        per_key = self._sums[(shard, step)]
+        entry = per_key.get(key)
+        if entry is None:
+            entry = per_key[key] = [[0] * self._bins, 0]
+        entry[0][bin_index] += units
+        entry[1] += 1
+        return ()
+
+    def finish_bundle(self):
+        sums = self._sums
+        if self._pending:
+            self._pack()
+        partials = self._codes.partials(*_concat(self._packed)) if self._packed else []
+        for shard, step, keys, counts in partials:       # counts: one bin
+            payload = {k: ((n,), n) for k, n in zip(keys, counts)}
+            for key, (units, records) in sums.pop((shard, step), {}).items():
+                old = payload.get(key)
+                payload[key] = (tuple(units), records) if old is None else (
+                    (old[0][0] + units[0],), old[1] + records)
+            yield self._partial(shard, step, payload)
+        for (shard, step), per_key in sums.items():
+            yield self._partial(shard, step, {k: (tuple(v[0]), v[1]) for k, v in per_key.items()})
+        self.start_bundle()
+
+    def _partial(self, shard, step, payload):
+        return WindowedValue((None, (shard, (step, payload))),
+                             Timestamp(micros=self._clock.step_end(step) - 1), [GlobalWindow()])
+
+
+def _concat(packed):
+    """One (codes, counts or None) pair of several."""
+    if len(packed) == 1:
+        return packed[0]
+    codes = np.concatenate([c for c, _ in packed])
+    if all(n is None for _, n in packed):
+        return codes, None
+    counts = np.concatenate([np.ones(c.size, dtype=np.int64) if n is None else n
+                             for c, n in packed])
+    return codes, counts

@@ -6,8 +6,10 @@ the update contract):
   valid
     | 'MarkNewUnits'        (user-level only) the flag of a unit's first kept record for a key,
                             set by 'BoundContributions' (mark_new_keys=True; stateless here)
-    | 'DropUnit'                            (event level: every record is a new unit)
+    | 'DropUnit'            event level: 'ExtractAndValidate' already summed its bundle per
+                            (shard, step, key) (``continual_extract``), this drops the unit
     | 'PreAggregate'        bundle-local sums per (shard, step, key): per-bin units, new units
+                            (event level: the partials of one (shard, step) merged into one)
     + 'ShardSeeds'          one element per shard at ``start``
     | 'ReleaseNoisyValues'  keyed by shard: candidate keys (selection state) and selected keys
                             (their counters, one vector counter per selection step) in one cell;
@@ -19,6 +21,7 @@ The state machine is ``beam_dp.drivers.private_keys.PrivateKeysShard``.
 """
 
 import collections
+import operator
 
 import apache_beam as beam
 from apache_beam.coders import BooleanCoder
@@ -35,6 +38,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp import noise
 from beam_dp.drivers.keyed import KeyedReleaseDriver
+from beam_dp.drivers.private_keys import PrivateKeysShard
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import shell
 from beam_dp.transforms.shell import DEAD_LETTER
@@ -77,6 +81,29 @@ class _PreAggregateFn(beam.DoFn):
                                 Timestamp(micros=self._clock.step_end(step) - 1),
                                 [GlobalWindow()])
         self._sums.clear()
+
+
+class _MergePrivatePartialsFn(beam.DoFn):
+    """'PreAggregate' at event level: the bundle's partials ``(shard, (step, {key: (per-bin
+    units, new units)}))`` of one (shard, step) as one (usually there is one already)."""
+
+    def __init__(self, driver: KeyedReleaseDriver):
+        self._clock = driver.clock
+
+    def start_bundle(self):
+        self._parts = collections.defaultdict(list)
+
+    def process(self, element):
+        shard, (step, payload) = element
+        self._parts[(shard, step)].append(payload)
+
+    def finish_bundle(self):
+        for (shard, step), parts in self._parts.items():
+            payload = parts[0] if len(parts) == 1 else PrivateKeysShard.merge(parts)
+            yield WindowedValue((shard, (step, payload)),
+                                Timestamp(micros=self._clock.step_end(step) - 1),
+                                [GlobalWindow()])
+        self._parts.clear()
 
 
 class _CachedState(CacheAware):
@@ -194,10 +221,12 @@ def release_private_keys(valid: beam.PCollection, driver: KeyedReleaseDriver, la
         # The first kept record of a unit for a key, flagged by 'BoundContributions' (which
         # holds every key a unit kept): the selection counts distinct units.
         valid = valid | 'MarkNewUnits' >> beam.Map(_mark_new_units)
+        partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(driver))
     else:
-        # Event level: every record is its own unit, so every record is a new unit.
-        valid = valid | 'DropUnit' >> beam.Map(lambda e: (e[1][0], e[1][1], e[1][2][:4] + (1,)))
-    partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(driver))
+        # Event level: 'ExtractAndValidate' summed its bundle (every record is a new unit).
+        partials = (valid
+                    | 'DropUnit' >> beam.Map(operator.itemgetter(1))
+                    | 'PreAggregate' >> beam.ParDo(_MergePrivatePartialsFn(driver)))
     seeds = shell.seeds_at_start(valid.pipeline, range(driver.num_shards),
                                  driver.clock.start_micros)
     return shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(

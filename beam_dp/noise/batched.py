@@ -1,0 +1,131 @@
+"""Many small exact draws in one pass (issue 15: the per-step tests of private key selection).
+
+* ``WordBuffer``: a ``RandomSource`` over a *stateless* source (``SecureRandom``: every word is
+  fresh OS randomness and ``derive`` returns the source itself) that reads the words in blocks
+  (one ``uint64(BLOCK)`` call, i.e. one ``os.urandom``, per ``BLOCK`` words) and hands them out
+  one by one, in order. Its word stream is exactly the concatenation of the blocks, so every
+  sampler run on it sees i.i.d. uniform words as on the source itself, and a source whose
+  ``uint64`` calls read one sequential stream gives the same words through the buffer as
+  without it (the tests drive such a source). ``derive`` returns the buffer, as the source's
+  ``derive`` returns the source: addresses mean nothing to a stateless source. A buffer is made
+  per call site and dropped after it (unused words are discarded, never reused).
+  ``shared_words(rng)`` returns a buffer for a ``SecureRandom`` and None for addressed sources
+  (seeded, keyed), whose per-address streams must be used as they are.
+* ``dlap_tail_tick(src, n, d, k)``: ``geometric.bernoulli_dlap_tail(src, n/d, k)`` with the
+  samplers' scalar helpers inlined: the SAME ``src.word()`` / ``src.randbits()`` calls in the
+  same order and the same result (tested call by call), without a Python call per word.
+"""
+
+import itertools
+
+import numpy as np
+
+from beam_dp.noise.rng import RandomSource
+from beam_dp.noise.rng import SecureRandom
+
+__all__ = [
+    'BLOCK',
+    'WordBuffer',
+    'dlap_tail_tick',
+    'shared_words',
+]
+
+#: Words read per ``uint64`` call of the underlying source.
+BLOCK = 4096
+
+
+class WordBuffer(RandomSource):
+    """The words of ``source`` read ``block`` at a time (see the module docstring)."""
+
+    def __init__(self, source: RandomSource, block: int = BLOCK):
+        self._source = source
+        self.is_secure = source.is_secure
+        blocks = iter(lambda: source.uint64(block).tolist(), None)
+        self._words = itertools.chain.from_iterable(blocks)
+        # One C call per word: ``next`` on the chained blocks.
+        self.word = self._words.__next__
+
+    def uint64(self, size: int) -> np.ndarray:
+        size = int(size)
+        return np.fromiter(itertools.islice(self._words, size), dtype=np.uint64, count=size)
+
+    def derive(self, *labels) -> 'WordBuffer':
+        del labels
+        return self
+
+    def __reduce__(self):
+        raise TypeError('WordBuffer holds drawn words: it is local to one call, never pickled.')
+
+    def __repr__(self) -> str:
+        return f'WordBuffer({self._source!r})'
+
+
+def shared_words(rng: RandomSource):
+    """A ``WordBuffer`` over ``rng`` if it is stateless (``SecureRandom``: ``derive`` is the
+    identity, so one stream serves every address), else None (seeded and keyed sources: every
+    address has its own stream, which must be read as it is)."""
+    return WordBuffer(rng) if isinstance(rng, SecureRandom) else None
+
+
+def _below(src: RandomSource, m: int) -> int:
+    """``samplers._uniform_below_int(src, m)`` (the same calls)."""
+    b = (m - 1).bit_length()
+    if b == 0:
+        return 0
+    if b <= 64:
+        shift = 64 - b
+        word = src.word
+        r = word() >> shift
+        while r >= m:
+            r = word() >> shift
+        return r
+    r = src.randbits(b)
+    while r >= m:
+        r = src.randbits(b)
+    return r
+
+
+def _exp_le1(src: RandomSource, num: int, den: int) -> bool:
+    """``samplers._bernoulli_exp_le1_scalar(src, num, den)``: Bernoulli(exp(-num/den))."""
+    k = 1
+    while True:
+        m = den * k
+        b = (m - 1).bit_length()
+        if b == 0:
+            r = 0
+        elif b <= 64:
+            shift = 64 - b
+            word = src.word
+            r = word() >> shift
+            while r >= m:
+                r = word() >> shift
+        else:
+            r = _below(src, m)
+        if r >= num:
+            return k % 2 == 1
+        k += 1
+
+
+def _exp(src: RandomSource, num: int, den: int) -> bool:
+    """``samplers._bernoulli_exp_scalar(src, num, den)``: Bernoulli(exp(-num/den))."""
+    whole, frac = divmod(num, den)
+    for _ in range(whole):
+        if not _exp_le1(src, 1, 1):
+            return False
+    return _exp_le1(src, frac, den)
+
+
+def dlap_tail_tick(src: RandomSource, n: int, d: int, k: int) -> bool:
+    """Exact Bernoulli(P[Y ≥ k]), Y ~ DLap(n/d): ``bernoulli_dlap_tail(src, scale, k)`` for a
+    scale whose rational rounding is n/d (``samplers._scale_nd``), word for word."""
+    k = int(k)
+    if k >= 1:
+        hit = _exp(src, k * d, n)
+    else:
+        hit = _exp(src, (1 - k) * d, n)
+    if hit:                                        # Bernoulli(1/(1+a)): even Geometric(a)
+        even = True
+        while _exp(src, d, n):
+            even = not even
+        hit = even
+    return hit if k >= 1 else not hit
