@@ -1,0 +1,179 @@
+"""Tables and plot of the long side by side (``run_long.sh``) and the monoblock seed statistics.
+
+    .venv/bin/python benchmarks/boost/report_long.py /tmp/bb_res benchmarks/boost/results
+
+Reads the runners' jsons (``curve_points``: average cumulative ε per block every 1,000 queries,
+the same query counts for both systems) and writes ``results_long.json``,
+``cumulative_budget_long.png`` (top: budget vs queries, solid = beam_dp, dashed = artifact;
+bottom: saving of Boost over the best baseline of the same implementation vs queries) and
+``seeds/summary.json``; prints the markdown tables of README.md §5.
+"""
+
+import glob
+import json
+import math
+import os
+import sys
+
+from report import load  # benchmarks/boost/report.py
+
+BOOST = {'static': 'tree_pmw_bypass', 'streaming': 'tree_pmw_bypass_warm'}
+BASELINES = ('exact_cache', 'tree_exact_cache')
+IMPLS = ('beam_dp', 'artifact')
+HORIZONS = {'static': (10000, 20000, 50000, 100000, 150000),
+            'streaming': (20000, 50000, 100000)}
+
+
+def at(run, queries):
+    """The budget after ``queries`` queries, or None if the run did not get there."""
+    for done, budget in (run or {}).get('curve_points', []):
+        if done == queries:
+            return budget
+    return None
+
+
+def saving(runs, setting, queries, boost=None):
+    """(best baseline name, its budget / Boost's) at ``queries``, own baselines only."""
+    b = at(runs.get(boost or BOOST[setting]), queries)
+    base = {s: at(runs.get(s), queries) for s in BASELINES}
+    base = {s: v for s, v in base.items() if v is not None}
+    if b is None or not base:
+        return None, None
+    best = min(base, key=base.get)
+    return best, base[best] / b
+
+
+def _cell(value, fmt='{:.4g}'):
+    return '-' if value is None else fmt.format(value)
+
+
+def table(results):
+    lines = ['| setting | k | queries | impl | exact_cache | tree_exact_cache | tree_pmw_bypass '
+             '| tree_pmw_bypass_warm | best baseline | saving |',
+             '|---|---|---|---|---|---|---|---|---|---|']
+    for setting, horizons in HORIZONS.items():
+        for k in (0, 1):
+            for q in horizons:
+                for impl in IMPLS:
+                    runs = results.get((impl, setting, k), {})
+                    best, ratio = saving(runs, setting, q)
+                    cells = [_cell(at(runs.get(s), q)) for s in BASELINES + (
+                        'tree_pmw_bypass', 'tree_pmw_bypass_warm')]
+                    if all(c == '-' for c in cells):
+                        continue
+                    lines.append(f'| {setting} | {k} | {q // 1000}K | {impl} | ' +
+                                 ' | '.join(cells) +
+                                 f' | {best or "-"} | {_cell(ratio, "{:.2f}x")} |')
+    return '\n'.join(lines)
+
+
+def summary_table(results):
+    """Ours vs the artifact's saving (own best baseline) at every horizon both reached."""
+    lines = ['| setting | k | queries | beam_dp saving | artifact saving | ratio |',
+             '|---|---|---|---|---|---|']
+    for setting, horizons in HORIZONS.items():
+        for k in (0, 1):
+            for q in horizons:
+                ours = saving(results.get(('beam_dp', setting, k), {}), setting, q)[1]
+                art = saving(results.get(('artifact', setting, k), {}), setting, q)[1]
+                if ours is None and art is None:
+                    continue
+                ratio = ours / art if ours and art else None
+                lines.append(f'| {setting} | {k} | {q // 1000}K | {_cell(ours, "{:.2f}x")} | '
+                             f'{_cell(art, "{:.2f}x")} | {_cell(ratio, "{:.3f}")} |')
+    return '\n'.join(lines)
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 4, figsize=(19, 8.5))
+    colours = {}
+    for col, (setting, k) in enumerate([(s, k) for s in HORIZONS for k in (0, 1)]):
+        top, bottom = axes[0][col], axes[1][col]
+        for impl, style in (('beam_dp', '-'), ('artifact', '--')):
+            runs = results.get((impl, setting, k), {})
+            for system, r in sorted(runs.items()):
+                xs, ys = zip(*r['curve_points'])
+                colour = colours.setdefault(system, f'C{len(colours)}')
+                top.plot(xs, ys, style, color=colour, label=f'{system} ({impl})')
+            if BOOST[setting] in runs:
+                xs = [x for x, _ in runs[BOOST[setting]]['curve_points']]
+                pts = [(x, saving(runs, setting, x)[1]) for x in xs]
+                pts = [(x, s) for x, s in pts if s is not None]
+                if pts:
+                    bottom.plot(*zip(*pts), style, color='k', label=f'saving ({impl})')
+        top.set_title(f'{setting}, k_zipf={k}')
+        top.set_ylabel('avg cumulative ε per block')
+        top.set_yscale('log')
+        bottom.axhline(1, color='grey', lw=0.5)
+        bottom.set_xlabel('queries')
+        bottom.set_ylabel('best baseline / Boost')
+        bottom.legend(fontsize=8)
+    seen = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    fig.legend(list(seen.values()), list(seen.keys()), loc='lower center', ncol=4, fontsize=8)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.savefig(path, dpi=100)
+
+
+def _stats(values):
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return {'n': n, 'mean': mean, 'sd': sd, 'se': sd / math.sqrt(n)}
+
+
+def seeds(directories, exact_cache):
+    """Monoblock k=1 pmw_bypass over seeds: mean ± SE per implementation, the saving over
+    each side's exact cache (delta method) and Welch's t-test of the budgets."""
+    from scipy import stats
+    values = {impl: {} for impl in IMPLS}
+    for d in directories:
+        for path in glob.glob(os.path.join(d, '*_monoblock_k1_pmw_bypass_s*.json')):
+            r = json.load(open(path))
+            if r.get('queries') == 20000:     # the first artifact file predates 'seed' (64)
+                values[r['implementation']][r.get('seed', 64)] = r['final_avg_budget']
+    # Artifact seeds 68-72 were run by trace.py's native mode (the runner's code path: seeds
+    # 64-67 agree bit for bit with the runner's jsons).
+    native = json.load(open(os.path.join(directories[0], 'trace_summary.json')))
+    for seed, row in native['monoblock_k1_artifact_native'].items():
+        values['artifact'].setdefault(int(seed), row['budget'])
+    out = {}
+    for impl in IMPLS:
+        s = _stats(list(values[impl].values()))
+        base = exact_cache[impl]
+        s.update(seeds=sorted(values[impl]), exact_cache=base, saving=base / s['mean'],
+                 saving_se=base * s['se'] / s['mean'] ** 2)
+        out[impl] = s
+    t = stats.ttest_ind(list(values['beam_dp'].values()), list(values['artifact'].values()),
+                        equal_var=False)
+    diff = out['beam_dp']['mean'] - out['artifact']['mean']
+    out['welch'] = {'budget_difference': diff, 'se': math.hypot(out['beam_dp']['se'],
+                                                                 out['artifact']['se']),
+                    't': float(t.statistic), 'p': float(t.pvalue)}
+    return out
+
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    results = load(src)
+    json.dump([r for runs in results.values() for r in runs.values()],
+              open(os.path.join(dst, 'results_long.json'), 'w'), indent=1)
+    print(table(results))
+    print()
+    print(summary_table(results))
+    plot(results, os.path.join(dst, 'cumulative_budget_long.png'))
+    mono = {r['implementation']: r['final_avg_budget']
+            for r in json.load(open(os.path.join(dst, 'results.json')))
+            if r['setting'] == 'monoblock' and r['k'] == 1 and r['system'] == 'exact_cache'}
+    summary = seeds([os.path.join(dst, 'seeds'), os.path.join(src, 'seeds')], mono)
+    json.dump(summary, open(os.path.join(dst, 'seeds', 'summary.json'), 'w'), indent=1)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == '__main__':
+    main()
