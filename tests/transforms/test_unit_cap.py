@@ -29,6 +29,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from beam_dp import UserLevel
+from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.bounding import UNIT_SHARDS
 from beam_dp.drivers.bounding import shard_capacity
 from beam_dp.errors import InvalidParamsError
@@ -48,6 +49,9 @@ from tests.transforms.test_contribution_bounding import _first
 from tests.transforms.test_contribution_bounding import category
 from tests.transforms.test_contribution_bounding import reference
 from tests.transforms.test_contribution_bounding import streaming
+from tests.transforms.test_continual import counts
+from tests.transforms.test_continual import run_stream
+from tests.transforms.test_continual import tv
 
 
 def _by_shard(count=16000):
@@ -312,3 +316,35 @@ def test_pipeline_over_cap_units_are_dead_lettered_and_admitted_ones_kept_exactl
 @runners.requires_prism
 def test_on_prism_over_cap_units_are_dead_lettered():
     _cap_pipeline(beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=True))))
+
+
+@pytest.mark.pipeline
+def test_continual_count_with_a_unit_cap_counts_the_admitted_units_exactly():
+    """ContinualCountPerKey at user level with N = 64 (one unit per shard), noise-free: the
+    unit that comes second to shard 0 is dead-lettered with the cap reason, the admitted
+    units' records are counted exactly; the noise sd is twice the uncapped transform's."""
+    first, second, other = SHARD_UNITS[0][0], SHARD_UNITS[0][1], SHARD_UNITS[1][0]
+    bounds = dict(unit_fn=lambda r: r[1], max_keys_per_unit=1, max_contributions_per_step=2,
+                  max_steps_per_unit=2)
+    unit = UserLevel(max_units=UNIT_SHARDS, **bounds)
+    stream = (TestStream()
+              .advance_watermark_to(0)
+              .add_elements([tv(('a', first), 1), tv(('a', other), 2), tv(('a', first), 3)])
+              .advance_watermark_to(30)
+              .add_elements([tv(('a', second), 31), tv(('b', second), 65),
+                             tv(('a', first), 66), tv(('b', other), 67)])   # other: K = 1
+              .advance_watermark_to(200)
+              .advance_watermark_to_infinity())
+    reason = ('unit cap: shard full (max_units=64: at most 1 units in each of the 64 unit '
+              'shards; this unit arrived after its shard was full)')
+    run_stream(stream, counts(end=120, privacy_unit=unit),
+               expected=[('a', 0, 3.0), ('a', 1, 4.0), ('b', 0, 0.0), ('b', 1, 0.0)],
+               expected_dead=equal_to([('BoundContributions', reason)] * 2 + [(
+                   'BoundContributions', 'contribution bound: unit already contributed to '
+                   'max_keys_per_unit=1 keys')]))
+    budget = PrivacyBudget(epsilon=1.0)
+    plain = counts(end=120, privacy_unit=UserLevel(**bounds), budget=budget)
+    capped = counts(end=120, privacy_unit=unit, budget=budget)
+    assert capped._driver.sensitivity() == tuple(2 * x for x in plain._driver.sensitivity())
+    assert 'calibrated to 2 units per change' in capped._driver.release_metadata()[
+        'privacy_unit']
