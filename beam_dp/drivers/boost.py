@@ -39,6 +39,7 @@ from beam_dp.io.boost import BoostQueryRecord
 from beam_dp.io.boost import BoostRefusal
 from beam_dp.io.boost import BoostRowRejection
 from beam_dp.mechanisms.boost.cache import PMap
+from beam_dp.mechanisms.boost.filters import to_epsilon
 from beam_dp.mechanisms.boost.pmw_bypass import TreePMWBypass
 from beam_dp.mechanisms.boost.state import BoostRequest
 from beam_dp.mechanisms.boost.state import BoostState
