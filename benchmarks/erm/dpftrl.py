@@ -1,27 +1,36 @@
 """DP-FTRL baseline (Kairouz et al. 2021) built on beam_dp's own continual counters.
 
-Each counter step is a mini-batch of m stream records (padding slots have zero gradient). Every
-record's gradient at the current model is computed once (its features are clipped, so
-‖∇ℓ‖ ≤ L = √2·C for softmax), rounded onto the public grid 2^-k and summed; the counter releases
-noisy prefix sums S_s of these integer vectors (``BinaryTreeCounter`` with the known horizon or
-``InfiniteTreeCounter`` for an unbounded stream, Honaker's variance-reduced estimator; or the
-ρ-zCDP ``BLTCounter``, the library's best counter for zCDP). The model
-is the FTRL solution of the linearised, strongly-convex-regularised objective
+Each counter step is a mini-batch of m stream records (padding slots have zero gradient); m = n_max
+(``batch=None``) makes one step per block, so the counter's horizon is the number of releases.
+Every record's gradient at the current model is computed once (its features are clipped, so
+‖∇ℓ‖₂ ≤ L = √2·C and ‖∇ℓ‖₁ ≤ L₁ = ``loss.lipschitz_l1(d)`` = 2√d·C for softmax), rounded onto
+the public grid 2^-k and summed; the counter releases noisy prefix sums S_s of these integer
+vectors. Counters: ``BinaryTreeCounter`` with the known horizon or ``InfiniteTreeCounter`` for an
+unbounded stream (Honaker's variance-reduced estimator), ``BalancedTreeCounter`` (the
+negative-digit k-ary tree, known horizon), 'auto' = ``beam_dp.analysis.select_counter`` (the
+library's own choice of the lowest-RMSE counter for the horizon and budget: per-step noise
+summed for T ≤ 34, the balanced tree beyond), or the ρ-zCDP ``BLTCounter``. The model is the FTRL
+solution of the linearised, strongly-convex-regularised objective
 
     w_{s+1} = argmin_w ⟨S_s, w⟩ + ((μ·N_s + 1/η)/2)·‖w‖² = −S_s / (μ·N_s + 1/η),
 
 N_s = nominal records so far (public). Post-processing of the counter's output, so the whole
 sequence of models has the counter's guarantee. Neighbours: substitution of one record, the same
 relation as the Watson et al. releases: one record changes one step's integer vector by at most
-2(√D·L·2^k + D/2) in L1 (pure ε, discrete Laplace) and 2(L·2^k + √D/2) in L2 (ρ-zCDP, discrete
-Gaussian). Equal privacy: ε for the Laplace counter; ρ = ε²/2 for the Gaussian one (an ε-DP
-mechanism is ε²/2-zCDP, so both sides are then ρ-zCDP; the Gaussian side is not ε-DP).
+2(L₁·2^k + D/2) in L1 (pure ε, discrete Laplace; ``l1_bound='cauchy_schwarz'`` uses the looser
+√D·L for L₁, the earlier benchmark's constant) and 2(L·2^k + √D/2) in L2 (ρ-zCDP, discrete
+Gaussian): each coordinate's rounding moves by at most ½ per record. Equal privacy: ε for the
+Laplace counters; ρ = ε²/2 for the Gaussian ones (an ε-DP mechanism is ε²/2-zCDP, so both sides
+are then ρ-zCDP; the Gaussian side is not ε-DP).
 """
 
 import math
 
 import numpy as np
 
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.analysis import select_counter
+from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
@@ -29,13 +38,21 @@ from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 GRID_BITS = 8
 
 
-def _counter(kind: str, noise: str, eps: float, dim: int, lip: float, horizon: int):
-    """kind: 'tree' (known horizon), 'infinite' (unbounded) or 'blt' (BLT, ρ-zCDP only)."""
+def _counter(kind: str, noise: str, eps: float, dim: int, lip: float, lip_l1: float,
+             horizon: int):
+    """kind: 'tree' (known horizon), 'balanced' (negative-digit k-ary tree, known horizon),
+    'auto' (``select_counter``), 'infinite' (unbounded) or 'blt' (BLT, ρ-zCDP only)."""
     scale = 1 << GRID_BITS
-    l1 = 2.0 * (math.sqrt(dim) * lip * scale + dim / 2.0)
+    l1 = 2.0 * (lip_l1 * scale + dim / 2.0)
     l2 = 2.0 * (lip * scale + math.sqrt(dim) / 2.0)
     privacy = dict(epsilon=eps, l1_sensitivity=l1) if noise == 'laplace' else dict(
         rho=eps * eps / 2.0, l1_sensitivity=l1, l2_sensitivity=l2)
+    if kind == 'auto':
+        budget = PrivacyBudget(epsilon=eps) if noise == 'laplace' else PrivacyBudget(
+            rho=eps * eps / 2.0)
+        return select_counter(budget, horizon, dim, l1, None if noise == 'laplace' else l2)
+    if kind == 'balanced':
+        return BalancedTreeCounter(horizon=horizon, dimension=dim, **privacy)
     if kind == 'tree':
         return BinaryTreeCounter(horizon=horizon, dimension=dim, **privacy)
     if kind == 'blt':
@@ -43,15 +60,21 @@ def _counter(kind: str, noise: str, eps: float, dim: int, lip: float, horizon: i
     return InfiniteTreeCounter(dimension=dim, **privacy)
 
 
-def run_dpftrl(loss, x_blocks, y_blocks, n_max: int, eps: float, rng, batch: int = 16,
+def run_dpftrl(loss, x_blocks, y_blocks, n_max: int, eps: float, rng, batch=16,
                mu: float = 0.002, inv_eta: float = 2.0, counter: str = 'tree',
-               noise: str = 'laplace'):
-    """Yields the model after each block. x_blocks: clipped (n_b, d) arrays, ≤ n_max rows."""
-    dim = loss.n_params(x_blocks[0].shape[1])
+               noise: str = 'laplace', l1_bound: str = 'loss'):
+    """Yields the model after each block. x_blocks: clipped (n_b, d) arrays, ≤ n_max rows.
+    batch: records per counter step (None: n_max, one step per block). l1_bound: 'loss'
+    (``loss.lipschitz_l1``) or 'cauchy_schwarz' (√D·L)."""
+    features = x_blocks[0].shape[1]
+    dim = loss.n_params(features)
+    batch = n_max if batch is None else batch
     steps_per_block = -(-n_max // batch)
     horizon = steps_per_block * len(x_blocks)
     private = math.isfinite(eps)
-    mech = _counter(counter, noise, eps, dim, loss.lipschitz, horizon) if private else None
+    lip_l1 = (loss.lipschitz_l1(features) if l1_bound == 'loss'
+              else math.sqrt(dim) * loss.lipschitz)
+    mech = _counter(counter, noise, eps, dim, loss.lipschitz, lip_l1, horizon) if private else None
     state = mech.init_state() if private else None
     exact = np.zeros(dim)
     w = np.zeros(dim)

@@ -9,6 +9,9 @@ import pathlib
 import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
+# rows of the tables that the plot leaves out (variants of a plotted method)
+DECOMPOSITION = ('continual+ivw', 'continual (B=4·b0, ½/½, one μ)', 'ftrl_laplace_balanced',
+                 'ftrl_laplace_auto (16/step)', 'ftrl_laplace_infinite')
 
 
 def _eps_label(e: str) -> str:
@@ -23,9 +26,25 @@ def table(rows: dict, key: str, title: str) -> str:
     for method, per in rows.items():
         cells = []
         for e in eps:
-            runs = per.get(e)
+            runs = [r for r in per.get(e, ()) if key in r]
             cells.append('—' if not runs else f'{np.median([r[key] for r in runs]):.3f}')
         lines.append(f'| {method} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def dominance(rows: dict, first: str, second: str, keys, title: str) -> str:
+    """Per ε and metric: the two methods' medians and which is at least as accurate."""
+    eps = [e for e in rows[first] if e in rows.get(second, {})]
+    lines = [f'**{title}: {first} vs {second}** (medians; ≥ marks the at-least-as-accurate '
+             'one)', '', '| metric | ' + ' | '.join(f'ε={_eps_label(e)}' for e in eps) + ' |',
+             '|---|' + '---|' * len(eps)]
+    for key in keys:
+        cells = []
+        for e in eps:
+            a = np.median([r[key] for r in rows[first][e]])
+            b = np.median([r[key] for r in rows[second][e]])
+            cells.append(f"{a:.3f} {'≥' if a >= b else '<'} {b:.3f}")
+        lines.append(f'| {key} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines) + '\n'
 
 
@@ -81,6 +100,8 @@ def plot(results: dict, path: pathlib.Path) -> None:
             ('gauss_eps', 'mean', 'stationary mixture: mean over releases')]):
         rows = results[name]
         for method, per in rows.items():
+            if method in DECOMPOSITION:
+                continue
             eps = [e for e in per if e != 'inf']
             xs = [float(e) for e in eps]
             ys = [np.median([r[key] for r in per[e]]) for e in eps]
@@ -94,7 +115,8 @@ def plot(results: dict, path: pathlib.Path) -> None:
         ax.set_title(title)
         ax.legend(fontsize=7)
     ax = axes[2]
-    for method in ('continual', 'sliding', 'independent', 'ftrl_gauss_zcdp'):
+    for method in ('continual', 'sliding', 'independent', 'ftrl_laplace_auto',
+                   'ftrl_gauss_zcdp'):
         for eps, style in (('inf', '-'), ('100.0', '--')):
             runs = results['drift_eps'].get(method, {}).get(eps)
             if not runs:
@@ -115,16 +137,28 @@ def main():
     results = json.loads((HERE / 'results.json').read_text())
     cfg = ('digits stream (x/8 − 1), b0=64, B=8·b0, μ=0.01, update μ=1, ¾ of ε to the bases '
            '(continual/sliding)')
+    common = 'mean_common'
     parts = [table(results['digits_eps'], 'final', cfg),
              table(results['digits_eps'], 'mean', cfg),
+             table(results['digits_eps'], common, cfg + '; releases at blocks ≥ 7, where '
+                   'every method has released'),
+             dominance(results['digits_eps'], 'ftrl_laplace_auto', 'continual',
+                       ('final', 'mean', common), 'digits'),
              monotonicity(results['digits_eps'], 'final', 'digits'),
              arithmetic_table(results['digits_arith']),
              table(results['digits_oneshot_ref'], 'final',
                    'digits, one PSGD on the whole stream (spec §12 C15 setting, μ=2e-3)'),
              block_table(results['digits_block']),
              table(results['gauss_eps'], 'mean', 'stationary 4-class mixture, b0=512, B=8·b0'),
+             table(results['gauss_eps'], common, 'stationary 4-class mixture, releases at '
+                   'blocks ≥ 7'),
+             table(results['gauss_eps'], 'final', 'stationary 4-class mixture'),
+             dominance(results['gauss_eps'], 'ftrl_laplace_auto', 'continual',
+                       ('final', 'mean', common), 'stationary mixture'),
              table(results['drift_eps'], 'mean',
-                   'drifting mixture, releases at blocks ≥ drift + 2w (34..43)')]
+                   'drifting mixture, releases at blocks ≥ drift + 2w (34..43)'),
+             dominance(results['drift_eps'], 'continual', 'independent', ('mean', 'final'),
+                       'drifting mixture (blocks 34..43)')]
     text = '\n'.join(parts) + f"\nTotal run time: {results['seconds']:.0f} s.\n"
     (HERE / 'results.md').write_text(text)
     plot(results, HERE / 'accuracy.png')

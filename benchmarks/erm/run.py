@@ -26,6 +26,7 @@ from beam_dp.mechanisms.erm import PSGD
 from beam_dp.mechanisms.erm import ContinualReleaseSchedule
 from beam_dp.mechanisms.erm import ERMRelease
 from beam_dp.mechanisms.erm import IndependentBlocks
+from beam_dp.mechanisms.erm import RunningCombination
 from beam_dp.mechanisms.erm import SlidingWindowChain
 from beam_dp.mechanisms.erm import SoftmaxCrossEntropy
 from beam_dp.mechanisms.erm import clip_features
@@ -42,15 +43,34 @@ def _design(x):
     return clip_features(np.hstack([x, np.ones((len(x), 1))]), 1.0)
 
 
-def watson(stream, schedule, psgd, b0, seed, update_psgd=None):
-    """[(block t−1, weights)] of the published models, via the driver's reference run."""
+def watson_events(stream, schedule, psgd, b0, seed, update_psgd=None):
+    """Every ``ReleaseEvent`` (published or not) of the driver's reference run."""
     d = stream.x.shape[1]
     mech = ERMRelease(schedule, psgd, b0, d + 1, update_psgd=update_psgd)
     driver = ERMStreamDriver(mech, d)
     inputs = [('record', i // b0, stream.x[i], int(stream.y[i])) for i in range(len(stream.y))]
-    res = reference(driver, stream.name, inputs, noise.seeded(seed),
-                    until_block=len(stream.y) // b0 - 1)
-    return [(e.t - 1, np.asarray(e.model.weights)) for e in res.events if e.job.publish]
+    return reference(driver, stream.name, inputs, noise.seeded(seed),
+                     until_block=len(stream.y) // b0 - 1).events
+
+
+def watson(stream, schedule, psgd, b0, seed, update_psgd=None):
+    """[(block t−1, weights)] of the published models, via the driver's reference run."""
+    return [(e.t - 1, np.asarray(e.model.weights))
+            for e in watson_events(stream, schedule, psgd, b0, seed, update_psgd)
+            if e.job.publish]
+
+
+def inverse_variance_mean(events):
+    """[(block, weights)]: after each published model, the inverse-variance weighted mean of all
+    published so far (``RunningCombination('chain')``: each release's noise plus its centres';
+    public noise scales only, so post-processing)."""
+    scales = {e.job.job_id: (e.model.noise_scale, e.job.center) for e in events}
+    run, out = RunningCombination('chain'), []
+    for e in events:
+        if e.job.publish:
+            run = run.add(e.model, scales)
+            out.append((e.t - 1, run.average()))
+    return out
 
 
 def final_chain(stream, schedule, psgd, b0, seed, update_psgd=None):
@@ -103,22 +123,33 @@ def running_mean(models):
     return out
 
 
-def ftrl(stream, loss, b0, eps, seed, noise_kind, mu, inv_eta, counter='tree'):
+def ftrl(stream, loss, b0, eps, seed, noise_kind, mu, inv_eta, counter='tree', batch=16,
+         l1_bound='cauchy_schwarz'):
+    """DP-FTRL models per block. Defaults: the earlier rows (binary tree, 16 records per step,
+    L₁ = √D·L); the new rows pass counter='auto', batch=None (one step per block) and
+    l1_bound='loss'."""
     x = _design(stream.x)
     nb = len(stream.y) // b0
     xb = [x[i * b0:(i + 1) * b0] for i in range(nb)]
     yb = [stream.y[i * b0:(i + 1) * b0] for i in range(nb)]
     ws = run_dpftrl(loss, xb, yb, b0, eps, noise.seeded(seed).derive('ftrl'), mu=mu,
-                    inv_eta=inv_eta, noise=noise_kind, counter=counter)
+                    inv_eta=inv_eta, noise=noise_kind, counter=counter, batch=batch,
+                    l1_bound=l1_bound)
     return list(enumerate(ws))
 
 
-def score(stream, loss, models, from_block=0):
+def score(stream, loss, models, from_block=0, common_from=None):
+    """final / mean accuracy of the models at blocks ≥ from_block; 'mean_common': the mean
+    over blocks ≥ common_from (the blocks at which every method has released: Alg 4 starts at
+    block B/b0 − 1)."""
     tests = [(_design(tx), ty) for tx, ty in zip(stream.test_x, stream.test_y)]
     accs = [loss.accuracy(w, *tests[stream.regime(b)]) for b, w in models if b >= from_block]
-    return {'mean': float(np.mean(accs)), 'final': float(accs[-1]), 'releases': len(accs),
-            'curve': [[int(b), float(loss.accuracy(w, *tests[stream.regime(b)]))]
-                      for b, w in models]}
+    out = {'mean': float(np.mean(accs)), 'final': float(accs[-1]), 'releases': len(accs),
+           'curve': [[int(b), float(loss.accuracy(w, *tests[stream.regime(b)]))]
+                     for b, w in models]}
+    if common_from is not None:
+        out['mean_common'] = float(np.mean([a for b, a in out['curve'] if b >= common_from]))
+    return out
 
 
 def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ftrl_params,
@@ -129,10 +160,12 @@ def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ft
                                                   batch_size=batch)
     out = {}
     if 'continual' in which:
-        models = watson(stream, ContinualReleaseSchedule(blocks_per_base, eps, base_fraction),
-                        psgd, b0, seed, update)
+        events = watson_events(stream, ContinualReleaseSchedule(
+            blocks_per_base, eps, base_fraction), psgd, b0, seed, update)
+        models = [(e.t - 1, np.asarray(e.model.weights)) for e in events if e.job.publish]
         out['continual'] = models
         out['continual+avg'] = running_mean(models)
+        out['continual+ivw'] = inverse_variance_mean(events)
     if 'continual_spec' in which:      # spec §9 suggestion: B = 4·b0, ½/½, one μ
         models = watson(stream, ContinualReleaseSchedule(4, eps), psgd, b0, seed)
         out['continual (B=4·b0, ½/½, one μ)'] = models
@@ -145,6 +178,16 @@ def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ft
     if 'ftrl' in which:
         out['ftrl_laplace'] = ftrl(stream, loss, b0, eps, seed, 'laplace', *ftrl_params)
         out['ftrl_gauss_zcdp'] = ftrl(stream, loss, b0, eps, seed, 'gaussian', *ftrl_params)
+    if 'ftrl_best' in which:       # the library's best pure-ε counters, tight L₁ (README)
+        out['ftrl_laplace_balanced'] = ftrl(stream, loss, b0, eps, seed, 'laplace',
+                                            *ftrl_params, counter='balanced')
+        out['ftrl_laplace_auto (16/step)'] = ftrl(stream, loss, b0, eps, seed, 'laplace',
+                                                  *ftrl_params, counter='auto',
+                                                  l1_bound='loss')
+        models = ftrl(stream, loss, b0, eps, seed, 'laplace', *ftrl_params, counter='auto',
+                      batch=None, l1_bound='loss')
+        out['ftrl_laplace_auto'] = models
+        out['ftrl_laplace_auto+avg'] = running_mean(models)
     if 'ftrl_more' in which:
         out['ftrl_laplace_infinite'] = ftrl(stream, loss, b0, eps, seed, 'laplace',
                                             *ftrl_params, counter='infinite')
@@ -160,14 +203,16 @@ def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ft
 
 def sweep(name, make_stream, epsilons, seeds, from_block=0, **kw):
     rows = {}
+    common = max(from_block, kw['blocks_per_base'] - 1)
     for eps in epsilons:
         for seed in seeds:
             stream = make_stream(seed)
             loss, out = methods(stream, eps, seed, **kw)
             for method, models in out.items():
+                oneshot = method == 'cumulative_oneshot'
                 rows.setdefault(method, {}).setdefault(str(eps), []).append(
-                    score(stream, loss, models, from_block if method != 'cumulative_oneshot'
-                          else 0))
+                    score(stream, loss, models, 0 if oneshot else from_block,
+                          None if oneshot else common))
         print(f'  {name} eps={eps} done', flush=True)
     return rows
 
@@ -199,17 +244,29 @@ def gauss():
     return sweep(
         'gauss', lambda s: streams.gaussian_stream(s, 32, 512), EPSILONS, SEEDS[:3], b0=512,
         blocks_per_base=8, mu=0.2, passes=3, batch=16, ftrl_params=(0.2, 2.0), update_mu=2.0,
-        which=('continual', 'independent', 'ftrl'))
+        which=('continual', 'independent', 'ftrl', 'ftrl_best'))
+
+
+def drift_sweep():
+    drift, window = 20, 7
+    print(f'synthetic drift at block {drift}: b0=128, 44 blocks, sliding k=3', flush=True)
+    return sweep(
+        'drift', lambda s: streams.gaussian_stream(s, 44, 128, drift_block=drift),
+        (1.0, 10.0, 100.0, INF), SEEDS[:3], from_block=drift + 2 * window, b0=128,
+        blocks_per_base=4, mu=0.2, passes=3, batch=16, ftrl_params=(0.2, 2.0),
+        which=('continual', 'independent', 'sliding', 'ftrl', 'ftrl_best'))
 
 
 def main():
     if '--extra' in sys.argv:
         return extra()
-    if '--part=gauss' in sys.argv:      # re-runs one sweep (seeded: same numbers as a full run)
-        results = json.loads((HERE / 'results.json').read_text())
-        results['gauss_eps'].update(gauss())
-        (HERE / 'results.json').write_text(json.dumps(results, indent=1))
-        return None
+    parts = {'--part=gauss': ('gauss_eps', gauss), '--part=drift': ('drift_eps', drift_sweep)}
+    for flag, (key, part) in parts.items():
+        if flag in sys.argv:        # re-runs one sweep (seeded: same numbers as a full run)
+            results = json.loads((HERE / 'results.json').read_text())
+            results[key].update(part())
+            (HERE / 'results.json').write_text(json.dumps(results, indent=1))
+            return None
     t0 = time.time()
     results = {}
     ftrl_digits = (0.002, 2.0)
@@ -219,7 +276,8 @@ def main():
           'bases, 10 passes)', flush=True)
     results['digits_eps'] = sweep(
         'digits', streams.digits, EPSILONS, SEEDS, **digits_cfg,
-        which=('continual', 'continual_spec', 'independent', 'sliding', 'ftrl', 'oneshot'))
+        which=('continual', 'continual_spec', 'independent', 'sliding', 'ftrl', 'ftrl_best',
+               'oneshot'))
     results['digits_arith'] = arithmetic(streams.digits(0), 64, 0.01, 10, 4, {
         'continual': (8, 0.75, 1.0), 'continual (B=4·b0, ½/½, one μ)': (4, 0.5, None)})
     print('digits: cumulative one-shot PSGD at the paper reference mu=2e-3', flush=True)
@@ -231,15 +289,10 @@ def main():
     for b0 in (32, 64, 128):
         results['digits_block'][str(b0)] = sweep(
             f'digits b0={b0}', streams.digits, (10.0, 100.0), SEEDS[:3],
-            **{**digits_cfg, 'b0': b0}, which=('continual', 'independent', 'ftrl'))
+            **{**digits_cfg, 'b0': b0}, which=('continual', 'independent', 'ftrl',
+                                               'ftrl_best'))
     results['gauss_eps'] = gauss()
-    drift, window = 20, 7
-    print(f'synthetic drift at block {drift}: b0=128, 44 blocks, sliding k=3', flush=True)
-    results['drift_eps'] = sweep(
-        'drift', lambda s: streams.gaussian_stream(s, 44, 128, drift_block=drift),
-        (1.0, 10.0, 100.0, INF), SEEDS[:3], from_block=drift + 2 * window, b0=128,
-        blocks_per_base=4, mu=0.2, passes=3, batch=16, ftrl_params=(0.2, 2.0),
-        which=('continual', 'independent', 'sliding', 'ftrl'))
+    results['drift_eps'] = drift_sweep()
     results['seconds'] = time.time() - t0
     (HERE / 'results.json').write_text(json.dumps(results, indent=1))
     print(f'wrote results.json in {results["seconds"]:.0f} s')

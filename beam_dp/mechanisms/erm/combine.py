@@ -19,6 +19,11 @@ D(D + 1)b²; the direction is uniform, so every coordinate carries 1/D of it). T
   over the release and every centre it rests on (``scales`` must name them all, published or
   not: their scales are public schedule constants).
 
+Models: ``ReleasedModel`` (the pure mechanism's output) or a record with the fields of
+``beam_dp.io.erm.ModelRelease`` (what ``ContinualERM`` / ``SlidingWindowERM`` emit; its
+``center_release_id`` '' means none). ``scales_of`` builds the 'chain' lookup from every emitted
+release, the internal (``published=False``) chain models included.
+
 Inverse-variance weights a_i = (1/v_i) / Σ_j (1/v_j) minimise the variance of the average of
 independent unbiased estimates of one model. The releases here are neither independent (shared
 centres) nor unbiased for one model (different data ranges), so these weights are a heuristic:
@@ -41,6 +46,7 @@ __all__ = [
     'combine_releases',
     'inverse_variance_weights',
     'noise_variance',
+    'scales_of',
 ]
 
 COVARIANCES = ('own', 'chain')
@@ -71,24 +77,45 @@ def inverse_variance_weights(variances: Sequence[float]) -> np.ndarray:
     return inv / inv.sum()
 
 
-def chain_scales(model: ReleasedModel, scales: Mapping[str, Tuple[float, Optional[str]]]
-                 ) -> Tuple[float, ...]:
+def _fields(model):
+    """(release_id, weights as a flat float array, noise_scale, center id or None)."""
+    if isinstance(model, ReleasedModel):
+        return model.release_id, model.weights, model.noise_scale, model.center_id
+    try:
+        return (model.release_id, model.weights, float(model.noise_scale),
+                model.center_release_id or None)
+    except (AttributeError, TypeError, ValueError):
+        raise InvalidParamsError(f'combine: expected a ReleasedModel or a ModelRelease record '
+                                 f'(a noised release), got {type(model).__name__}.') from None
+
+
+def scales_of(releases) -> dict:
+    """release id → (noise_scale, center id or None) for every release given."""
+    return {rid: (scale, center) for rid, _, scale, center in map(_fields, releases)}
+
+
+def chain_scales(model, scales: Mapping[str, Tuple[float, Optional[str]]]) -> Tuple[float, ...]:
     """The noise scales of ``model`` and of every centre it rests on, nearest first.
     ``scales``: release id → (noise_scale, center_id) of every release of the run."""
-    out, center = [model.noise_scale], model.center_id
+    rid, _, scale, center = _fields(model)
+    out = [scale]
     while center is not None:
-        if center not in scales:
-            raise InvalidParamsError(f'chain_scales: centre {center!r} of {model.release_id!r} '
-                                     f'is not in scales.')
+        if center not in scales or len(out) > len(scales):
+            raise InvalidParamsError(f'chain_scales: centre {center!r} of {rid!r} is not in '
+                                     f'scales (or the centres form a cycle).')
         scale, center = scales[center]
         out.append(scale)
     return tuple(out)
 
 
-def _variance(model: ReleasedModel, n_params: int, covariance: str, scales) -> float:
+def _variance(model, n_params: int, covariance: str, scales) -> float:
     if covariance == 'own':
-        return noise_variance(model.noise_scale, n_params)
+        return noise_variance(_fields(model)[2], n_params)
     return sum(noise_variance(b, n_params) for b in chain_scales(model, scales or {}))
+
+
+def _flat(model) -> np.ndarray:
+    return np.asarray(_fields(model)[1], dtype=np.float64).reshape(-1)
 
 
 def _check_covariance(covariance: str, scales) -> None:
@@ -100,22 +127,22 @@ def _check_covariance(covariance: str, scales) -> None:
                                  "id -> (noise_scale, center_id)).")
 
 
-def combine_releases(models: Sequence[ReleasedModel], covariance: str = 'own',
+def combine_releases(models: Sequence, covariance: str = 'own',
                      scales: Optional[Mapping[str, Tuple[float, Optional[str]]]] = None
                      ) -> Tuple[np.ndarray, np.ndarray]:
     """(Σ a_i·ŵ_i, a): the inverse-variance weighted average of released models and its
     weights. Post-processing (module docstring): no privacy cost beyond the releases.
 
     Raises:
-      InvalidParamsError: no models, models of different sizes, a non-released model, or a
-        bad ``covariance`` / missing ``scales``.
+      InvalidParamsError: no models, models of different sizes, a model that is not a
+        release, or a bad ``covariance`` / missing ``scales``.
     """
     _check_covariance(covariance, scales)
-    if not models or not all(isinstance(m, ReleasedModel) for m in models):
+    if not models:
         raise InvalidParamsError('combine_releases: models must be a non-empty sequence of '
-                                 'ReleasedModel (published, noised models).')
-    stacked = np.stack([np.asarray(m.weights, dtype=np.float64).reshape(-1) for m in models]
-                       ) if len({np.size(m.weights) for m in models}) == 1 else None
+                                 'released (noised) models.')
+    flat = [_flat(m) for m in models]
+    stacked = np.stack(flat) if len({w.size for w in flat}) == 1 else None
     if stacked is None:
         raise InvalidParamsError('combine_releases: every model must have the same number of '
                                  'parameters.')
@@ -141,11 +168,9 @@ class RunningCombination:
             raise InvalidParamsError(f'RunningCombination: covariance must be one of '
                                      f'{COVARIANCES}, got {self.covariance!r}.')
 
-    def add(self, model: ReleasedModel, scales=None) -> 'RunningCombination':
+    def add(self, model, scales=None) -> 'RunningCombination':
         _check_covariance(self.covariance, scales if self.covariance == 'chain' else {})
-        if not isinstance(model, ReleasedModel):
-            raise InvalidParamsError('RunningCombination.add: model must be a ReleasedModel.')
-        w = np.asarray(model.weights, dtype=np.float64).reshape(-1)
+        w = _flat(model)
         for total in (self.total, self.exact_total):
             if total is not None and total.size != w.size:
                 raise InvalidParamsError('RunningCombination.add: every model must have the '

@@ -18,6 +18,7 @@ from beam_dp.mechanisms.erm import combine_releases
 from beam_dp.mechanisms.erm import inverse_variance_weights
 from beam_dp.mechanisms.erm.combine import chain_scales
 from beam_dp.mechanisms.erm.combine import noise_variance
+from beam_dp.mechanisms.erm.combine import scales_of
 from beam_dp.noise.l2_laplace import l2_laplace
 
 
@@ -107,13 +108,39 @@ def test_chain_variance_on_a_continual_run():
         chain_scales(small, {})
 
 
+def test_transform_output_records_combine_like_the_pure_models():
+    """The ERM transforms emit ``ModelRelease`` records (centre '' = none, internal chain models
+    with published=False): ``scales_of`` + ``combine_releases`` on them give the same average
+    as on the pure ``ReleasedModel``s."""
+    io_erm = pytest.importorskip('beam_dp.io.erm')
+    events = _continual_events()
+    records = [io_erm.ModelRelease(
+        stream='s', release_id=e.job.job_id, algo=e.job.algo, kind=e.job.kind,
+        level=e.job.level, block_lo=e.job.lo, block_hi=e.job.hi, t_block=e.t,
+        block_start_micros=0, center_release_id=e.job.center or '',
+        noise_scale=e.model.noise_scale, eps_cost_per_record=e.job.eps_cost,
+        epsilon_total=5.0, published=e.job.publish, n_nominal=e.model.n_nominal,
+        num_classes=3, feature_dim=4, weights=list(e.model.weights), privacy='dp')
+        for e in events]
+    models = [e.model for e in events]
+    pure_scales = {e.job.job_id: (e.model.noise_scale, e.job.center) for e in events}
+    assert scales_of(records) == pure_scales == scales_of(models)
+    for cov in ('own', 'chain'):
+        np.testing.assert_allclose(combine_releases(records, cov, scales_of(records))[0],
+                                   combine_releases(models, cov, pure_scales)[0])
+
+
 def test_bad_inputs_raise():
     with pytest.raises(InvalidParamsError, match='covariance'):
         combine_releases([_model('a', [1], 1.0)], covariance='gls')
     with pytest.raises(InvalidParamsError, match='needs scales'):
         combine_releases([_model('a', [1], 1.0)], covariance='chain')
-    with pytest.raises(InvalidParamsError, match='ReleasedModel'):
+    with pytest.raises(InvalidParamsError, match='ReleasedModel or a ModelRelease'):
         combine_releases([np.ones(3)])
+    with pytest.raises(InvalidParamsError, match='non-empty'):
+        combine_releases([])
+    with pytest.raises(InvalidParamsError, match='cycle'):
+        chain_scales(_model('a', [1], 1.0, 'b'), {'a': (1.0, 'b'), 'b': (1.0, 'a')})
     with pytest.raises(InvalidParamsError, match='same number'):
         combine_releases([_model('a', [1], 1.0), _model('b', [1, 2], 1.0)])
     with pytest.raises(InvalidParamsError, match='variances'):
