@@ -97,13 +97,16 @@ def plot(results: dict, path: pathlib.Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     for ax, (name, key, title) in zip(axes[:2], [
             ('digits_eps', 'final', 'digits: final release'),
-            ('gauss_eps', 'mean', 'stationary mixture: mean over releases')]):
+            ('gauss_eps', 'mean_common', 'stationary mixture: mean over releases at blocks ≥ 7')]):
+        ax.set_prop_cycle(color=plt.cm.tab20.colors)
         rows = results[name]
         for method, per in rows.items():
             if method in DECOMPOSITION:
                 continue
             eps = [e for e in per if e != 'inf']
             xs = [float(e) for e in eps]
+            if key not in per[eps[0]][0]:
+                continue
             ys = [np.median([r[key] for r in per[e]]) for e in eps]
             line, = ax.plot(xs, ys, marker='o', label=method)
             if 'inf' in per:
@@ -115,6 +118,7 @@ def plot(results: dict, path: pathlib.Path) -> None:
         ax.set_title(title)
         ax.legend(fontsize=7)
     ax = axes[2]
+    ax.set_prop_cycle(color=plt.cm.tab10.colors)
     for method in ('continual', 'sliding', 'independent', 'ftrl_laplace_auto',
                    'ftrl_gauss_zcdp'):
         for eps, style in (('inf', '-'), ('100.0', '--')):
