@@ -57,7 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument('--blocks', type=int, default=sample_data.JOB_BLOCKS,
                     help=f'Number of weekly blocks from 2020-01-01 (public end; default '
                          f'{sample_data.JOB_BLOCKS}).')
+    dp.add_argument('--noise', default='laplace', choices=('laplace', 'gaussian'),
+                    help='laplace (default: pure epsilon-DP per block) or gaussian (exact '
+                         'discrete Gaussian answers, rho-zCDP block filters converted to '
+                         '(epsilon, delta); needs --delta > 0; not with vanilla_pmw).')
+    dp.add_argument('--delta', type=float, default=0.0,
+                    help='delta of the (epsilon, delta) budget with --noise gaussian (0 < delta '
+                         '< 1); must be 0 (default) with --noise laplace.')
     add_noise_key_argument(dp)
+    state = parser.add_argument_group('state bounds (public; default unbounded)')
+    state.add_argument('--cache_capacity', type=int, default=None,
+                       help='At most this many exact-cache entries (>= 2), about the most '
+                            'recently used; an evicted answer is recomputed and charged again.')
+    state.add_argument('--retention_blocks', type=int, default=None,
+                       help='Windows may start at most this many blocks back (>= 1); older '
+                            "ones are refused 'window_expired' and their state is dropped.")
+    state.add_argument('--replay_retention_seconds', type=int, default=None,
+                       help='Query ids are kept for at least this many seconds of query event '
+                            "time (>= 1); older queries are refused 'replay_window_expired'.")
     add_debug_metrics_argument(dp)
     parser.add_argument('--no_baselines', action='store_true',
                         help='Skip the baselines in the summary (pure presets on the same data).')
@@ -73,5 +90,14 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
         parser.error('give both --data_subscription and --query_subscription, or neither')
     if args.blocks < 1:
         parser.error('--blocks must be >= 1')
+    if args.noise == 'gaussian' and not 0 < args.delta < 1:
+        parser.error('--noise gaussian needs 0 < --delta < 1')
+    if args.noise == 'laplace' and args.delta != 0:
+        parser.error('--delta applies to --noise gaussian only')
+    for name, least in (('cache_capacity', 2), ('retention_blocks', 1),
+                        ('replay_retention_seconds', 1)):
+        value = getattr(args, name)
+        if value is not None and value < least:
+            parser.error(f'--{name} must be >= {least}')
     resolve_output_defaults(args, DEFAULT_OUTPUT)
     return args, beam_args

@@ -105,14 +105,18 @@ def build_job(pipeline, args) -> JobOutputs:
                             sample_data.ROW_SCHEMA, args.blocks)
     queries, dead_queries = _read(pipeline, 'Queries', 'query', args.query_subscription,
                                   args.query_avro, records.BOOST_QUERY_SCHEMA, args.blocks)
-    budget = PrivacyBudget(epsilon=args.epsilon)
+    gaussian = args.noise == 'gaussian'
+    budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta if gaussian else 0.0)
     start = sample_data.START_SECONDS
     with using_noise_key(args.noise_key):
         boost = BoostQueries(
             public_datasets=[sample_data.DATASET], shape=list(sample_data.SHAPE), budget=budget,
             start=start, step=sample_data.BLOCK_SECONDS,
             end=start + args.blocks * sample_data.BLOCK_SECONDS, preset=args.preset,
-            alpha=args.alpha, beta=args.beta, dataset_fn=operator.itemgetter('dataset'),
+            alpha=args.alpha, beta=args.beta, noise=args.noise,
+            cache_capacity=args.cache_capacity, retention_blocks=args.retention_blocks,
+            replay_retention=args.replay_retention_seconds,
+            dataset_fn=operator.itemgetter('dataset'),
             attributes_fn=operator.itemgetter('attributes'), accountant=BudgetAccountant(budget),
             debug_metrics=args.debug_metrics)
     out = (rows, queries) | 'AnswerWithBoost' >> boost

@@ -3,7 +3,8 @@ queries for Boost (the job's ledger) and its baselines (the pure presets of
 ``beam_dp.mechanisms.boost`` run by the pure driver on the same blocks and queries, in the same
 order; evaluation only, not part of the DP job: it reads the input rows). The budget of a query
 is the mean over blocks of its per-block charges (Σ ledger ε / number of blocks), the paper's
-"average budget consumed per block"."""
+"average budget consumed per block". With ``--noise gaussian`` the job's ledger is in ε at
+``--delta`` (each row its increment of the block's converted ε), next to the Laplace baselines."""
 
 import collections
 import dataclasses
@@ -143,12 +144,15 @@ def summarize(args) -> Summary:
     refusals = collections.Counter(r['reason'] for r in _read(out, 'refusals'))
     rows, queries = _inputs(args)
     order = [q['query_id'] for _, q in sorted(queries, key=lambda t: (t[0], t[1]['query_id']))]
-    curves = {f'{args.preset} (job)': _cumulative(
+    gaussian = getattr(args, 'noise', 'laplace') == 'gaussian'
+    job_name = f'{args.preset} (job, gaussian δ={args.delta:g})' if gaussian else \
+        f'{args.preset} (job)'
+    curves = {job_name: _cumulative(
         [(r['query_id'], r['epsilon']) for r in ledger], order, args.blocks)}
     if not args.no_baselines:
         rng = noise.noise_source('boost_queries.summary', noise_key=args.noise_key)
         for name in BASELINES:
-            if name != args.preset:
+            if name != args.preset or gaussian:
                 curves[name] = _cumulative(run_baseline(name, args, rows, queries, rng), order,
                                            args.blocks)
     plot = _plot(curves, os.path.join(out, 'budget_vs_queries.png'))

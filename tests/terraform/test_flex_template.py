@@ -42,7 +42,8 @@ EXPECTED_PARAMETERS = {
     "boost_queries": {
         "data_subscription", "query_subscription", "output_topic", "dead_letter_topic", "epsilon",
         "alpha", "beta", "preset", "blocks", "data_avro", "query_avro", "output_avro",
-        "dead_letter_avro", "noise_key",
+        "dead_letter_avro", "noise_key", "noise", "delta", "cache_capacity", "retention_blocks",
+        "replay_retention_seconds",
     },
 }
 OPTIONAL_PARAMETERS = {
@@ -58,7 +59,9 @@ OPTIONAL_PARAMETERS = {
                    "end_seconds", "input_avro", "output_avro", "dead_letter_avro"},
     "boost_queries": {"data_subscription", "query_subscription", "output_topic",
                       "dead_letter_topic", "alpha", "beta", "preset", "blocks", "data_avro",
-                      "query_avro", "output_avro", "dead_letter_avro", "noise_key"},
+                      "query_avro", "output_avro", "dead_letter_avro", "noise_key", "noise",
+                      "delta", "cache_capacity", "retention_blocks",
+                      "replay_retention_seconds"},
 }
 
 
@@ -287,6 +290,11 @@ CASES = {
         "output_avro": (GCS_GOOD, GCS_BAD),
         "dead_letter_avro": (GCS_GOOD, GCS_BAD),
         "noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
+        "noise": (["laplace", "gaussian"], ["", "Gaussian", "normal", "laplace ", "gauss"]),
+        "delta": (DELTA_GOOD, DELTA_BAD),
+        "cache_capacity": (["2", "9", "10", "100000"], ["", "0", "1", "-2", "02", "1.5", "1e3"]),
+        "retention_blocks": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
+        "replay_retention_seconds": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
     },
 }
 
