@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from beam_dp.drivers.growing import RECORD
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.continual_extract import _ExtractAndAggregateFn
+from beam_dp.transforms.continual_extract import _ExtractAndAggregatePrivateFn
 from beam_dp.transforms.shell import key_bytes
 from tests import families
 from tests.fuzz import strategies as fz
@@ -35,6 +36,8 @@ LAST_STEP = 9
 def run_entry(fn, record, micros):
     if isinstance(fn, _ExtractAndAggregateFn):
         return _run_aggregating_entry(fn, record, micros)
+    if isinstance(fn, _ExtractAndAggregatePrivateFn):
+        return _run_aggregating_private_entry(fn, record, micros)
     if 'timestamp' in inspect.signature(fn.process).parameters:
         if 'window' in inspect.signature(fn.process).parameters:
             return fz.extract_tagged(fn, record, micros)
@@ -57,6 +60,28 @@ def _run_aggregating_entry(fn, record, micros):
         (slot,), (units,) = positions.tolist(), values.tolist()
         key_index = slot // driver.bins_per_key * driver.num_shards + shard
         valid.append((unit, (key_index, step, (shard, slot, units))))
+    return valid, dead, other
+
+
+def _run_aggregating_private_entry(fn, record, micros):
+    """The same for private keys (event level): the partial ``{key: (per-bin units,
+    records)}`` of the one record, back in the per-record shape (unit, (key, step, (shard,
+    key, bin, units, unit))). Learnt keys persist across bundles, so later records of a key
+    take the fast path of counts."""
+    fn.start_bundle()
+    valid, dead, other = fz.extract(fn, record, micros)
+    assert not valid, valid
+    driver = fn._driver                      # pylint: disable=protected-access
+    for out in fn.finish_bundle():
+        unit, (shard, (step, payload)) = out.value
+        assert list(out.windows) == [GlobalWindow()] and out.timestamp.micros == \
+            driver.clock.step_end(step) - 1
+        [(key, (units, records))] = payload.items()
+        assert records == 1 and len(units) == driver.bins_per_key and shard == \
+            driver.private_keys.shard_of(key)
+        bin_index = next((i for i, u in enumerate(units) if u), 0)
+        assert all(u == 0 for i, u in enumerate(units) if i != bin_index)
+        valid.append((unit, (key, step, (shard, key, bin_index, units[bin_index], unit))))
     return valid, dead, other
 
 
