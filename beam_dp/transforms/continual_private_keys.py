@@ -149,7 +149,8 @@ def _read_pending(bag):
 
 class _ReleaseFn(shell.DriverFn):
     """Keyed by shard: the ``PrivateKeysShardState`` in one cell, pending contributions in a
-    bag (the candidate dicts are too large to rewrite per element), the end-of-input flag."""
+    bag (the candidate dicts are too large to rewrite per element; payloads of released steps
+    may stay in it until it is rewritten, and are skipped), the end-of-input flag."""
 
     SHARD_STATE = ReadModifyWriteStateSpec('shard_state', PickleCoder())
     PENDING = BagStateSpec('pending', PickleCoder())
@@ -193,10 +194,19 @@ class _ReleaseFn(shell.DriverFn):
         step = state.next_step
         if not self._clock.is_released(step):
             return
-        due, rest = [], []
+        due, rest, dropped = [], [], 0
         for item in _read_pending(pending):
-            (due if item[0] == step else rest).append(item)
-        if due:
+            if item[0] > step:
+                rest.append(item)
+            else:               # this step's, or a released step's left in the bag (below)
+                dropped += 1
+                if item[0] == step:
+                    due.append(item)
+        if dropped > len(rest):
+            # Rewriting the bag re-encodes every later payload: done only when more items
+            # leave it than stay, so each payload is written O(1) times amortised (rewriting
+            # at every step was quadratic in the pending steps). Items of released steps stay
+            # until then and are skipped: nothing of a released step is ever added (late).
             pending.clear()
             for item in rest:
                 pending.add(_CachedPayload(item))
