@@ -191,6 +191,9 @@ def methods(stream, eps, seed, b0, blocks_per_base, mu, passes, batch, which, ft
     if 'ftrl_more' in which:
         out['ftrl_laplace_infinite'] = ftrl(stream, loss, b0, eps, seed, 'laplace',
                                             *ftrl_params, counter='infinite')
+        out['ftrl_laplace_infinite (L₁, 1 step/block)'] = ftrl(
+            stream, loss, b0, eps, seed, 'laplace', *ftrl_params, counter='infinite',
+            batch=None, l1_bound='loss')
         out['ftrl_blt_zcdp'] = ftrl(stream, loss, b0, eps, seed, 'gaussian', *ftrl_params,
                                     counter='blt')
     if 'oneshot' in which:
@@ -223,7 +226,8 @@ def median_table(rows, key):
 
 
 def extra():
-    """Adds DP-FTRL on the infinite-horizon tree (ε-DP) and on BLT (ρ = ε²/2) to results.json."""
+    """Adds DP-FTRL on the infinite-horizon tree (ε-DP; also with the loss's L₁ bound and one
+    step per block) and on BLT (ρ = ε²/2) to results.json."""
     results = json.loads((HERE / 'results.json').read_text())
     digits = sweep('digits', streams.digits, EPSILONS, SEEDS, b0=64, blocks_per_base=8,
                    mu=0.01, passes=10, batch=4, ftrl_params=(0.002, 2.0), which=('ftrl_more',))
