@@ -10,18 +10,6 @@ same instant: the seal first. So the outputs depend on event times only, never o
 ``parse_query`` checks a query element (record or Avro dict) before it becomes an event.
 """
 
-"""The event order of one Boost dataset (pure, no Beam): what ``BoostQueries``' stateful DoFn
-applies on each timer, and the pure reference its parity tests replay.
-
-Items are ``('row', event_time_micros, attributes)`` and ``('query', event_time_micros,
-BoostQueryRecord)``. ``run_events`` adds the rows to their open blocks (a row of a sealed block
-is refused 'late' by the driver), then walks event time: each block is sealed at its end plus the
-allowed lateness (empty blocks included), each group of queries stamped at one instant is
-submitted together (the driver answers it in query-id order); a seal and a query group at the
-same instant: the seal first. So the outputs depend on event times only, never on bundling.
-``parse_query`` checks a query element (record or Avro dict) before it becomes an event.
-"""
-
 import dataclasses
 from typing import Any, List
 
@@ -64,45 +52,6 @@ def parse_query(element) -> BoostQueryRecord:
                     for x in element.vector)):
         raise InvalidRecordError('query subsets must be lists and vector numbers')
     return element
-
-
-def run_events(driver: BoostDriver, clock, state, items: List[tuple], upto: int, rng):
-    """THE order of a dataset's events up to event time ``upto`` (the DoFn's timer and the pure
-    reference share it): rows of blocks not yet sealed are added; then, in time order, each
-    block seal (at end + lateness) and each group of queries stamped at one instant (in
-    query-id order, by the driver); a seal and a query group at the same instant: seal first.
-    Returns (state, outputs, items not yet due)."""
-    state, rejected = driver.add_rows(state, [(i[1], i[2]) for i in items if i[0] == ROW])
-    queries = sorted((i for i in items if i[0] == QUERY and i[1] <= upto),
-                     key=lambda i: (i[1], i[2].query_id))
-    rest = [i for i in items if i[0] == QUERY and i[1] > upto]
-    out: List[Any] = list(rejected)
-    last = clock.last_step
-    for t in sorted({i[1] for i in queries}) + [None]:
-        watermark = (upto if t is None else t) - clock.allowed_lateness_micros
-        if last is not None:
-            watermark = min(watermark, driver.block_end(last))
-        state, sealed = driver.seal_until(state, watermark, rng)
-        out.extend(sealed)
-        if t is not None:
-            state, answered = driver.submit(state, [i[2] for i in queries if i[1] == t], rng,
-                                            now_micros=t)
-            out.extend(answered)
-        if last is not None and state.mech.num_blocks > last:
-            state, refused = refuse_waiting(driver, state)
-            out.extend(refused)
-    return state, out, rest
-
-
-def refuse_waiting(driver: BoostDriver, state):
-    """Once the last block is sealed (or at the end of input) every query still waiting for an
-    unsealed block is refused ('window_not_sealed'), in query-id order."""
-    out: List[Any] = []
-    waiting, state = state.pending, dataclasses.replace(state, pending=())
-    for q in waiting:
-        state, rows = driver._finish(state, q, 'window_not_sealed', None)  # pylint: disable=protected-access
-        out.extend(rows)
-    return state, out
 
 
 def run_events(driver: BoostDriver, clock, state, items: List[tuple], upto: int, rng):
