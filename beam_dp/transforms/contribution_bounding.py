@@ -6,7 +6,10 @@ first ones seen), at most ``max_steps_per_unit`` distinct steps per (unit, key) 
 at most that many records per unit in total. Which records are kept depends only
 on the unit's own records (their arrival order) and the public release schedule (a record for a
 step already released is late), so the bound holds whatever the other units do: that is all the
-sensitivity analysis needs. Records over a bound go to the dead-letter output
+sensitivity analysis needs. "Released" here is decided by each shard's own timer chain on the
+public schedule, seeded at launch and never armed by records (``_BoundContributionsFn``), so
+whether a unit's record is late here — and so whether it uses the unit's S — depends on the
+record's step and the arrival order / watermark only, never on other units' records. Records over a bound go to the dead-letter output
 with the bound named (they are not errors, but nothing is dropped silently).
 
 With ``UserLevel(max_units=N)`` (opt-in) each unit shard admits at most ⌈N / UNIT_SHARDS⌉ units,
@@ -21,6 +24,12 @@ State layout: since issue 13 a unit's record is the compact usage record of
 cell and a 'released' timer per shard. A record in the earlier layout is read exactly (converted
 on read), but the DoFn gained a state cell and a timer: drain a running job and restart it
 rather than updating it in place.
+
+Update note (the lateness fix, issue 13): with a clock the 'released' chain is now seeded at
+launch — new stages 'ShardSeeds', 'SeedAtStart' and 'MergeSeeds' (a Flatten before
+'BoundPerUnit'), a new timer 'end_of_input', and the 'released_through' cell holds
+``(released_through, armed step)`` (was a triple with the newest kept step). Unit records are
+unchanged. The graph and the timers changed: drain a running job and restart it.
 """
 
 import collections
@@ -51,6 +60,10 @@ from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import RecordText
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import key_bytes
+from beam_dp.transforms.shell import merge_seeds
+from beam_dp.transforms.shell import next_release_time
+from beam_dp.transforms.shell import seeds_at_start
+from beam_dp.transforms.shell import start_timers
 
 __all__ = [
     'BoundContributions',
@@ -78,8 +91,8 @@ def _input_record(unit, item):
 #: A shard's bag is compacted (cleared and rewritten as one table) once it holds this many
 #: deltas, so a call reads at most this many tables whatever the length of the stream.
 MAX_DELTAS = 8
-#: The 'released_through' cell before any step is known released (and without a clock).
-_NO_CLOCK_STATE = (NOTHING_RELEASED, None, NOTHING_RELEASED)
+#: The 'released_through' cell when a shard's clock starts: nothing released, step 0 armed.
+_CHAIN_START = (NOTHING_RELEASED, 0)
 
 
 def unit_shard(encoded: bytes) -> int:
@@ -185,19 +198,26 @@ class _BoundContributionsFn(beam.DoFn):
     argument is in that module).
 
     With a clock, ``released_through`` is the last step this stage knows is released: its
-    input watermark passed the step's release time. The 'released' timer is armed at the
-    release time of the newest step kept since it last fired, so it fires at most once per
-    step and never while the shard is idle; it only advances ``released_through`` (O(1), the
-    bag is not read). A record for a released step is late here (dead-lettered with the
-    release stage's reason, as it would be there), and a unit's released steps are folded
-    into its keys' counts whenever its record is rewritten (when it next keeps a record): a
-    unit idle since keeps the counts of the few steps that were not yet released when it was
-    last seen. The state cell holds ``(released_through, armed step or None, newest kept
-    step)``."""
+    input watermark passed the step's release time. It advances on the public schedule only,
+    as the release stages' clocks do: every shard is seeded at launch (``BoundContributions``
+    flattens one ``(shard, None)`` per shard into the input, ``shell.seeds_at_start``), its
+    first element (seed or data) starts the 'released' timer chain (``shell.start_timers``:
+    step 0's release time, and without a last step the 'end_of_input' timer), and each firing
+    marks the armed step released and arms the next step's release time, until the clock's
+    last step (or for ever without one, O(1) state; 'end_of_input' stops it when the input
+    ends). No record arms or moves it, so whether a record is late here depends on its own
+    step, the schedule and the arrival order / watermark, never on other units' records (the
+    DESIGN privacy rules; issue 13). A record for a released step is late here (dead-lettered
+    with the release stage's reason, as it would be there), and a unit's released steps are
+    folded into its keys' counts whenever its record is rewritten (when it next keeps a
+    record): a unit idle since keeps the counts of the few steps that were not yet released
+    when it was last seen. The state cell holds ``(released_through, armed step)``; the armed
+    step is None once the chain ended (past the last step, or the input ended)."""
 
     KEPT = BagStateSpec('kept_units', PickleCoder())
     RELEASED = ReadModifyWriteStateSpec('released_through', PickleCoder())
     RELEASED_TIMER = TimerSpec('released', TimeDomain.WATERMARK)
+    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     def __init__(self, unit: UserLevel, transform_label: str, mark_new_keys: bool = False,
                  clock: Optional[StepClock] = None):
@@ -209,23 +229,32 @@ class _BoundContributionsFn(beam.DoFn):
 
     def process(self, element, kept_state=beam.DoFn.StateParam(KEPT),
                 released_state=beam.DoFn.StateParam(RELEASED),
-                released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
-        yield from self._bound_shard(element, kept_state, released_state, released_timer)
+                released_timer=beam.DoFn.TimerParam(RELEASED_TIMER),
+                end_timer=beam.DoFn.TimerParam(END_TIMER)):
+        yield from self._bound_shard(element, kept_state, released_state, released_timer,
+                                     end_timer)
 
-    def _bound_shard(self, element, kept_state, released_state, released_timer,
+    def _bound_shard(self, element, kept_state, released_state, released_timer, end_timer,
                      admitted_state=None):
-        """One call: bounds the units of ``element``; with ``admitted_state`` (the unit cap,
-        ``_CappedBoundContributionsFn``) a unit new to the shard is admitted only while the
-        shard holds fewer than ``shard_capacity`` units, else its records are dead-lettered."""
+        """One call: bounds the units of ``element`` (None: the shard's launch seed); with
+        ``admitted_state`` (the unit cap, ``_CappedBoundContributionsFn``) a unit new to the
+        shard is admitted only while the shard holds fewer than ``shard_capacity`` units, else
+        its records are dead-lettered."""
         _, units = element
-        released, armed, newest = _NO_CLOCK_STATE
+        released = NOTHING_RELEASED
         if self._clock is not None:
-            released, armed, newest = released_state.read() or _NO_CLOCK_STATE
+            chain = released_state.read()
+            if chain is None:      # the shard's first element: its data-independent clock
+                chain = _CHAIN_START
+                released_state.write(chain)
+                start_timers(self._clock, released_timer, end_timer)
+            released = chain[0]
+        if units is None:
+            return
         late = None if self._clock is None else self._clock.late_reason
         before = admitted = None if admitted_state is None else admitted_state.read() or 0
         tables = list(kept_state.read())
         delta = _UnitTable()
-        kept_steps = []
         for encoded, unit_id, records in units:
             record = _latest(tables, encoded)
             admit = admitted is not None and record == () and encoded not in delta
@@ -236,8 +265,6 @@ class _BoundContributionsFn(beam.DoFn):
             kept = yield from self._bound_unit(unit_id, records, usage)
             if kept or admit:
                 delta[encoded] = usage.record()
-            if kept:
-                kept_steps.append(max(kept))
             if admit:
                 admitted += 1
         if not delta:
@@ -254,25 +281,27 @@ class _BoundContributionsFn(beam.DoFn):
         kept_state.add(delta)
         if admitted != before:
             admitted_state.write(admitted)
-        if self._clock is not None:
-            newest = max([newest] + kept_steps)
-            if armed is None:
-                armed = newest
-                released_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
-            released_state.write((released, armed, newest))
 
     @on_timer(RELEASED_TIMER)
     def advance_released(self, released_state=beam.DoFn.StateParam(RELEASED),
                          released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
-        released, armed, newest = released_state.read() or _NO_CLOCK_STATE
-        if armed is None:
+        """The watermark passed the armed step's release time: it is released; arm the next
+        step's (if the clock has one). O(1): the bag is not read."""
+        chain = released_state.read()
+        if chain is None or chain[1] is None:     # not started, or ended
             return
-        released = max(released, armed)      # the watermark passed armed's release time
-        armed = None
-        if newest > released:
-            armed = newest
-            released_timer.set(Timestamp(micros=self._clock.release_time_micros(armed)))
-        released_state.write((released, armed, newest))
+        armed = chain[1]
+        next_release_time(self._clock, armed, released_timer)
+        released_state.write((armed, armed + 1 if self._clock.is_released(armed + 1) else None))
+
+    @on_timer(END_TIMER)
+    def end_of_input(self, released_state=beam.DoFn.StateParam(RELEASED),
+                     released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
+        """The input ended (bounded input, drain) on a clock without a last step: the chain
+        stops (it would otherwise run for ever at watermark +inf)."""
+        chain = released_state.read() or _CHAIN_START
+        released_state.write((chain[0], None))
+        released_timer.clear()
 
     def _over_cap(self, unit_id, records):
         """Dead letters for every record of a unit its full shard does not admit."""
@@ -316,9 +345,10 @@ class _CappedBoundContributionsFn(_BoundContributionsFn):
     def process(self, element, kept_state=beam.DoFn.StateParam(_BoundContributionsFn.KEPT),
                 released_state=beam.DoFn.StateParam(_BoundContributionsFn.RELEASED),
                 released_timer=beam.DoFn.TimerParam(_BoundContributionsFn.RELEASED_TIMER),
+                end_timer=beam.DoFn.TimerParam(_BoundContributionsFn.END_TIMER),
                 admitted_state=beam.DoFn.StateParam(ADMITTED)):
         yield from self._bound_shard(element, kept_state, released_state, released_timer,
-                                     admitted_state)
+                                     end_timer, admitted_state)
 
 
 @beam.typehints.with_input_types(Tuple[Any, Tuple[Any, ...]])
@@ -348,7 +378,12 @@ class BoundContributions(beam.PTransform):
     which costs twice the noise (``UserLevel``). With ``clock`` a record for a step whose release
     time the stage's watermark passed is dead-lettered as late here (``StepClock.late_reason``,
     as the release stage does), and a unit's released steps are folded into counts when its
-    record is next rewritten.
+    record is next rewritten. The stage learns that a step is released from a timer chain per
+    shard on the public schedule, seeded at launch ('ShardSeeds' / 'SeedAtStart' /
+    'MergeSeeds', one seed per shard) and never armed by records: a unit's kept records
+    depend on its own records, the schedule and the arrival order / watermark, not on other
+    units' records. It costs ``UNIT_SHARDS`` timer firings per step (O(1) state per shard),
+    until the clock's last step or, without one, until the input ends.
 
     Cost: records are grouped per unit within a bundle first, and units are hashed into
     ``UNIT_SHARDS`` stateful keys, so the stateful stage is called once per (shard, bundle): it
@@ -390,7 +425,11 @@ class BoundContributions(beam.PTransform):
                 typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
         fn = (_BoundContributionsFn if self._unit.max_units is None
               else _CappedBoundContributionsFn)
-        bounded = grouped.grouped | 'BoundPerUnit' >> beam.ParDo(
+        shards = grouped.grouped
+        if self._clock is not None:    # every shard's clock starts at launch, whatever the data
+            shards = merge_seeds(shards, seeds_at_start(
+                pcoll.pipeline, range(UNIT_SHARDS), self._clock.start_micros))
+        bounded = shards | 'BoundPerUnit' >> beam.ParDo(
             fn(self._unit, self._transform_label, self._mark_new_keys,
                self._clock)).with_outputs(DEAD_LETTER, main='kept')
         dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])

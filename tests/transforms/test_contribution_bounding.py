@@ -22,6 +22,7 @@ from beam_dp import UserLevel
 from beam_dp.io.records import DeadLetter
 from beam_dp.drivers.bounding import EXHAUSTED_KEYS
 from beam_dp.drivers.bounding import EXHAUSTED_TOTAL
+from beam_dp.drivers.bounding import UNIT_SHARDS
 from beam_dp.drivers.clock import StepClock
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.contribution_bounding import MAX_DELTAS
@@ -111,6 +112,11 @@ def run_dofns(records, bound, bundle_sizes, mark_new_keys=False, clock=None, wat
     bags = collections.defaultdict(_Bag)
     cells = collections.defaultdict(_Cell)
     timers = collections.defaultdict(_Timer)
+    ends = collections.defaultdict(_Timer)
+    if clock is not None:         # the launch seeds: every shard's clock starts, data or not
+        for shard in range(UNIT_SHARDS):
+            assert list(bound_fn.process((shard, None), bags[shard], cells[shard],
+                                         timers[shard], ends[shard])) == []
     unit_of_payload = {payload: unit for unit, (_, _, payload) in records}   # payloads unique
     released = {}
     kept, dead = [], []
@@ -118,7 +124,7 @@ def run_dofns(records, bound, bundle_sizes, mark_new_keys=False, clock=None, wat
     for b, size in enumerate(bundle_sizes):
         wm = (watermarks or {}).get(b)
         for shard, timer in list(timers.items()):
-            if wm is not None and timer.micros is not None and timer.micros <= wm:
+            while wm is not None and timer.micros is not None and timer.micros <= wm:
                 timer.micros = None
                 assert bound_fn.advance_released(cells[shard], timer) is None
         group_fn.start_bundle()
@@ -134,7 +140,8 @@ def run_dofns(records, bound, bundle_sizes, mark_new_keys=False, clock=None, wat
                 assert unit_key == key_bytes(unit)     # units are told apart by their bytes
                 assert unit_shard(unit_key) == shard   # the stateful stage is keyed by shard
             assert wv.timestamp.micros == min(m for _, _, group in units for _, m in group)
-            for out in bound_fn.process(wv.value, bags[shard], cells[shard], timers[shard]):
+            for out in bound_fn.process(wv.value, bags[shard], cells[shard], timers[shard],
+                                        ends[shard]):
                 if isinstance(out, beam.pvalue.TaggedOutput):
                     d = out.value
                     u, (key, step, payload) = eval(d.record)  # pylint: disable=eval-used

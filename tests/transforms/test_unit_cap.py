@@ -39,6 +39,7 @@ from beam_dp.transforms.contribution_bounding import _BoundContributionsFn
 from beam_dp.transforms.contribution_bounding import _CappedBoundContributionsFn
 from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
 from beam_dp.transforms.contribution_bounding import unit_shard
+from beam_dp.transforms.shell import MAX_MICROS
 from beam_dp.transforms.shell import key_bytes
 from tests import runners
 from tests.fuzz.harness import Harness
@@ -89,6 +90,10 @@ def run_capped(records, bound, sizes, clock=None, watermarks=None):
     fn = (_BoundContributionsFn if bound.max_units is None else _CappedBoundContributionsFn)(
         bound, 'T', False, clock)
     shards = {}
+    if clock is not None:         # the launch seeds: every shard's clock starts, data or not
+        for shard in range(UNIT_SHARDS):
+            shards[shard] = Harness(fn, shard)
+            shards[shard].element((shard, None))
     released = {}
     i = 0
     for b, size in enumerate(sizes):
@@ -274,10 +279,11 @@ def test_without_a_cap_the_dofn_and_its_state_are_unchanged():
         return type(fn), sorted(s.name for s in state), sorted(t.name for t in timers)
 
     assert specs(UserLevel(unit_fn=_first, max_steps_per_unit=1)) == (
-        _BoundContributionsFn, ['kept_units', 'released_through'], ['ts-released'])
+        _BoundContributionsFn, ['kept_units', 'released_through'],
+        ['ts-end_of_input', 'ts-released'])
     assert specs(UserLevel(unit_fn=_first, max_steps_per_unit=1, max_units=10)) == (
         _CappedBoundContributionsFn, ['admitted_units', 'kept_units', 'released_through'],
-        ['ts-released'])
+        ['ts-end_of_input', 'ts-released'])
 
 
 def _cap_pipeline(pipeline):
@@ -350,29 +356,64 @@ def test_continual_count_with_a_unit_cap_counts_the_admitted_units_exactly():
         'privacy_unit']
 
 
-@pytest.mark.xfail(strict=True, reason='known, not fixed here: with a clock, a record is late at '
-                   "'BoundPerUnit' only once the shard's 'released' timer (armed by the shard's "
-                   'kept steps) advanced released_through, so another unit of the shard can '
-                   'decide whether a record late by the schedule consumes a unit\'s S')
 def test_with_a_clock_another_unit_does_not_change_which_records_a_unit_keeps():
-    """No cap, S = 1. v sends a record for step 3 after the watermark passed step 3's release
-    time (late by the schedule: the release stage drops it), then one for step 5. Without u,
-    the shard's released_through lags (no timer armed), v's step-3 record is kept here and uses
-    S, so step 5 is refused; with u (which kept a step-3 record earlier, arming the timer) the
-    step-3 record is late here and step 5 is kept: u changes which of v's records reach the
-    release stage."""
+    """No cap, S = 1 (issue 13: this was a strict xfail). v sends a record for step 3 after the
+    watermark passed step 3's release time (late by the schedule: the release stage drops it),
+    then one for step 5. The shard's clock is seeded at launch and advanced by its own timer
+    chain on the schedule, so with or without u (a unit of the same shard whose kept step-3
+    record armed the timer before the fix) v's step-3 record is late here and its step 5 kept.
+    Before the fix, without u the shard's released_through lagged, v's step-3 record was kept
+    here and used S, and step 5 was refused."""
     bound = UserLevel(unit_fn=_first, max_steps_per_unit=1)
     u, v = SHARD_UNITS[0][0], SHARD_UNITS[0][1]
 
-    def kept_of_v(with_u):
-        harness = Harness(_BoundContributionsFn(bound, 'T', False, CLOCK), 0)
+    def kept_of_v(with_u, capped):
+        fn = (_CappedBoundContributionsFn(_bound(2, max_steps_per_unit=1), 'T', False, CLOCK)
+              if capped else _BoundContributionsFn(bound, 'T', False, CLOCK))
+        harness = Harness(fn, 0)
+        harness.element((0, None))            # the launch seed ('SeedAtStart')
         if with_u:
             harness.element((0, ((key_bytes(u), u, ((('a', 3, 'u3'), 31_000_000),)),)))
         harness.advance_to(CLOCK.release_time_micros(3) + 1)
         for step in (3, 5):
             harness.element((0, ((key_bytes(v), v, ((('a', step, f'v{step}'),
                                                      step * 10_000_000 + 1),)),)))
-        return [out[2] for out in harness.outputs
-                if isinstance(out, tuple) and out[2].startswith('v') and out[1] > 3]
+        kept = [out[2] for out in harness.outputs
+                if isinstance(out, tuple) and out[2].startswith('v')]
+        late = [out.value.reason for out in harness.outputs
+                if isinstance(out, beam.pvalue.TaggedOutput)]
+        return kept, late, harness.states['released_through'].value
 
-    assert kept_of_v(False) == kept_of_v(True)
+    for capped in (False, True):
+        without, with_u = kept_of_v(False, capped), kept_of_v(True, capped)
+        assert without == with_u == (['v5'], [CLOCK.late_reason(3)], (3, 4))
+
+
+def test_a_shards_clock_runs_on_the_schedule_until_the_last_step_or_the_end_of_input():
+    """A seeded shard that never sees a record: its chain marks each step released when the
+    watermark passes its release time (one firing per step), stops after the clock's last
+    step; without a last step it runs on with O(1) state until 'end_of_input' stops it."""
+    bound = UserLevel(unit_fn=_first, max_steps_per_unit=1)
+    ended = CLOCK.limited_to(6)
+    harness = Harness(_BoundContributionsFn(bound, 'T', False, ended), 5)
+    harness.element((5, None))
+    assert 'ts-end_of_input' not in harness.timers or harness.timers['ts-end_of_input'].micros is None
+    for step in range(6):
+        harness.advance_to(ended.release_time_micros(step) - 1)
+        assert harness.states['released_through'].value == (step - 1, step)
+        harness.advance_to(ended.release_time_micros(step))
+    assert harness.states['released_through'].value == (5, None)
+    assert harness.timers['ts-released'].micros is None and harness.outputs == []
+    harness = Harness(_BoundContributionsFn(bound, 'T', False, CLOCK), 5)
+    harness.element((5, None))
+    harness.advance_to(CLOCK.release_time_micros(999))
+    assert harness.states['released_through'].value == (999, 1000)
+    assert harness.timers['ts-released'].micros == CLOCK.release_time_micros(1000)
+    end = harness.timers['ts-end_of_input']
+    assert end.micros == MAX_MICROS
+    end.clear()                 # the input ended: at watermark +inf both timers are due at once
+    harness.fn.end_of_input(**harness._kwargs(harness.fn.end_of_input, MAX_MICROS))
+    assert harness.states['released_through'].value == (999, None)
+    assert harness.timers['ts-released'].micros is None
+    harness.fn.advance_released(**harness._kwargs(harness.fn.advance_released, MAX_MICROS))
+    assert harness.states['released_through'].value == (999, None)   # a stale firing: no-op
