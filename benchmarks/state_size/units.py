@@ -101,13 +101,17 @@ def run(module, per_step, bound, clock, checkpoints, patterns):
     bags = collections.defaultdict(_Bag)
     cells = collections.defaultdict(_Cell)
     timers = collections.defaultdict(_Timer)
+    ends = collections.defaultdict(_Timer)
+    seeded = hasattr(module._BoundContributionsFn, 'END_TIMER')   # pylint: disable=protected-access
     out = {}
     t0 = time.process_time()
     kept = 0
+    for shard in range(module.UNIT_SHARDS if seeded else 0):   # launch seeds: every clock starts
+        list(bound_fn.process((shard, None), bags[shard], cells[shard], timers[shard], ends[shard]))
     for step, records in enumerate(per_step):
         watermark = clock.release_time_micros(step - 1)
         for shard, timer in timers.items():
-            if timer.micros is not None and timer.micros <= watermark:
+            while timer.micros is not None and timer.micros <= watermark:
                 timer.micros = None
                 bound_fn.advance_released(cells[shard], timer)
         group_fn.start_bundle()
@@ -116,6 +120,7 @@ def run(module, per_step, bound, clock, checkpoints, patterns):
         for wv in group_fn.finish_bundle():
             shard = wv.value[0]
             args = (bags[shard], cells[shard], timers[shard]) if has_clock else (bags[shard],)
+            args += (ends[shard],) if seeded else ()
             for o in bound_fn.process(wv.value, *args):
                 kept += not hasattr(o, 'tag')
         if step + 1 in checkpoints:
