@@ -7,7 +7,7 @@ bundle processor consumes that queue in order, so the step is released first and
 dead-lettered as late. Sent in two messages (data first), the data is counted. These tests drive
 the harness's real ``BundleProcessor`` and gRPC data channel with hand-made messages, as a
 portable runner does; they pin the SDK behaviour that the docs rely on (Flink 2.62 and Prism
-never send on-time data after its step's timer in one message: see the docs).
+never send on-time data in one message with its step's fired timer: see the docs).
 """
 
 import apache_beam as beam
