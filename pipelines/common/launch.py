@@ -16,6 +16,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.noise import NoiseKeyRef
 
 __all__ = [
+    'FLINK_FINISH_BUNDLE',
     'LOCAL_RUNNERS',
     'add_debug_metrics_argument',
     'add_noise_key_argument',
@@ -129,12 +130,30 @@ def configure_logging(argv: Optional[List[str]] = None) -> None:
     logging.getLogger('apache_beam').setLevel(logging.INFO if verbose else logging.WARNING)
 
 
+#: Flink runner option the jobs turn on (docs/runners.md): without it, a checkpoint taken inside
+#: a bundle makes the Flink runner (2.62) send the held watermark downstream before that
+#: bundle's output, so on-time records reach the release stage after their step's release and
+#: are dead-lettered as late.
+FLINK_FINISH_BUNDLE = '--finish_bundle_before_checkpointing'
+
+
+def _has_flag(beam_args: List[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + '=') for a in beam_args)
+
+
 def with_default_runner(beam_args: List[str]) -> List[str]:
     """``beam_args`` with ``--runner=DirectRunner`` when no runner is chosen (the runner Beam
-    would pick anyway, without its 'Missing pipeline option (runner)' log line)."""
-    if any(a == '--runner' or a.startswith('--runner=') for a in beam_args):
-        return list(beam_args)
-    return list(beam_args) + ['--runner=DirectRunner']
+    would pick anyway, without its 'Missing pipeline option (runner)' log line), and on the
+    Flink runner with ``--finish_bundle_before_checkpointing`` unless it is given
+    (``FLINK_FINISH_BUNDLE``)."""
+    args = list(beam_args)
+    runners = [a.split('=', 1)[1] if '=' in a else (args[i + 1] if i + 1 < len(args) else '')
+               for i, a in enumerate(args) if a == '--runner' or a.startswith('--runner=')]
+    if not runners:
+        return args + ['--runner=DirectRunner']
+    if runners[-1] in ('FlinkRunner', 'flink') and not _has_flag(args, FLINK_FINISH_BUNDLE):
+        args.append(FLINK_FINISH_BUNDLE)
+    return args
 
 
 def remove_empty_temp_dirs(*directories: Optional[str]) -> None:

@@ -93,3 +93,7 @@ def test_every_option_has_help_and_beam_logs_stay_quiet_unless_verbose():
         beam_logger.setLevel(level)
     assert with_default_runner([]) == ['--runner=DirectRunner']
     assert with_default_runner(['--runner=PrismRunner']) == ['--runner=PrismRunner']
+    flink = with_default_runner(['--runner', 'FlinkRunner', '--checkpointing_interval=2000'])
+    assert flink[-1] == '--finish_bundle_before_checkpointing'
+    explicit = ['--runner=FlinkRunner', '--finish_bundle_before_checkpointing=false']
+    assert with_default_runner(explicit) == explicit
