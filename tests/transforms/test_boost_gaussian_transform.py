@@ -1,6 +1,7 @@
 """BoostQueries with ``noise='gaussian'``: Beam parity with the pure driver (criterion 29 on the
 Gaussian path), replay identity, the ledger in ε at δ within the budget, the accountant
-recording ρ_G, bit-identical re-runs with a noise key, and the refused combinations."""
+recording ρ_G and the refused combinations (bit-identical re-runs with a noise key:
+``test_boost_transform.test_noise_key_gives_bit_identical_reruns``)."""
 
 import pytest
 
@@ -51,14 +52,6 @@ def test_rho_budget_and_the_accountant():
     t = _gaussian(budget=PrivacyBudget(rho=0.3))
     assert t.driver('covid').mechanism.rho_budget == 0.3
     assert t.driver('covid').ledger_delta == 0.0
-
-
-def test_noise_key_gives_bit_identical_gaussian_reruns(monkeypatch):
-    monkeypatch.setenv('BDP_BOOST_KEY', '0123456789abcdef' * 4)
-    runs = [_run(_gaussian(testing_seed=None, noise_key='env:BDP_BOOST_KEY', label='G'),
-                 _rows(per_block=100), QUERIES[:4], runner='DirectRunner')['answers']
-            for _ in range(2)]
-    assert sorted(runs[0]) == sorted(runs[1]) and runs[0]
 
 
 @pytest.mark.parametrize('kw,word', [

@@ -159,9 +159,11 @@ def test_streaming_late_rows_dead_lettered_and_never_change_a_sealed_block():
         r for r in ref if type(r).__name__ == 'BoostAnswerRecord')
 
 
-def test_noise_key_gives_bit_identical_reruns(monkeypatch):
+@pytest.mark.parametrize('extra', [{}, dict(noise='gaussian',
+                                            budget=PrivacyBudget(epsilon=2.0, delta=1e-6))])
+def test_noise_key_gives_bit_identical_reruns(monkeypatch, extra):
     monkeypatch.setenv('BDP_BOOST_KEY', '0123456789abcdef' * 4)
-    runs = [_run(_transform(testing_seed=None, noise_key='env:BDP_BOOST_KEY', label='B'),
+    runs = [_run(_transform(testing_seed=None, noise_key='env:BDP_BOOST_KEY', label='B', **extra),
                  _rows(per_block=100), QUERIES[:4], runner='DirectRunner')['answers']
             for _ in range(2)]
     assert sorted(runs[0]) == sorted(runs[1]) and runs[0]

@@ -34,12 +34,10 @@ FROZEN = LearningRate(((0, 1e-9),))          # the histogram never learns: every
 
 def _queries(count, seed):
     rng = np.random.default_rng(seed)
-    out = []
     for _ in range(count):
         mask = rng.random(N) < rng.uniform(0.1, 0.6)
         mask[rng.integers(N)] = True
-        out.append(LinearQuery.from_vector(mask.astype(float)))
-    return out
+        yield LinearQuery.from_vector(mask.astype(float))
 
 
 def _errors(mech, state, first, last, path, count, seed):

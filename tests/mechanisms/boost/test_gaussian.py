@@ -85,7 +85,8 @@ def test_grid_cost_at_most_rho_and_fine(n):
     cost = units ** 2 / (2 * float(s2))
     assert rho * (1 - 1e-9) <= cost <= rho
     # The std parameter in fraction units is within 3·2^-16 of the nominal one.
-    assert math.sqrt(float(s2)) * 2.0 ** -bits == pytest.approx(g.node_std(rho, n), rel=3 * 2 ** -16)
+    nominal = g.node_std(rho, n)
+    assert math.sqrt(float(s2)) * 2.0 ** -bits == pytest.approx(nominal, rel=3 * 2 ** -16)
 
 
 @pytest.mark.parametrize('sigma', [3.0, 4.5, 10.0, 40.0])

@@ -1,5 +1,5 @@
-"""The Gaussian answers of Boost (``noise='gaussian'``) are within α with frequency ≥ 1 − β, and
-the check has power (spec 002 §10 criterion 24 for the optional Gaussian path).
+"""The Gaussian answers of Boost (``noise='gaussian'``) are within α with frequency ≥ 1 − β,
+and the check has power (spec 002 §10 criterion 24 for the optional Gaussian path).
 
 On fixed data (n = 10⁴, α = β = 0.05), 4,000 fresh Gaussian answers per path (one node R3; the
 tree's all-noise plan over k = 3 nodes; the mixed plan's Gaussian half at β/2). The calibration
@@ -15,54 +15,30 @@ import statistics
 import numpy as np
 import pytest
 
-from beam_dp import noise
-from beam_dp.mechanisms.boost import BoostRequest
-from beam_dp.mechanisms.boost import LearningRate
 from beam_dp.mechanisms.boost import Readiness
 from beam_dp.mechanisms.boost import calibration as cal
 from beam_dp.mechanisms.boost import pmw_bypass as pb
 from beam_dp.mechanisms.boost import preset
 from beam_dp.mechanisms.boost.histogram import uniform_node
 from beam_dp.mechanisms.boost.sparse_test import GRID_SLACK
-from beam_dp.queries import LinearQuery
 
 from tests.mechanisms.boost.conftest import sealed
+from tests.mechanisms.boost.test_accuracy_statistical import ALPHA
+from tests.mechanisms.boost.test_accuracy_statistical import ANSWERS
+from tests.mechanisms.boost.test_accuracy_statistical import BETA
+from tests.mechanisms.boost.test_accuracy_statistical import FROZEN
+from tests.mechanisms.boost.test_accuracy_statistical import N
+from tests.mechanisms.boost.test_accuracy_statistical import N_ROWS
+from tests.mechanisms.boost.test_accuracy_statistical import P
+from tests.mechanisms.boost.test_accuracy_statistical import _errors
 
 pytestmark = pytest.mark.statistical
 
-ALPHA, BETA, N_ROWS, ANSWERS = 0.05, 0.05, 10_000, 4000
-N = 16
-P = np.array([0.3, 0.02, 0.1, 0.02, 0.08, 0.02, 0.1, 0.02, 0.06, 0.04, 0.1, 0.02, 0.04, 0.04,
-              0.02, 0.02])
-FROZEN = LearningRate(((0, 1e-9),))
-
 
 def _predicted(beta: float) -> float:
-    """Pr[|N(0, (α_cal/z)²)| > α] at z = Φ⁻¹(1 − β/2): the exact miss rate of the calibration."""
+    """Pr[|N(0, (α_cal/z)²)| > α], z = Φ⁻¹(1 − β/2): the exact miss rate of the calibration."""
     z = cal.gaussian_z(beta) / (1 - GRID_SLACK)
     return 2 * (1 - statistics.NormalDist().cdf(z))
-
-
-def _queries(count, seed):
-    rng = np.random.default_rng(seed)
-    for _ in range(count):
-        mask = rng.random(N) < rng.uniform(0.1, 0.6)
-        mask[rng.integers(N)] = True
-        yield LinearQuery.from_vector(mask.astype(float))
-
-
-def _errors(mech, state, first, last, path, seed):
-    rng = noise.seeded(seed)
-    errs = []
-    for i, q in enumerate(_queries(40 * ANSWERS, seed)):
-        ans, state = mech.answer(state, BoostRequest(q, first, last, str(i)), rng.derive(i))
-        if ans.path == path and any(p == 'gaussian' for _, p, _ in ans.charges):
-            truth = pb.TreePMWBypass._true_value(state, [(0, first, last)], q)
-            errs.append(abs(ans.value - truth))
-            if len(errs) == ANSWERS:
-                break
-    assert len(errs) == ANSWERS, f'only {len(errs)} {path} answers'
-    return np.array(errs)
 
 
 def _matches(errs, p0) -> bool:
@@ -87,7 +63,7 @@ def _mis_scaled(monkeypatch, factor):
 
 def test_r3_gaussian_answers_within_alpha():
     mech = _mech('laplace')
-    errs = _errors(mech, sealed(mech, 1, N_ROWS, p=P), 0, 0, 'R3', 1)
+    errs = _errors(mech, sealed(mech, 1, N_ROWS, p=P), 0, 0, 'R3', ANSWERS, 1)
     assert _matches(errs, _predicted(BETA)) and np.mean(errs > ALPHA) <= BETA + 3 * math.sqrt(
         BETA * (1 - BETA) / ANSWERS)
 
@@ -96,14 +72,14 @@ def test_r3_gaussian_answers_within_alpha():
 def test_r3_check_catches_a_mis_scaled_sampler(monkeypatch, factor):
     _mis_scaled(monkeypatch, factor)
     mech = _mech('laplace')
-    errs = _errors(mech, sealed(mech, 1, N_ROWS, p=P), 0, 0, 'R3', 2)
+    errs = _errors(mech, sealed(mech, 1, N_ROWS, p=P), 0, 0, 'R3', ANSWERS, 2)
     assert not _matches(errs, _predicted(BETA))
 
 
 def test_tree_gaussian_plan_over_three_nodes():
     mech = _mech('tree_exact_cache')
     state = sealed(mech, 7, N_ROWS // 4, p=P)              # [0, 6] → (0,3), (4,5), (6,6)
-    errs = _errors(mech, state, 0, 6, 'R3', 3)
+    errs = _errors(mech, state, 0, 6, 'R3', ANSWERS, 3)
     assert _matches(errs, _predicted(BETA))
 
 
@@ -113,6 +89,6 @@ def test_mixed_plan_gaussian_half():
     trained = pb.dataclasses.replace(uniform_node(N, Readiness(c0=0.0)), log_h=np.log(P))
     state = pb.dataclasses.replace(state, nodes={
         (0, 0, 1): trained, (0, 2, 2): uniform_node(N, Readiness(c0=math.inf))})
-    errs = _errors(mech, state, 0, 2, 'MIXED', 4)
+    errs = _errors(mech, state, 0, 2, 'MIXED', ANSWERS, 4)
     # The whole answer: the SV half (≤ β/2, Lemma A.2, loose) + the Gaussian half (β/2).
     assert np.mean(errs > ALPHA) <= BETA + 3 * math.sqrt(BETA * (1 - BETA) / ANSWERS)
