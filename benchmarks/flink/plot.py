@@ -51,26 +51,37 @@ def plot_efficiency(paths, out):
 
 
 def plot_sidebyside(paths, out):
-    """Issue 15 on real runners (sidebyside_user.py results): rows/s per branch, one panel per
-    results file (runner, rows)."""
-    fig, axes = plt.subplots(1, len(paths), figsize=(4.8 * len(paths), 3.6), squeeze=False)
-    colours = {'np_combine': 'grey', 'event': 'tab:blue', 'user': 'tab:green'}
+    """Issue 15 on real runners (sidebyside_user.py results): per branch, rows/s (job time) and
+    rows per core-second (Python + cluster JVMs, or Prism), one panel per results file (runner,
+    rows); labels: the ratio to ``np_combine`` (time / CPU). Failed jobs are left out."""
+    fig, axes = plt.subplots(1, len(paths), figsize=(5.6 * len(paths), 3.8), squeeze=False)
+    order = ('np_combine', 'pipelinedp', 'event', 'user')
     for ax, path in zip(axes[0], paths):
         with open(path, encoding='utf-8') as f:
             summary = json.load(f)
         branches = summary['branches']
-        names = [b for b in ('np_combine', 'event', 'user') if b in branches]
-        ax.bar(names, [branches[b]['rows_per_second'] for b in names],
-               color=[colours[b] for b in names])
-        for i, b in enumerate(names):
-            ratio = summary['ratios'].get(f'{b}_throughput_over_np_combine')
-            if ratio is not None:
-                ax.text(i, branches[b]['rows_per_second'], f'{ratio:.2f}x', ha='center',
-                        va='bottom', fontsize=9)
+        names = [b for b in order if b in branches and not branches[b].get('error')]
+        xs = list(range(len(names)))
+        wall = [branches[b]['rows_per_second'] for b in names]
+        core = [branches[b].get('rows_per_core_second') or 0 for b in names]
+        ax.bar([x - 0.2 for x in xs], wall, width=0.4, color='tab:blue', label='rows / s (time)')
+        ax.bar([x + 0.2 for x in xs], core, width=0.4, color='tab:orange',
+               label='rows / core-second')
+        base = names.index('np_combine') if 'np_combine' in names else None
+        for x, w, c in zip(xs, wall, core):
+            if base is not None:   # same rows: ratios of rates are ratios of times / CPU
+                ax.text(x - 0.2, w, f'{w / wall[base]:.2f}x', ha='center', va='bottom',
+                        fontsize=8)
+                if c and core[base]:
+                    ax.text(x + 0.2, c, f'{c / core[base]:.2f}x', ha='center', va='bottom',
+                            fontsize=8)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(names)
         args = summary['args']
         mode = 'streaming' if args.get('streaming') else 'batch'
         ax.set_title(f"{args['runner']} ({mode}), {args['rows']:,} rows", fontsize=10)
-        ax.set_ylabel('rows / s (label: vs np_combine)')
+        ax.set_ylabel('labels: vs np_combine')
+        ax.legend(fontsize=7)
     fig.suptitle('Side-by-side branches on real runners (issue 15)')
     fig.tight_layout()
     fig.savefig(out, dpi=110)

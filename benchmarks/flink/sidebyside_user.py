@@ -212,17 +212,30 @@ def main():
                         help='streaming mode (the bounded rows end with a watermark at +inf); '
                         'batch on the Flink session cluster stalled (see README)')
     parser.add_argument('--tag', default='')
+    parser.add_argument('--append', action='store_true',
+                        help='add the branches to the results file of the same tag (e.g. '
+                        'pipelinedp, run from its venv, beside branches run earlier on the same '
+                        'cluster); ratios are recomputed over every branch in the file')
     args = parser.parse_args()
     out_path = os.path.join(HERE, 'results', f'sidebyside_user_{args.tag or args.runner}.json')
     results = {'command': 'python benchmarks/flink/sidebyside_user.py ' + ' '.join(sys.argv[1:]),
                'machine': f'{os.cpu_count()} cores, {platform.platform()}',
                'loadavg_at_start': os.getloadavg(), 'args': vars(args), 'branches': {}}
+    if args.append and os.path.exists(out_path):
+        with open(out_path, encoding='utf-8') as f:
+            earlier = json.load(f)
+        earlier['appended'] = earlier.get('appended', []) + [
+            {k: results[k] for k in ('command', 'loadavg_at_start')}]
+        results = earlier
     for branch in args.branches:
-        r = run_branch(branch, args)
+        load, began = os.getloadavg(), time.strftime('%H:%M', time.gmtime())
+        r = dict(run_branch(branch, args), loadavg_at_start=load, loadavg_at_end=os.getloadavg(),
+                 utc_start=began)
         results['branches'][branch] = r
         print(json.dumps(r), flush=True)
-        t = {b: v['seconds'] for b, v in results['branches'].items()}
-        c = {b: v['core_seconds_excl_jobserver'] for b, v in results['branches'].items()}
+        done = {b: v for b, v in results['branches'].items() if not v.get('error')}
+        t = {b: v['seconds'] for b, v in done.items()}   # failed jobs have no ratio
+        c = {b: v['core_seconds_excl_jobserver'] for b, v in done.items()}
         results['ratios'] = {f'{b}_throughput_over_np_combine': round(t['np_combine'] / t[b], 3)
                              for b in t if 'np_combine' in t}
         results['ratios'].update({f'{b}_core_seconds_np_combine_over_branch':
