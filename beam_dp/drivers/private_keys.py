@@ -210,7 +210,8 @@ class PrivateKeysShard:
             data = contributions.get(key)
             if data is not None:
                 values, new_units = data
-                totals = tuple(a + int(b) for a, b in zip(totals, values))
+                totals = ((totals[0] + int(values[0]),) if bins == 1 else
+                          tuple(a + int(b) for a, b in zip(totals, values)))
                 last_data = global_step
             if tick is not None and _plain_test(sel_state, global_step, data, last_data):
                 count = sel_state.count + (int(data[1]) if data is not None else 0)

@@ -34,6 +34,7 @@ The scale is a rational rounded up to the 2**-20 grid exactly as ``discrete_lapl
 so the per-tick sampler, the skip-ahead sampler and ``discrete_laplace`` agree on the law.
 """
 
+import functools
 import math
 from fractions import Fraction
 from typing import Optional
@@ -104,8 +105,10 @@ def _ivl_int(x: int):
     return v, v
 
 
+@functools.lru_cache(maxsize=4096)
 def _log_one_minus_q(n: int, d: int, k: int, prec: int):
-    """An interval containing ln(1 - q(k)) (a negative number)."""
+    """An interval containing ln(1 - q(k)) (a negative number); a pure function of its ints,
+    memoised (the same interval: mpmath values are immutable tuples)."""
     x = _ivl_rational(d, n, prec)                        # 1/b = d/n
     a = libmpi.mpi_exp(libmpi.mpi_neg(x), prec)          # a = exp(-d/n)
     one = _ivl_int(1)
