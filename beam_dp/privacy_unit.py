@@ -134,10 +134,11 @@ class UserLevel(PrivacyUnit):
     What the cap gives up: admission depends on the processing order, so once a shard is full
     a replay after a restore (a different order) may admit different units, and then the
     releases may differ from an uninterrupted run's; a displaced unit's records are all
-    dead-lettered. With a clock, as for K, S, m and C, a record being late is taken as a
-    function of the record and the public schedule; at 'BoundPerUnit' it is not exactly (the
-    stage learns a step is released from a timer armed by its shard's kept steps), a known
-    gap recorded as a strict xfail in ``tests/transforms/test_unit_cap.py``.
+    dead-lettered. With a clock, as for K, S, m and C, a record being late is a function of
+    the record, the public schedule and the arrival order / watermark, never of other units'
+    records: 'BoundPerUnit' learns that a step is released from its shard's own timer chain,
+    seeded at launch and never armed by records (issue 13; tested in
+    ``tests/transforms/test_unit_cap.py`` and ``tests/transforms/test_bounding_lateness.py``).
     """
     unit_fn: Callable[[Any], Any]
     max_keys_per_unit: int = 1

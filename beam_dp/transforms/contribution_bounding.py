@@ -9,8 +9,9 @@ step already released is late), so the bound holds whatever the other units do: 
 sensitivity analysis needs. "Released" here is decided by each shard's own timer chain on the
 public schedule, seeded at launch and never armed by records (``_BoundContributionsFn``), so
 whether a unit's record is late here — and so whether it uses the unit's S — depends on the
-record's step and the arrival order / watermark only, never on other units' records. Records over a bound go to the dead-letter output
-with the bound named (they are not errors, but nothing is dropped silently).
+record's step and the arrival order / watermark only, never on other units' records. Records
+over a bound go to the dead-letter output with the bound named (they are not errors, but
+nothing is dropped silently).
 
 With ``UserLevel(max_units=N)`` (opt-in) each unit shard admits at most ⌈N / UNIT_SHARDS⌉ units,
 first come, and dead-letters every record of the units it does not admit: a unit's admission
@@ -25,11 +26,12 @@ cell and a 'released' timer per shard. A record in the earlier layout is read ex
 on read), but the DoFn gained a state cell and a timer: drain a running job and restart it
 rather than updating it in place.
 
-Update note (the lateness fix, issue 13): with a clock the 'released' chain is now seeded at
-launch — new stages 'ShardSeeds', 'SeedAtStart' and 'MergeSeeds' (a Flatten before
-'BoundPerUnit'), a new timer 'end_of_input', and the 'released_through' cell holds
-``(released_through, armed step)`` (was a triple with the newest kept step). Unit records are
-unchanged. The graph and the timers changed: drain a running job and restart it.
+Update note (the lateness fix, issue 13): with a clock and an unbounded input the 'released'
+chain is now seeded at launch — new stages 'ShardSeeds', 'SeedAtStart' and 'MergeSeeds' (a
+Flatten before 'BoundPerUnit'), a new timer 'end_of_input', and the 'released_through' cell
+holds ``(released_through, armed step)`` (was a triple with the newest kept step); a bounded
+input runs without the chain. Unit records are unchanged. The graph and the timers changed:
+drain a running job and restart it.
 """
 
 import collections
@@ -383,7 +385,9 @@ class BoundContributions(beam.PTransform):
     'MergeSeeds', one seed per shard) and never armed by records: a unit's kept records
     depend on its own records, the schedule and the arrival order / watermark, not on other
     units' records. It costs ``UNIT_SHARDS`` timer firings per step (O(1) state per shard),
-    until the clock's last step or, without one, until the input ends.
+    until the clock's last step or, without one, until the input ends. A bounded input (batch)
+    runs without the chain: a batch runner passes no release time before the whole input is
+    processed, so no record is late here and late ones are left to the release stage.
 
     Cost: records are grouped per unit within a bundle first, and units are hashed into
     ``UNIT_SHARDS`` stateful keys, so the stateful stage is called once per (shard, bundle): it
@@ -403,9 +407,9 @@ class BoundContributions(beam.PTransform):
       transform_label: the ``DeadLetter.transform`` of its dead letters (the enclosing
         transform's label).
       mark_new_keys: also flag each unit's first kept record of a key (above).
-      clock: the release schedule (``StepClock``) of the steps in the input; without it no
-        step is treated as released here (late records are left to the release stage) and
-        per-step counts are never folded.
+      clock: the release schedule (``StepClock``) of the steps in the input; without it (or
+        with a bounded input) no step is treated as released here (late records are left to
+        the release stage) and per-step counts are never folded.
     """
 
     def __init__(self, privacy_unit: UserLevel, transform_label: str = 'BoundContributions',
@@ -425,13 +429,18 @@ class BoundContributions(beam.PTransform):
                 typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
         fn = (_BoundContributionsFn if self._unit.max_units is None
               else _CappedBoundContributionsFn)
-        shards = grouped.grouped
-        if self._clock is not None:    # every shard's clock starts at launch, whatever the data
+        shards, clock = grouped.grouped, self._clock
+        if pcoll.is_bounded:
+            # A bounded input: on a batch runner no release time passes before the whole input
+            # is bounded, so the chain would only cost UNIT_SHARDS firings per step; no step is
+            # released here (late records are left to the release stage), data-independently.
+            clock = None
+        if clock is not None:    # every shard's clock starts at launch, whatever the data
             shards = merge_seeds(shards, seeds_at_start(
-                pcoll.pipeline, range(UNIT_SHARDS), self._clock.start_micros))
+                pcoll.pipeline, range(UNIT_SHARDS), clock.start_micros))
         bounded = shards | 'BoundPerUnit' >> beam.ParDo(
             fn(self._unit, self._transform_label, self._mark_new_keys,
-               self._clock)).with_outputs(DEAD_LETTER, main='kept')
+               clock)).with_outputs(DEAD_LETTER, main='kept')
         dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
                 | 'MergeBoundingDeadLetters' >> beam.Flatten())
         return BoundedOutputs(bounded.kept, dead)

@@ -98,3 +98,30 @@ def test_continual_count_counts_a_late_units_next_step_with_or_without_another_u
     b = [('b', s, 1.0 if with_u and s >= 3 else 0.0) for s in range(8)]
     run_stream(stream, counts(end=8 * STEP, privacy_unit=unit), expected=a + b,
                expected_dead=equal_to([('BoundContributions', clock.late_reason(3))]))
+
+
+def _stage_labels(pcoll_of):
+    """Full labels of the transforms applied under 'BoundContributions'."""
+    from beam_dp.transforms.contribution_bounding import BoundContributions
+    pipeline = beam.Pipeline(runner='BundleBasedDirectRunner')
+    _ = pcoll_of(pipeline) | 'BC' >> BoundContributions(
+        UserLevel(unit_fn=_first, max_steps_per_unit=1), clock=CLOCK)
+    labels = []
+
+    class _Labels(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, applied):
+            labels.append(applied.full_label)
+
+    pipeline.visit(_Labels())
+    return {label.split('/')[1] for label in labels if label.startswith('BC/')}
+
+
+def test_the_chain_is_seeded_for_an_unbounded_input_and_absent_for_a_bounded_one():
+    """Unbounded input: one seed per unit shard ('ShardSeeds' / 'SeedAtStart' / 'MergeSeeds')
+    flattened before 'BoundPerUnit'. Bounded input (batch): no seeds and no chain (a batch
+    runner passes no release time before the whole input is bounded: a chain would only cost
+    timer firings), so nothing is late there, whatever the data."""
+    seeded = _stage_labels(lambda p: p | TestStream().add_elements([('u', ('a', 0, 'x'))]))
+    assert {'ShardSeeds', 'SeedAtStart', 'MergeSeeds', 'BoundPerUnit'} <= seeded
+    plain = _stage_labels(lambda p: p | beam.Create([('u', ('a', 0, 'x'))]))
+    assert 'BoundPerUnit' in plain and not {'ShardSeeds', 'SeedAtStart', 'MergeSeeds'} & plain
