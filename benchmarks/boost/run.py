@@ -30,12 +30,17 @@ from progress import Recorder  # benchmarks/boost/progress.py
 
 SHAPE = (2, 2, 4, 8)
 SYSTEMS = ('pmw_bypass', 'vanilla_pmw', 'laplace', 'exact_cache', 'tree_exact_cache',
-           'tree_pmw_bypass', 'tree_pmw_bypass_warm')
+           'tree_pmw_bypass', 'tree_pmw_bypass_warm', 'tree_pmw_bypass_wsv',
+           'tree_pmw_bypass_warm_wsv')
+#: '<preset>_wsv': the preset with sv_scope='window' (the artifact's whole-window SV rule).
+WSV = '_wsv'
 
 
 def mechanism(system: str, c0: float = 100, s0: float = 5) -> TreePMWBypass:
     extra = {} if system in ('vanilla_pmw', 'laplace', 'exact_cache', 'tree_exact_cache') else {
         'readiness': Readiness(c0=c0, s0=s0)}
+    if system.endswith(WSV):
+        system, extra['sv_scope'] = system[:-len(WSV)], 'window'
     return preset(system, 128, alpha=0.05, beta=1e-3, epsilon_budget=10.0, tau=0.05, **extra)
 
 

@@ -58,6 +58,7 @@ from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms.boost import calibration as cal
 from beam_dp.mechanisms.boost import tree
+from beam_dp.mechanisms.boost import window_sv
 from beam_dp.mechanisms.boost import retention
 from beam_dp.mechanisms.boost.cache import BoundedCache
 from beam_dp.mechanisms.boost.cache import CachedResult
@@ -135,6 +136,10 @@ class TreePMWBypass:
       noise, rho_budget: 'laplace' (pure ε, ``epsilon_budget``) or 'gaussian' (the Laplace
         answers with discrete Gaussian noise; ρ-zCDP filters of capacity ``rho_budget``;
         needs sv_failure='replan' and bypass_calibration='laplace').
+      sv_scope: 'run' (spec Alg. 2: one SV on the widest contiguous run of ready nodes) or
+        'window' (the artifact's rule, ``window_sv``: one SV on the whole window tests the
+        aggregate of the histogram and Laplace parts; needs mode='bypass', planner='mincuts',
+        sv_failure='replan', sv_reset='lazy', noise='laplace').
 
     Raises:
       InvalidParamsError: on a bad parameter.
@@ -161,6 +166,7 @@ class TreePMWBypass:
     retention_blocks: Optional[int] = None
     noise: str = 'laplace'
     rho_budget: Optional[float] = None
+    sv_scope: str = 'run'
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -191,6 +197,12 @@ class TreePMWBypass:
             v._fail(owner, "mode='pmw' (vanilla PMW) needs planner='nocuts' and "
                            "sv_failure='r2'.")
         check_noise(owner, self)
+        v.check_choice(owner, 'sv_scope', self.sv_scope, ('run', 'window'))
+        if self.sv_scope == 'window' and (self.mode, self.planner, self.sv_failure, self.sv_reset,
+                                          self.noise) != ('bypass', 'mincuts', 'replan', 'lazy',
+                                                          'laplace'):
+            v._fail(owner, "sv_scope='window' needs mode='bypass', planner='mincuts', "
+                           "sv_failure='replan', sv_reset='lazy' and noise='laplace'.")
 
     # The mechanism contract ------------------------------------------------------------------
 
@@ -249,9 +261,25 @@ class TreePMWBypass:
         if self.mode != 'laplace':
             for node in nodes:
                 self._ensure_node(run, node)
+        out = (window_sv.answer(self, run, nodes, q, qkey, rng) if self.sv_scope == 'window'
+               else self._answer_runs(run, nodes, q, qkey, rng))
+        if out is None:
+            return refused(request, 'budget_exhausted'), state
+        value, paths = out
+        path = paths[0] if len(paths) == 1 else 'MIXED'
+        cache = run.cache
+        if self.exact_cache and (self.cache_histogram_answers or 'R1' not in paths):
+            cache = cache.set(wkey, CachedResult(value, 0.0, path))
+        new = dataclasses.replace(state, nodes=run.nodes, svs=run.svs, cache=cache,
+                                  filters=run.filters, answered=state.answered + 1)
+        return BoostAnswer(request.query_id, 'ok', value, path, None, first, last,
+                           tuple(run.charges)), new
+
+    def _answer_runs(self, run: _Run, nodes, q: LinearQuery, qkey: str, rng: RandomSource):
+        """(value, paths) by spec Alg. 2 (``sv_scope='run'``), or None if unaffordable."""
         plan = self._admit(run, nodes, qkey)
         if plan is None:
-            return refused(request, 'budget_exhausted'), state
+            return None
         sv_nodes, lap_nodes = plan
         parts, paths = [], []
         if sv_nodes:
@@ -266,15 +294,7 @@ class TreePMWBypass:
         if lap_nodes:
             parts.append(self._laplace_part(run, lap_nodes, bool(sv_nodes), q, qkey, rng))
             paths.append(parts[-1][2] if sv_nodes or not plan[0] else 'R2')
-        value = tree.aggregate([p[0] for p in parts], [p[1] for p in parts])
-        path = paths[0] if len(paths) == 1 else 'MIXED'
-        cache = run.cache
-        if self.exact_cache and (self.cache_histogram_answers or 'R1' not in paths):
-            cache = cache.set(wkey, CachedResult(value, 0.0, path))
-        new = dataclasses.replace(state, nodes=run.nodes, svs=run.svs, cache=cache,
-                                  filters=run.filters, answered=state.answered + 1)
-        return BoostAnswer(request.query_id, 'ok', value, path, None, first, last,
-                           tuple(run.charges)), new
+        return tree.aggregate([p[0] for p in parts], [p[1] for p in parts]), paths
 
     # Planning ---------------------------------------------------------------------------------
 
@@ -425,9 +445,10 @@ class TreePMWBypass:
         return value, n_sv, 'R2'
 
     def _laplace_part(self, run: _Run, lap_nodes, with_sv: bool, q: LinearQuery, qkey: str,
-                      rng: RandomSource):
+                      rng: RandomSource, plan=None):
+        """``plan``: [(node, ε)] calibrated by the caller (``window_sv``), else C4 here."""
         values, sizes, fresh = [], [], 0
-        for node, eps in self._laplace_plan(run, lap_nodes, with_sv, qkey):
+        for node, eps in plan or self._laplace_plan(run, lap_nodes, with_sv, qkey):
             n_i = self._size(run.state, node)
             ckey = node_cache_key(qkey, node, self.alpha, self.beta)
             if not eps:
