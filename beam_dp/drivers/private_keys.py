@@ -26,8 +26,10 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import exact_int
 from beam_dp.mechanisms.key_selection import ContinualKeySelection
 from beam_dp.mechanisms.key_selection import KeySelectionState
+from beam_dp.mechanisms.key_selection import evaluated_state
 from beam_dp.noise import RandomSource
 from beam_dp.noise.batched import dlap_tail_tick
+from beam_dp.noise.batched import shared_blocks
 from beam_dp.noise.batched import shared_words
 from beam_dp.noise.samplers import _scale_nd
 
@@ -197,43 +199,15 @@ class PrivateKeysShard:
             if key not in candidates and key not in selected:
                 candidates[key] = (self.selection.init_state(global_step), zero)
         visit = set(contributions) | wake.pop(global_step, frozenset())
-        chosen_now, later = [], {}
-        shared = shared_words(rng) if self.batched else None
-        base = rng if shared is None else shared   # a SecureRandom: selection reads its buffer
-        tick = self._tick(global_step) if self.batched else None
-        for key in sorted(visit):
-            if key not in candidates:                   # selected since it was scheduled
-                continue
-            entry = candidates[key]
-            sel_state, totals = entry[0], entry[1]
-            last_data = entry[2] if len(entry) > 2 else None
-            data = contributions.get(key)
-            if data is not None:
-                values, new_units = data
-                totals = ((totals[0] + int(values[0]),) if bins == 1 else
-                          tuple(a + int(b) for a, b in zip(totals, values)))
-                last_data = global_step
-            if tick is not None and _plain_test(sel_state, global_step, data, last_data):
-                count = sel_state.count + (int(data[1]) if data is not None else 0)
-                src = shared if shared is not None else rng.derive('select', key).derive(
-                    'key-step', global_step)
-                chosen = dlap_tail_tick(src, tick[1], tick[2],
-                                        tick[0] + sel_state.noise - count + 1)
-                sel_state = KeySelectionState(global_step, count, sel_state.noise)
-            else:
-                chosen, sel_state = self._advance(sel_state, global_step, data, last_data,
-                                                  base.derive('select', key))
-            if chosen:
-                del candidates[key]
-                selected[key] = (step, None)
-                chosen_now.append((key, totals))
-                continue
-            candidates[key] = (sel_state, totals, last_data)
-            due = sel_state.due[0] if sel_state.due is not None else global_step + 1
-            later.setdefault(due, set()).add(key)
+        chosen_now, later = self._select(candidates, sorted(visit), contributions, global_step,
+                                         rng)
+        for key, _ in chosen_now:
+            selected[key] = (step, None)
         for due, keys in later.items():
             wake[due] = wake.get(due, frozenset()) | keys
         out = []
+        blocks = shared_blocks(rng) if self.batched else None
+        rng = rng if blocks is None else blocks     # a SecureRandom: counters read a buffer
         for key, (start, counter_state) in state.selected.items():
             if counter_state is not None:               # a per-key counter (older state)
                 values = contributions.get(key, (zero, 0))[0]
@@ -263,11 +237,55 @@ class PrivateKeysShard:
         out.sort(key=lambda row: row[0])
         return out, PrivateKeysShardState(step + 1, candidates, selected, groups, wake)
 
-    def _tick(self, global_step: int) -> Tuple[int, int, int]:
-        """(τ_t, n, d) of the tests at ``global_step``: the gap of a candidate with count c and
-        threshold noise Z is τ_t + Z - c + 1, and DLap's scale rounds to n/d."""
-        n, d = _scale_nd(self.selection.scale)
-        return self.selection.threshold(global_step), n, d
+    def _select(self, candidates, visit: List[str], contributions: StepContributions,
+                global_step: int, rng: RandomSource):
+        """Evaluates the candidates ``visit`` (sorted) at ``global_step``, updating
+        ``candidates`` in place. Returns ([(key, totals)] selected now, {due step: keys}).
+
+        Batched: a plain test (``_plain_test``) runs inline (``dlap_tail_tick`` on the
+        address ('select', key, 'key-step', t), or on one ``WordBuffer`` for a ``SecureRandom``
+        whose ``derive`` is the identity anyway), every other visit through ``_advance``."""
+        bins = self.bins
+        chosen_now, later, next_step = [], {}, []
+        shared = shared_words(rng) if self.batched else None
+        base = rng if shared is None else shared   # a SecureRandom: selection reads its buffer
+        if self.batched:
+            n, d = _scale_nd(self.selection.scale)
+            threshold = self.selection.threshold(global_step) + 1
+        for key in visit:
+            entry = candidates.get(key)
+            if entry is None:                           # selected since it was scheduled
+                continue
+            sel_state, totals = entry[0], entry[1]
+            last_data = entry[2] if len(entry) > 2 else None
+            data = contributions.get(key)
+            if data is not None:
+                values = data[0]
+                totals = ((totals[0] + int(values[0]),) if bins == 1 else
+                          tuple(a + int(b) for a, b in zip(totals, values)))
+                last_data = global_step
+            if self.batched and _plain_test(sel_state, global_step, data, last_data):
+                count = sel_state.count + (int(data[1]) if data is not None else 0)
+                noise = sel_state.noise
+                src = shared if shared is not None else rng.derive('select', key).derive(
+                    'key-step', global_step)
+                chosen = dlap_tail_tick(src, n, d, threshold + noise - count)
+                sel_state = evaluated_state(global_step, count, noise)
+            else:
+                chosen, sel_state = self._advance(sel_state, global_step, data, last_data,
+                                                  base.derive('select', key))
+            if chosen:
+                del candidates[key]
+                chosen_now.append((key, totals))
+                continue
+            candidates[key] = (sel_state, totals, last_data)
+            if sel_state.due is None:
+                next_step.append(key)
+            else:
+                later.setdefault(sel_state.due[0], set()).add(key)
+        if next_step:
+            later.setdefault(global_step + 1, set()).update(next_step)
+        return chosen_now, later
 
     def _advance(self, sel_state: KeySelectionState, global_step: int, data, last_data,
                  rng: RandomSource) -> Tuple[bool, KeySelectionState]:

@@ -11,6 +11,9 @@
   per call site and dropped after it (unused words are discarded, never reused).
   ``shared_words(rng)`` returns a buffer for a ``SecureRandom`` and None for addressed sources
   (seeded, keyed), whose per-address streams must be used as they are.
+* ``BlockBuffer`` (``shared_blocks``): the same for samplers that read ``uint64(n)`` arrays
+  (the counters' discrete Laplace rounds): each call is a slice of a block instead of one
+  ``os.urandom`` call.
 * ``dlap_tail_tick(src, n, d, k)``: ``geometric.bernoulli_dlap_tail(src, n/d, k)`` with the
   samplers' scalar helpers inlined: the SAME ``src.word()`` / ``src.randbits()`` calls in the
   same order and the same result (tested call by call), without a Python call per word.
@@ -25,8 +28,10 @@ from beam_dp.noise.rng import SecureRandom
 
 __all__ = [
     'BLOCK',
+    'BlockBuffer',
     'WordBuffer',
     'dlap_tail_tick',
+    'shared_blocks',
     'shared_words',
 ]
 
@@ -60,11 +65,48 @@ class WordBuffer(RandomSource):
         return f'WordBuffer({self._source!r})'
 
 
-def shared_words(rng: RandomSource):
+class BlockBuffer(RandomSource):
+    """The words of ``source`` read ``block`` at a time (at least the size asked), handed out
+    as ``uint64`` slices in order: the same word stream as ``WordBuffer``'s, for array reads."""
+
+    def __init__(self, source: RandomSource, block: int = BLOCK):
+        self._source = source
+        self._block_size = block
+        self.is_secure = source.is_secure
+        self._block = np.empty(0, dtype=np.uint64)
+        self._pos = 0
+
+    def uint64(self, size: int) -> np.ndarray:
+        size = int(size)
+        pos, end = self._pos, self._pos + size
+        if end > self._block.size:
+            more = self._source.uint64(max(self._block_size, end - self._block.size))
+            self._block = np.concatenate([self._block[pos:], more])
+            pos, end = 0, size
+        self._pos = end
+        return self._block[pos:end].copy()
+
+    def derive(self, *labels) -> 'BlockBuffer':
+        del labels
+        return self
+
+    def __reduce__(self):
+        raise TypeError('BlockBuffer holds drawn words: it is local to one call, never pickled.')
+
+    def __repr__(self) -> str:
+        return f'BlockBuffer({self._source!r})'
+
+
+def shared_words(rng: RandomSource, block: int = BLOCK):
     """A ``WordBuffer`` over ``rng`` if it is stateless (``SecureRandom``: ``derive`` is the
     identity, so one stream serves every address), else None (seeded and keyed sources: every
     address has its own stream, which must be read as it is)."""
-    return WordBuffer(rng) if isinstance(rng, SecureRandom) else None
+    return WordBuffer(rng, block) if isinstance(rng, SecureRandom) else None
+
+
+def shared_blocks(rng: RandomSource, block: int = BLOCK):
+    """``shared_words`` for array reads: a ``BlockBuffer`` over a ``SecureRandom``, else None."""
+    return BlockBuffer(rng, block) if isinstance(rng, SecureRandom) else None
 
 
 def _below(src: RandomSource, m: int) -> int:

@@ -88,6 +88,8 @@ def test_batched_tests_equal_the_scalar_path_step_by_step(source, metric, epsilo
     else:   # one stream per run, read one word per block so both runs stay aligned
         monkeypatch.setattr(private_keys, 'shared_words',
                             lambda rng: batched.WordBuffer(rng, 1))
+        monkeypatch.setattr(private_keys, 'shared_blocks',
+                            lambda rng: batched.BlockBuffer(rng, 1))
         streams = [Sequential(seed), Sequential(seed)]
         makes = [lambda: streams[0], lambda: streams[1]]
     ticks = []

@@ -14,8 +14,10 @@ from beam_dp.noise import RandomSource
 from beam_dp.noise import SecureRandom
 from beam_dp.noise import seeded
 from beam_dp.noise import batched
+from beam_dp.noise.batched import BlockBuffer
 from beam_dp.noise.batched import WordBuffer
 from beam_dp.noise.batched import dlap_tail_tick
+from beam_dp.noise.batched import shared_blocks
 from beam_dp.noise.batched import shared_words
 from beam_dp.noise.geometric import bernoulli_dlap_tail
 from beam_dp.noise.geometric import dlap_tail
@@ -90,15 +92,16 @@ class Sequential(SecureRandom):
         return int(self.uint64(1)[0])
 
 
+@pytest.mark.parametrize('kind', [WordBuffer, BlockBuffer])
 @pytest.mark.parametrize('block', [1, 7, 4096])
-def test_buffer_hands_out_the_source_words_in_order(block):
-    buffered, plain = WordBuffer(Sequential(5), block), Sequential(5)
+def test_buffer_hands_out_the_source_words_in_order(kind, block):
+    buffered, plain = kind(Sequential(5), block), Sequential(5)
     rng = np.random.default_rng(block)
     for _ in range(300):
         if rng.random() < 0.5:
             assert buffered.word() == plain.word()
         else:
-            size = int(rng.integers(0, 20))
+            size = int(rng.integers(0, 20 if rng.random() < 0.9 else 9000))
             got = buffered.uint64(size)
             assert got.dtype == np.uint64 and got.tolist() == plain.uint64(size).tolist()
     assert buffered.derive('select', 'k') is buffered and buffered.is_secure
@@ -117,9 +120,10 @@ def test_ticks_on_a_buffer_equal_ticks_on_the_stream():
 
 def test_only_the_stateless_os_source_gets_a_buffer(monkeypatch):
     assert isinstance(shared_words(SecureRandom()), WordBuffer)
-    assert shared_words(seeded(1)) is None
+    assert isinstance(shared_blocks(SecureRandom()), BlockBuffer)
     monkeypatch.setenv('BDP_TEST_BATCHED_KEY', 'c0ffee' * 11)
-    assert shared_words(KeyedRandom('env:BDP_TEST_BATCHED_KEY')) is None
+    for addressed in (seeded(1), KeyedRandom('env:BDP_TEST_BATCHED_KEY')):
+        assert shared_words(addressed) is None and shared_blocks(addressed) is None
 
 
 def _frequency_pvalues(scale_used, draws=20_000):
@@ -139,3 +143,14 @@ def _frequency_pvalues(scale_used, draws=20_000):
 def test_buffered_tick_has_the_law_and_power_against_a_wrong_scale():
     assert min(_frequency_pvalues(2.0)) > 1e-4
     assert min(_frequency_pvalues(2.0 * 1.3)) < 1e-6     # 30 % off: rejected
+
+
+def test_evaluated_state_is_the_state_advance_returns():
+    import pickle
+    from beam_dp.mechanisms.key_selection import KeySelectionState
+    from beam_dp.mechanisms.key_selection import evaluated_state
+    fast, slow = evaluated_state(7, 3, -2), KeySelectionState(7, 3, -2)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert pickle.dumps(fast) == pickle.dumps(slow) and pickle.loads(pickle.dumps(fast)) == slow
+    with pytest.raises(AttributeError):
+        fast.step = 8                                     # still frozen
