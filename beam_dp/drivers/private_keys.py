@@ -157,7 +157,11 @@ class PrivateKeysShard:
 
     @staticmethod
     def merge(payloads: Iterable[StepContributions]) -> Dict[str, Tuple[Tuple[int, ...], int]]:
-        """Sums several pre-aggregated contributions of one step, per key."""
+        """Sums several pre-aggregated contributions of one step, per key (one is returned as
+        it is: callers only read it)."""
+        payloads = list(payloads)
+        if len(payloads) == 1:
+            return payloads[0]
         merged = {}
         for per_key in payloads:
             for key, (values, new_units) in per_key.items():
