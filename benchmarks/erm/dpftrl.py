@@ -1,5 +1,8 @@
 """DP-FTRL baseline (Kairouz et al. 2021) built on beam_dp's own continual counters.
 
+The one-step-per-block, pure-ε, loss-L₁ configuration is the library's ``DPFTRL``
+(``beam_dp.mechanisms.erm.ftrl``, ``ContinualERM(algorithm='dp_ftrl')``); see ``run_dpftrl``.
+
 Each counter step is a mini-batch of m stream records (padding slots have zero gradient); m = n_max
 (``batch=None``) makes one step per block, so the counter's horizon is the number of releases.
 Every record's gradient at the current model is computed once (its features are clipped, so
@@ -33,6 +36,7 @@ from beam_dp.analysis import select_counter
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
+from beam_dp.mechanisms.erm import ftrl
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 
 GRID_BITS = 8
@@ -65,13 +69,23 @@ def run_dpftrl(loss, x_blocks, y_blocks, n_max: int, eps: float, rng, batch=16,
                noise: str = 'laplace', l1_bound: str = 'loss'):
     """Yields the model after each block. x_blocks: clipped (n_b, d) arrays, ≤ n_max rows.
     batch: records per counter step (None: n_max, one step per block). l1_bound: 'loss'
-    (``loss.lipschitz_l1``) or 'cauchy_schwarz' (√D·L)."""
+    (``loss.lipschitz_l1``) or 'cauchy_schwarz' (√D·L).
+
+    One step per block, pure ε, the loss's L₁ (the README's ``ftrl_laplace_auto`` and
+    ``ftrl_laplace_infinite (L₁, 1 step/block)`` rows): the library's
+    ``beam_dp.mechanisms.erm.DPFTRL`` (what ``ContinualERM(algorithm='dp_ftrl')`` runs), fed
+    this benchmark's own noise addresses ('ftrl', b, 0). The other rows (mini-batches, zCDP
+    counters, the looser L₁, ε = ∞) run the same per-step arithmetic here, with the library's
+    ``grid_gradient_sum`` / ``ftrl_weights``."""
     features = x_blocks[0].shape[1]
     dim = loss.n_params(features)
+    private = math.isfinite(eps)
+    if batch is None and noise == 'laplace' and l1_bound == 'loss' and private:
+        yield from _run_library(loss, x_blocks, y_blocks, n_max, eps, rng, mu, inv_eta, counter)
+        return
     batch = n_max if batch is None else batch
     steps_per_block = -(-n_max // batch)
     horizon = steps_per_block * len(x_blocks)
-    private = math.isfinite(eps)
     lip_l1 = (loss.lipschitz_l1(features) if l1_bound == 'loss'
               else math.sqrt(dim) * loss.lipschitz)
     mech = _counter(counter, noise, eps, dim, loss.lipschitz, lip_l1, horizon) if private else None
@@ -82,15 +96,25 @@ def run_dpftrl(loss, x_blocks, y_blocks, n_max: int, eps: float, rng, batch=16,
     for b, (xb, yb) in enumerate(zip(x_blocks, y_blocks)):
         for s in range(steps_per_block):
             lo, hi = s * batch, min((s + 1) * batch, n_max)
-            xs, ys = xb[lo:hi], yb[lo:hi]          # rows past len(yb) are padding
-            grads = loss.per_example_grads(w, xs, ys) if len(ys) else np.zeros((0, dim))
-            units = np.rint(grads * (1 << GRID_BITS)).astype(np.int64).sum(axis=0) if len(
-                ys) else np.zeros(dim, dtype=np.int64)
-            slots += hi - lo
+            units = ftrl.grid_gradient_sum(loss, w, xb[lo:hi], yb[lo:hi], GRID_BITS)
+            slots += hi - lo                       # rows past len(yb) are padding
             if private:
                 total, state = mech.step(state, units, rng.derive('ftrl', b, s))
             else:
                 exact += units
                 total = exact
-            w = -np.asarray(total, dtype=np.float64) / (1 << GRID_BITS) / (mu * slots + inv_eta)
+            w = ftrl.ftrl_weights(total, GRID_BITS, mu, slots, inv_eta)
         yield w.copy()
+
+
+def _run_library(loss, x_blocks, y_blocks, n_max, eps, rng, mu, inv_eta, counter):
+    features = x_blocks[0].shape[1]
+    explicit = None if counter == 'auto' else _counter(
+        counter, 'laplace', eps, loss.n_params(features), loss.lipschitz,
+        loss.lipschitz_l1(features), len(x_blocks))
+    mech = ftrl.DPFTRL(loss, n_max, features, eps, horizon=len(x_blocks), mu=mu,
+                       learning_rate=1.0 / inv_eta, grid_bits=GRID_BITS, counter=explicit)
+    state = mech.init_state()
+    for b, (xb, yb) in enumerate(zip(x_blocks, y_blocks)):
+        event, state = mech.release_block(state, xb, yb, rng.derive('ftrl', b, 0))
+        yield np.array(event.model.weights)

@@ -2,8 +2,9 @@
 
 Pure numpy: losses with honest constants, PSGD/PBERM output perturbation with L2-Laplace noise,
 the release schedules (Alg 2/4/5, sampling variants, baselines) as side-effect-free state
-machines, the per-block ledger, ``ERMRelease`` that runs a schedule over blocks, and ``combine``: weighted
-averages of published models (post-processing).
+machines, the per-block ledger, ``ERMRelease`` that runs a schedule over blocks, ``DPFTRL``
+(DP-FTRL: one noisy prefix sum of grid-rounded gradients per block on a pure-ε continual
+counter, ``ftrl``), and ``combine``: weighted averages of published models (post-processing).
 Event-level privacy (one record), substitution neighbours (add/remove reduces to substitution
 with a padding slot, since every block is padded to its public nominal size).
 """
@@ -14,6 +15,8 @@ from beam_dp.mechanisms.erm.baselines import chained_basic
 from beam_dp.mechanisms.erm.combine import RunningCombination
 from beam_dp.mechanisms.erm.combine import combine_releases
 from beam_dp.mechanisms.erm.combine import inverse_variance_weights
+from beam_dp.mechanisms.erm.ftrl import DPFTRL
+from beam_dp.mechanisms.erm.ftrl import FTRLState
 from beam_dp.mechanisms.erm.ledger import BlockLedger
 from beam_dp.mechanisms.erm.losses import BinaryLogistic
 from beam_dp.mechanisms.erm.losses import HuberSVM
@@ -35,8 +38,10 @@ __all__ = [
     'BinaryLogistic',
     'BlockLedger',
     'ContinualReleaseSchedule',
+    'DPFTRL',
     'DyadicERMSchedule',
     'ERMRelease',
+    'FTRLState',
     'HuberSVM',
     'IndependentBlocks',
     'Loss',

@@ -35,6 +35,7 @@ __all__ = [
     'ERMRelease',
     'ReleaseEvent',
     'ReleaseState',
+    'check_block',
     'poisson_mask',
 ]
 
@@ -61,6 +62,20 @@ class ReleaseState:
 
     def retained_records(self) -> int:
         return sum(len(y) for _, _, y in self.blocks)
+
+
+def check_block(owner: str, block, records_per_block: int, feature_dim: int):
+    """(x, y) of a closed block as read-only float64 (n, d) and int64 (n,) arrays, n ≤ n_max."""
+    x, y = block
+    x = np.asarray(x, dtype=np.float64).reshape(-1, feature_dim)
+    y = np.asarray(y, dtype=np.int64).reshape(-1)
+    if len(x) != len(y) or len(y) > records_per_block:
+        raise InvalidParamsError(
+            f'{owner}: a block holds at most {records_per_block} records with one label '
+            f'each, got x {x.shape}, y {y.shape}.')
+    x.setflags(write=False)
+    y.setflags(write=False)
+    return x, y
 
 
 def poisson_mask(rng: RandomSource, n: int, p: float) -> np.ndarray:
@@ -119,6 +134,11 @@ class ERMRelease:
         return getattr(self.schedule, 'ledger_budget', self.schedule.epsilon)
 
     @property
+    def loss(self):
+        """The loss of every job (``psgd.loss``; what the driver validates labels against)."""
+        return self.psgd.loss
+
+    @property
     def n_params(self) -> int:
         return self.psgd.loss.n_params(self.feature_dim)
 
@@ -146,16 +166,8 @@ class ERMRelease:
                 np.concatenate(ys) if ys else np.zeros(0, dtype=np.int64))
 
     def _check_block(self, block):
-        x, y = block
-        x = np.asarray(x, dtype=np.float64).reshape(-1, self.feature_dim)
-        y = np.asarray(y, dtype=np.int64).reshape(-1)
-        if len(x) != len(y) or len(y) > self.records_per_block:
-            raise InvalidParamsError(
-                f'{type(self).__name__}: a block holds at most {self.records_per_block} '
-                f'records with one label each, got x {x.shape}, y {y.shape}.')
-        x.setflags(write=False)
-        y.setflags(write=False)
-        return x, y
+        return check_block(type(self).__name__, block, self.records_per_block,
+                           self.feature_dim)
 
     def _trainer(self, center: Optional[ReleasedModel]):
         if self.trainer is not None:
