@@ -157,17 +157,41 @@ def _exp(src: RandomSource, num: int, den: int) -> bool:
     return _exp_le1(src, frac, den)
 
 
+def _exp_minus_one(word, src: RandomSource) -> bool:
+    """``_exp_le1(src, 1, 1)``: Bernoulli(exp(-1)) (round 1 draws nothing: uniform below 1)."""
+    k = 2
+    while True:
+        b = (k - 1).bit_length()
+        if b <= 64:
+            shift = 64 - b
+            r = word() >> shift
+            while r >= k:
+                r = word() >> shift
+        else:
+            r = _below(src, k)
+        if r >= 1:
+            return k % 2 == 1
+        k += 1
+
+
+def _exp_inline(word, src: RandomSource, num: int, den: int) -> bool:
+    """``_exp(src, num, den)`` with the rounds of Bernoulli(exp(-1)) specialised."""
+    whole, frac = divmod(num, den)
+    for _ in range(whole):
+        if not _exp_minus_one(word, src):
+            return False
+    return _exp_le1(src, frac, den)
+
+
 def dlap_tail_tick(src: RandomSource, n: int, d: int, k: int) -> bool:
     """Exact Bernoulli(P[Y ≥ k]), Y ~ DLap(n/d): ``bernoulli_dlap_tail(src, scale, k)`` for a
     scale whose rational rounding is n/d (``samplers._scale_nd``), word for word."""
     k = int(k)
-    if k >= 1:
-        hit = _exp(src, k * d, n)
-    else:
-        hit = _exp(src, (1 - k) * d, n)
+    word = src.word
+    hit = _exp_inline(word, src, k * d if k >= 1 else (1 - k) * d, n)
     if hit:                                        # Bernoulli(1/(1+a)): even Geometric(a)
         even = True
-        while _exp(src, d, n):
+        while _exp_inline(word, src, d, n):
             even = not even
         hit = even
     return hit if k >= 1 else not hit
