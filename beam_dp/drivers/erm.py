@@ -21,7 +21,7 @@ Within a block, records are sorted by a stable key (label, then features) before
 element order within and across bundles cannot change a release (§12 C12). Features are made
 finite-length vectors, get the bias column if ``fit_intercept``, then are clipped to the loss's
 public clip norm. Noise addresses: ``rng.derive('erm', stream)`` then ('subsample', b) per block
-and the mechanism's ('job', id) per model.
+and the mechanism's ('job', id) per model (``DPFTRL``: ('dp_ftrl', b) per block).
 
 ``reference`` drives one stream over a list of records and watermarks exactly as a TestStream
 would, so a notebook, a benchmark and the Beam job release the same models under a seed.
@@ -37,6 +37,7 @@ from beam_dp import _validation as v
 from beam_dp.drivers.clock import StepClock
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
+from beam_dp.mechanisms.erm.ftrl import DPFTRL
 from beam_dp.mechanisms.erm.losses import clip_features
 from beam_dp.mechanisms.erm.psgd import permutation
 from beam_dp.mechanisms.erm.release import ERMRelease
@@ -55,7 +56,8 @@ __all__ = [
 @dataclasses.dataclass(frozen=True)
 class StreamState:
     """next_block: the first block not yet released. pending: (block, records) of open blocks,
-    records as (features tuple, label). mech: the ``ERMRelease`` state."""
+    records as (features tuple, label). mech: the mechanism's state (``ReleaseState`` of an
+    ``ERMRelease``, ``FTRLState`` of a ``DPFTRL``)."""
     next_block: int
     pending: Tuple[Tuple[int, Tuple[Tuple[Tuple[float, ...], int], ...]], ...]
     mech: ReleaseState
@@ -72,10 +74,11 @@ class ReferenceResult(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class ERMStreamDriver:
-    """Drives an ``ERMRelease`` over the event-time blocks of one stream.
+    """Drives an ``ERMRelease`` or a ``DPFTRL`` over the event-time blocks of one stream.
 
     Args:
-      mechanism: the ``ERMRelease`` (schedule, optimiser, n_max, feature_dim).
+      mechanism: the ``ERMRelease`` (schedule, optimiser, n_max, feature_dim) or ``DPFTRL``
+        (one counter step per block; same block rules, one release per block).
       raw_dim: length of an input feature vector (feature_dim − 1 with ``fit_intercept``).
       clock: the public block grid (``StepClock``: block b = step b, released at its end plus
         the allowed lateness; a ``last_step`` ends the stream). Default: 1 µs blocks from 0,
@@ -89,9 +92,9 @@ class ERMStreamDriver:
 
     def __post_init__(self):
         owner = type(self).__name__
-        if not isinstance(self.mechanism, ERMRelease):
-            raise InvalidParamsError(f'{owner}: mechanism must be an ERMRelease, got '
-                                     f'{self.mechanism!r}.')
+        if not isinstance(self.mechanism, (ERMRelease, DPFTRL)):
+            raise InvalidParamsError(f'{owner}: mechanism must be an ERMRelease or a DPFTRL, '
+                                     f'got {self.mechanism!r}.')
         v.check_positive_int(owner, 'raw_dim', self.raw_dim)
         if not isinstance(self.clock, StepClock):
             raise InvalidParamsError(f'{owner}: clock must be a StepClock, got {self.clock!r}.')
@@ -127,7 +130,7 @@ class ERMStreamDriver:
             return None, 'malformed: expected (timestamp_micros, features, label)'
         if x.size != self.raw_dim or not np.all(np.isfinite(x)):
             return None, f'malformed: features must be {self.raw_dim} finite numbers'
-        classes = self.mechanism.psgd.loss.num_classes
+        classes = self.mechanism.loss.num_classes
         if isinstance(y, bool) or not isinstance(y, (int, np.integer)) or not 0 <= y < classes:
             return None, f'malformed: label must be an integer in [0, {classes})'
         if isinstance(timestamp, bool) or not isinstance(timestamp, (int, np.integer)):
@@ -166,7 +169,7 @@ class ERMStreamDriver:
         x = np.array([r[0] for r in records], dtype=np.float64).reshape(-1, self.raw_dim)
         if self.fit_intercept:
             x = np.hstack([x, np.ones((len(x), 1))])
-        x = clip_features(x, self.mechanism.psgd.loss.clip_norm) if len(x) else x.reshape(
+        x = clip_features(x, self.mechanism.loss.clip_norm) if len(x) else x.reshape(
             0, self.mechanism.feature_dim)
         return x, np.array([r[1] for r in records], dtype=np.int64)
 

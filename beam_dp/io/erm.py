@@ -41,8 +41,9 @@ class ModelRelease(NamedTuple):
     """One released model.
 
     stream: the stream key. release_id: unique within the stream (e.g. 'a4:large:t12').
-    algo / kind / level: the schedule ('alg2', 'alg4', 'alg5', 'independent', 'naive'), the job
-    kind ('node', 'base', 'large', 'small', 'fine_tune', 'block') and level. block_lo, block_hi:
+    algo / kind / level: the schedule ('alg2', 'alg4', 'alg5', 'independent', 'naive',
+    'dp_ftrl'), the job kind ('node', 'base', 'large', 'small', 'fine_tune', 'block', 'prefix')
+    and level. block_lo, block_hi:
     the data's block range [lo, hi). t_block: index of the block whose close released it.
     block_start_micros: event time of block_lo's start. center_release_id: the released model it
     was regularised toward ('' if trained from scratch). noise_scale: b of the L2-Laplace noise.
@@ -50,6 +51,14 @@ class ModelRelease(NamedTuple):
     transform's total ε. published: the schedule's output model (else an internal chain model,
     equally noised and accounted). n_nominal: records it was normalised by. num_classes,
     feature_dim: the weights' shape for softmax (K × d, row-major). privacy: the guarantee.
+
+    DP-FTRL (``ContinualERM(algorithm='dp_ftrl')``): algo 'dp_ftrl', kind 'prefix', level 0,
+    release_id 'ftrl:t<b>', center_release_id '' (regularised toward 0, not a release);
+    [block_lo, block_hi) = [b, b+1), the one block whose gradients this release added to the
+    counter (the block its ledger row charges; the model depends on blocks 0..b through the
+    counter's prefix sum); n_nominal = (b+1)·n_max; noise_scale = the standard deviation of one
+    weight's noise (not an L2-Laplace b); eps_cost_per_record = ε, paid once by each record of
+    block b for the whole release.
     """
     stream: str
     release_id: str

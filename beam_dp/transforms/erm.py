@@ -1,6 +1,7 @@
 """Continual and sliding-window private ERM on a stream (Watson et al. 2022; spec 003 §8).
 
-``ContinualERM`` (Alg 4 with its Alg 2 prefix bases; Alg 8 with ``sampling``) and
+``ContinualERM`` (Alg 4 with its Alg 2 prefix bases; Alg 8 with ``sampling``; DP-FTRL on a
+continual counter with ``algorithm='dp_ftrl'``) and
 ``SlidingWindowERM`` (Alg 5 PSWERM) release noised models of a stream of labelled feature
 vectors. Every decision is the pure driver's (``beam_dp.drivers.erm.ERMStreamDriver``); this
 module is wiring, state and timers on the shared shell (``beam_dp.transforms.shell``).
@@ -23,7 +24,7 @@ Wiring (labels are part of the update contract):
     | 'MergeDeadLetters'
 
 Noise address: ``rng.derive(label)``, then the driver's ('erm', stream), ('subsample', b) and
-('job', release id); with ``noise_key=`` a re-fired timer releases bit-identical models.
+('job', release id) (DP-FTRL: ('dp_ftrl', b)); with ``noise_key=`` a re-fired timer releases bit-identical models.
 """
 
 import dataclasses
@@ -62,7 +63,9 @@ from beam_dp.mechanisms.erm import ERMRelease
 from beam_dp.mechanisms.erm import SlidingWindowChain
 from beam_dp.mechanisms.erm import SoftmaxCrossEntropy
 from beam_dp.transforms import arguments
+from beam_dp.transforms import erm_options
 from beam_dp.transforms import shell
+from beam_dp.transforms.erm_options import ERM_DOCS
 from beam_dp.transforms.shell import DEAD_LETTER
 
 __all__ = [
@@ -75,53 +78,6 @@ __all__ = [
 
 LEDGER = 'ledger'
 _LOSSES = {'softmax': SoftmaxCrossEntropy, 'logistic': BinaryLogistic}
-
-#: Descriptions of every argument of the ERM transforms (``arguments.public``).
-ERM_DOCS = {
-    **arguments.COMMON_DOCS,
-    'step': 'the length of a block (seconds, a Beam Duration or a timedelta): block b holds '
-            'the records with event time in [start + b·step, start + (b+1)·step); it is closed '
-            'and trained when the watermark passes its end plus ``allowed_lateness``.',
-    'budget': '``PrivacyBudget(epsilon=ε)``: ε bounds every record\'s total cost over the whole '
-              'unbounded release (pure ε-DP; zCDP and δ are refused).',
-    'public_streams': 'the stream ids (strings), public: each stream is one independent model '
-                      'sequence (parallel composition: a record belongs to one stream), '
-                      'released at every block whether or not it has data.',
-    'num_classes': 'K, the public label set {0, ..., K−1}; other labels are dead-lettered.',
-    'feature_dim': 'the length of a feature vector (without the bias column).',
-    'records_per_block': 'n_max, the public nominal size of a block: a block with more '
-                         'records is uniformly subsampled to n_max (not first-come), one with '
-                         'fewer is padded with zero-gradient slots; models are normalised by '
-                         'n_max (spec 003 §8.2, trap T8).',
-    'mu': 'strong convexity μ of the regulariser (μ/2)‖w − c‖² (the paper\'s λ is μ/2).',
-    'update_mu': 'μ of the models regularised toward a released centre (PBERM updates and '
-                 'fine-tunes); default ``mu``. The noise scale follows (Δ₂ = 2L/(μ·n)), so the '
-                 'cost is unchanged; a larger value keeps a one-block update close to its '
-                 'centre (benchmarks/erm: digits, μ = 0.01, update_mu = 1).',
-    'clip_norm': 'public clip norm C of a feature vector with its bias column (default 1): '
-                 'sets the per-example Lipschitz constant L (softmax √2·C, logistic C).',
-    'loss': "'softmax' (multinomial logistic, default) or 'logistic' (binary, K = 2).",
-    'passes': 'permutation-SGD passes over the n_nominal slots of a model (default 10).',
-    'batch_size': 'SGD mini-batch size (default 1; any size keeps Δ₂ = 2L/(μn)).',
-    'fit_intercept': 'append a constant 1 to each feature vector before clipping (default True).',
-    'stream_fn': 'record → stream id (default ``record[0]``).',
-    'features_fn': 'record → feature vector (default ``record[1]``).',
-    'label_fn': 'record → integer label (default ``record[2]``).',
-    'blocks_per_base': 'B/b0: blocks per Alg 2 base model; the first release is after B blocks.',
-    'base_fraction': 'share of ε for the prefix bases (default ½; the rest pays the updates).',
-    'variant': "'pseudocode' (small updates centred on the latest large update; default) or "
-               "'chain' (each update centred on the previous release; App. C baseline).",
-    'max_level': 'cap on the prefix doubling (bounded state: ≤ 2^{K+1}·B blocks kept); None '
-                 'keeps all history (state grows, trap T9).',
-    'sampling': 'the Appendix B sampling variant (Alg 8 / sliding fine-tune sampling).',
-    'levels': 'k: the window is 2^k − 1 blocks (k ≥ 2; the paper\'s w = 7·w0 is k = 3).',
-    'release_policy': "which chain model is published: 'chain_end' (paper), 'newest_bucket' or "
-                      "'all_levels'; every chain model is output (``published`` says which).",
-    'reproduce_paper': 'the paper\'s constants (γ = 10 > μ, batch 256, 500 iterations, '
-                       'data-dependent Yedida L): NOT differentially private; every release and '
-                       'ledger row says so in ``privacy``. Default False.',
-}
-
 
 class ERMOutputs(NamedTuple):
     """``releases``: ``ModelRelease`` records (every noised model, internal chain models with
@@ -326,15 +282,22 @@ class _ERMTransform(shell.ShellTransform):
                 for m in (mu, mu if update_mu is None else update_mu))
             self._shape = (records_per_block, feature_dim, fit_intercept)
 
-    def _finish(self) -> None:
+    def _finish(self, ftrl: Optional[tuple] = None) -> None:
+        """Builds the mechanism: ``ERMRelease`` of ``self._schedule``, or with ``ftrl`` =
+        (learning_rate, grid_bits, counter) a ``DPFTRL``."""
         n_max, raw_dim, fit_intercept = self._shape
         with self.params():
             if isinstance(raw_dim, bool) or not isinstance(raw_dim, int) or raw_dim < 1:
                 raise InvalidParamsError(f'{self.owner}: feature_dim must be a positive int, '
                                          f'got {raw_dim!r}.')
-            mechanism = ERMRelease(self._schedule, self._psgd, n_max, raw_dim + int(
-                bool(fit_intercept)), update_psgd=None if self._update_psgd == self._psgd
-                else self._update_psgd)
+            dim = raw_dim + int(bool(fit_intercept))
+            if ftrl is not None:
+                mechanism = erm_options.ftrl_mechanism(
+                    self.owner, self._psgd.loss, n_max, dim, self._budget, self._clock,
+                    self._psgd.mu, *ftrl)
+            else:
+                mechanism = ERMRelease(self._schedule, self._psgd, n_max, dim, update_psgd=None
+                                       if self._update_psgd == self._psgd else self._update_psgd)
             self._driver = ERMStreamDriver(mechanism, raw_dim, self._clock, fit_intercept)
             mechanism.privacy_cost()
         self.check_budget()
@@ -349,7 +312,8 @@ class _ERMTransform(shell.ShellTransform):
         return [(self.label, self._driver.mechanism.privacy_cost())]
 
     def display_data(self):
-        return {'schedule': type(self._schedule).__name__, 'budget': str(self._budget),
+        return {'schedule': type(self._schedule or self._driver.mechanism).__name__,
+                'budget': str(self._budget),
                 'step_seconds': self._clock.step_micros / 1e6, 'streams': len(self._streams),
                 'records_per_block': self._driver.mechanism.records_per_block,
                 'reproduce_paper': self._psgd.reproduce_paper}
@@ -393,28 +357,51 @@ _GUARANTEE = """
 
 @arguments.public(docs=ERM_DOCS)
 class ContinualERM(_ERMTransform):
-    __doc__ = """Continual release of a private ERM model of all history (Alg 4 with Alg 2 bases).
+    __doc__ = """Continual release of a private ERM model of all history (Alg 4 with Alg 2 bases,
+    or DP-FTRL with ``algorithm='dp_ftrl'``).
 
     At block t = 2^k·B a base model is trained on the prefix; between bases PBERM updates
     (regularised toward *released* models only, trap T4) are released after every block, the
     first after B = ``blocks_per_base`` blocks. ε is split ``base_fraction`` : rest (trap T6).
+
+    ``algorithm='dp_ftrl'`` (``beam_dp.mechanisms.erm.DPFTRL``): one published model per block
+    from block 0. Each block's clipped records' gradients at the current released model, rounded
+    to the grid 2^-``grid_bits`` and summed exactly, are one step of a pure-ε continual counter
+    (``counter``; 'auto' = ``select_counter`` for the number of blocks from ``start`` to
+    ``end``); the model is w = −S/(μN + 1/η) of the counter's noisy prefix sum S, N = (t+1)·n_max
+    nominal records, μ = ``mu``, η = ``learning_rate``: post-processing of the counter. Same
+    blocks, subsampling, padding, late records, refused windowing and outputs; a release has
+    algo 'dp_ftrl', kind 'prefix', level 0, no centre, block range [t, t+1) (the block it added
+    to the counter, charged ε in the ledger; the model depends on blocks 0..t) and noise_scale
+    the std of one weight's noise. benchmarks/erm: the more accurate on stationary streams.
 """ + _GUARANTEE + """
     Cite: Watson, Ghosh, Rozemberczki, Sarkar, "Continual and Sliding Window Release for
-    Private Empirical Risk Minimization" (2022), Alg 4 (Alg 8 with ``sampling``), Thm 4.
+    Private Empirical Risk Minimization" (2022), Alg 4 (Alg 8 with ``sampling``), Thm 4;
+    Kairouz et al., "Practical and Private (Deep) Learning without Sampling or Shuffling"
+    (2021) for DP-FTRL.
 
     Returns:
       ``ERMOutputs(releases, ledger, dead_letter)``.
 
     Raises:
-      InvalidParamsError: on a bad parameter or input windowing; BudgetExceededError: over
-        budget.
+      InvalidParamsError: on a bad parameter, an argument of the other ``algorithm`` or input
+        windowing; BudgetExceededError: over budget.
     """
 
-    def __init__(self, *, blocks_per_base: int, base_fraction: float = 0.5,
+    def __init__(self, *, blocks_per_base: Optional[int] = None, base_fraction: float = 0.5,
                  variant: str = 'pseudocode', max_level: Optional[int] = None,
-                 sampling: bool = False, **kwargs):
+                 sampling: bool = False, algorithm: str = 'alg4', learning_rate: float = 0.5,
+                 grid_bits: int = 8, counter: str = 'auto', **kwargs):
+        given = dict(kwargs, blocks_per_base=blocks_per_base, base_fraction=base_fraction,
+                     variant=variant, max_level=max_level, sampling=sampling,
+                     learning_rate=learning_rate, grid_bits=grid_bits, counter=counter)
         super().__init__(**kwargs)
         with self.params():
+            erm_options.check_algorithm_arguments(self.owner, algorithm, given)
+            if algorithm == 'dp_ftrl':
+                self._schedule = None
+                self._finish((learning_rate, grid_bits, counter))
+                return
             self._schedule = ContinualReleaseSchedule(
                 blocks_per_base=blocks_per_base, epsilon=float(self._budget.epsilon),
                 base_fraction=base_fraction, variant=variant, max_level=max_level,

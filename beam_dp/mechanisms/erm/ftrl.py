@@ -74,6 +74,7 @@ from beam_dp.noise import check_noise_scale
 __all__ = [
     'DPFTRL',
     'FTRLState',
+    'check_grid_bits',
     'ftrl_weights',
     'grid_gradient_sum',
     'step_l1_sensitivity',
@@ -81,6 +82,15 @@ __all__ = [
 
 COMPONENT = 'dp_ftrl'
 _MAX_GRID_BITS = 30
+
+
+def check_grid_bits(owner: str, grid_bits) -> int:
+    """Raises InvalidParamsError unless ``grid_bits`` is an int in [0, 30]."""
+    if (isinstance(grid_bits, bool) or not isinstance(grid_bits, int)
+            or not 0 <= grid_bits <= _MAX_GRID_BITS):
+        raise InvalidParamsError(f'{owner}: grid_bits must be an int in [0, {_MAX_GRID_BITS}], '
+                                 f'got {grid_bits!r}.')
+    return grid_bits
 
 
 def grid_gradient_sum(loss: Loss, w: np.ndarray, x: np.ndarray, y: np.ndarray,
@@ -172,10 +182,7 @@ class DPFTRL:
         if not (isinstance(self.mu, (int, float)) and math.isfinite(self.mu) and self.mu >= 0):
             raise InvalidParamsError(f'{owner}: mu must be a finite number ≥ 0, got {self.mu!r}.')
         v.check_positive(owner, 'learning_rate', self.learning_rate)
-        if (isinstance(self.grid_bits, bool) or not isinstance(self.grid_bits, int)
-                or not 0 <= self.grid_bits <= _MAX_GRID_BITS):
-            raise InvalidParamsError(f'{owner}: grid_bits must be an int in [0, '
-                                     f'{_MAX_GRID_BITS}], got {self.grid_bits!r}.')
+        check_grid_bits(owner, self.grid_bits)
         if self.counter is None:
             if self.horizon is None:
                 raise InvalidParamsError(

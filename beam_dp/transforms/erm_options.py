@@ -1,0 +1,140 @@
+"""The arguments of the ERM transforms (``ContinualERM``, ``SlidingWindowERM``): one description
+per argument (``ERM_DOCS``, what ``arguments.public`` lists in each docstring) and the checks and
+construction of ``ContinualERM(algorithm='dp_ftrl')`` (``ftrl_mechanism``): the Alg 4 arguments
+it does not take are refused by name, its counter is chosen from public parameters only."""
+
+from typing import Optional
+
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.counter_choice import choose_counter
+from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.erm.ftrl import DPFTRL
+from beam_dp.mechanisms.erm.ftrl import check_grid_bits
+from beam_dp.mechanisms.erm.ftrl import step_l1_sensitivity
+from beam_dp.mechanisms.erm.losses import Loss
+from beam_dp.transforms import arguments
+
+__all__ = [
+    'ALGORITHMS',
+    'ERM_DOCS',
+    'FTRL_COUNTERS',
+    'check_algorithm_arguments',
+    'ftrl_mechanism',
+]
+
+ALGORITHMS = ('alg4', 'dp_ftrl')
+#: The pure-ε counters DP-FTRL runs on ('per_step' and 'infinite_tree' need no horizon).
+FTRL_COUNTERS = ('auto', 'per_step', 'balanced_tree', 'kary_tree', 'binary_tree',
+                 'infinite_tree')
+_UNBOUNDED = ('per_step', 'infinite_tree')
+#: Arguments of one algorithm only, with their defaults (a non-default value for the other
+#: algorithm is refused by name).
+_ALG4_ONLY = {'blocks_per_base': None, 'base_fraction': 0.5, 'variant': 'pseudocode',
+              'max_level': None, 'sampling': False, 'update_mu': None, 'passes': 10,
+              'batch_size': 1, 'reproduce_paper': False}
+_FTRL_ONLY = {'learning_rate': 0.5, 'grid_bits': 8, 'counter': 'auto'}
+
+#: Descriptions of every argument of the ERM transforms (``arguments.public``).
+ERM_DOCS = {
+    **arguments.COMMON_DOCS,
+    'step': 'the length of a block (seconds, a Beam Duration or a timedelta): block b holds '
+            'the records with event time in [start + b·step, start + (b+1)·step); it is closed '
+            'and trained when the watermark passes its end plus ``allowed_lateness``.',
+    'budget': '``PrivacyBudget(epsilon=ε)``: ε bounds every record\'s total cost over the whole '
+              'unbounded release (pure ε-DP; zCDP and δ are refused).',
+    'public_streams': 'the stream ids (strings), public: each stream is one independent model '
+                      'sequence (parallel composition: a record belongs to one stream), '
+                      'released at every block whether or not it has data.',
+    'num_classes': 'K, the public label set {0, ..., K−1}; other labels are dead-lettered.',
+    'feature_dim': 'the length of a feature vector (without the bias column).',
+    'records_per_block': 'n_max, the public nominal size of a block: a block with more '
+                         'records is uniformly subsampled to n_max (not first-come), one with '
+                         'fewer is padded with zero-gradient slots; models are normalised by '
+                         'n_max (spec 003 §8.2, trap T8).',
+    'mu': 'strong convexity μ of the regulariser (μ/2)‖w − c‖² (the paper\'s λ is μ/2); '
+          "with algorithm='dp_ftrl' the regulariser's μ per nominal record (the model is "
+          '−S/(μN + 1/η); benchmarks/erm digits: 0.002).',
+    'update_mu': 'μ of the models regularised toward a released centre (PBERM updates and '
+                 'fine-tunes); default ``mu``. The noise scale follows (Δ₂ = 2L/(μ·n)), so the '
+                 'cost is unchanged; a larger value keeps a one-block update close to its '
+                 'centre (benchmarks/erm: digits, μ = 0.01, update_mu = 1).',
+    'clip_norm': 'public clip norm C of a feature vector with its bias column (default 1): '
+                 'sets the per-example Lipschitz constant L (softmax √2·C, logistic C).',
+    'loss': "'softmax' (multinomial logistic, default) or 'logistic' (binary, K = 2).",
+    'passes': 'permutation-SGD passes over the n_nominal slots of a model (default 10).',
+    'batch_size': 'SGD mini-batch size (default 1; any size keeps Δ₂ = 2L/(μn)).',
+    'fit_intercept': 'append a constant 1 to each feature vector before clipping (default True).',
+    'stream_fn': 'record → stream id (default ``record[0]``).',
+    'features_fn': 'record → feature vector (default ``record[1]``).',
+    'label_fn': 'record → integer label (default ``record[2]``).',
+    'blocks_per_base': 'B/b0: blocks per Alg 2 base model; the first release is after B blocks '
+                       "(required with algorithm='alg4'; not taken by 'dp_ftrl').",
+    'base_fraction': 'share of ε for the prefix bases (default ½; the rest pays the updates).',
+    'variant': "'pseudocode' (small updates centred on the latest large update; default) or "
+               "'chain' (each update centred on the previous release; App. C baseline).",
+    'max_level': 'cap on the prefix doubling (bounded state: ≤ 2^{K+1}·B blocks kept); None '
+                 'keeps all history (state grows, trap T9).',
+    'sampling': 'the Appendix B sampling variant (Alg 8 / sliding fine-tune sampling).',
+    'levels': 'k: the window is 2^k − 1 blocks (k ≥ 2; the paper\'s w = 7·w0 is k = 3).',
+    'release_policy': "which chain model is published: 'chain_end' (paper), 'newest_bucket' or "
+                      "'all_levels'; every chain model is output (``published`` says which).",
+    'reproduce_paper': 'the paper\'s constants (γ = 10 > μ, batch 256, 500 iterations, '
+                       'data-dependent Yedida L): NOT differentially private; every release and '
+                       'ledger row says so in ``privacy``. Default False.',
+    'algorithm': "'alg4' (default: Watson et al.'s continual release, Alg 4 with Alg 2 bases) "
+                 "or 'dp_ftrl' (DP-FTRL: each block's grid-rounded gradient sum at the current "
+                 'released model is one step of a pure-ε continual counter; the model is '
+                 '−S/(μN + 1/η) of its noisy prefix sum S, N = records so far; '
+                 '``beam_dp.mechanisms.erm.DPFTRL``). benchmarks/erm: dp_ftrl is the more accurate '
+                 'on stationary streams (digits ε = 100: 0.894 vs 0.786 final); neither forgets '
+                 'under drift (use ``SlidingWindowERM``).',
+    'learning_rate': "η of algorithm='dp_ftrl' (1/η regularises every model toward 0; default "
+                     '0.5). ``mu`` is its strong convexity per nominal record.',
+    'grid_bits': "k of algorithm='dp_ftrl': gradients are rounded to the grid 2^-k and summed "
+                 'exactly (default 8); one record changes a block\'s sum by ≤ 2(L₁·2^k + D/2) '
+                 'in L1, the counter\'s sensitivity.',
+    'counter': "the counter of algorithm='dp_ftrl': 'auto' (default: "
+               '``beam_dp.analysis.select_counter`` for the number of blocks, which needs '
+               "``end``), 'per_step', 'balanced_tree', 'kary_tree', 'binary_tree' (known "
+               "horizon) or 'infinite_tree' ('per_step' and 'infinite_tree' run without end).",
+}
+
+
+def check_algorithm_arguments(owner: str, algorithm: str, given: dict) -> None:
+    """Refuses an argument of the other algorithm (``given``: name → value as passed)."""
+    if algorithm not in ALGORITHMS:
+        raise InvalidParamsError(f'{owner}: algorithm must be one of {ALGORITHMS}, got '
+                                 f'{algorithm!r}.')
+    other = _ALG4_ONLY if algorithm == 'dp_ftrl' else _FTRL_ONLY
+    for name, default in other.items():
+        if name in given and given[name] != default:
+            applies = "'alg4' (Watson et al.)" if algorithm == 'dp_ftrl' else "'dp_ftrl'"
+            raise InvalidParamsError(f'{owner}: {name}={given[name]!r} applies to '
+                                     f'algorithm={applies} only, not algorithm={algorithm!r}.')
+    if algorithm == 'alg4' and given.get('blocks_per_base') is None:
+        raise InvalidParamsError(f"{owner}: blocks_per_base (B/b0: blocks per Alg 2 base "
+                                 f"model) is required with algorithm='alg4'.")
+
+
+def ftrl_mechanism(owner: str, loss: Loss, records_per_block: int, feature_dim: int,
+                   budget: PrivacyBudget, clock: StepClock, mu: float, learning_rate: float,
+                   grid_bits: int, counter: str) -> DPFTRL:
+    """The ``DPFTRL`` of one stream: horizon = the clock's number of blocks (None without an
+    end), the counter ``select_counter``'s ('auto') or the named one, both at the step's L1."""
+    if counter not in FTRL_COUNTERS:
+        raise InvalidParamsError(f'{owner}: counter must be one of {FTRL_COUNTERS}, got '
+                                 f'{counter!r}.')
+    horizon: Optional[int] = None if clock.last_step is None else clock.last_step + 1
+    if horizon is None and counter not in _UNBOUNDED:
+        raise InvalidParamsError(
+            f"{owner}: algorithm='dp_ftrl' with counter={counter!r} needs the number of blocks: "
+            f"pass end=, or counter='infinite_tree' (or 'per_step') for an unbounded stream.")
+    check_grid_bits(owner, grid_bits)
+    explicit = None
+    if counter != 'auto':
+        explicit = choose_counter(counter, None, budget, horizon, None,
+                                  step_l1_sensitivity(loss, feature_dim, grid_bits), None,
+                                  loss.n_params(feature_dim))
+    return DPFTRL(loss, records_per_block, feature_dim, float(budget.epsilon), horizon=horizon,
+                  mu=mu, learning_rate=learning_rate, grid_bits=grid_bits, counter=explicit)
