@@ -256,7 +256,8 @@ class DPFTRL:
         x, y = check_block(type(self).__name__, (x, y), self.records_per_block,
                            self.feature_dim)
         b, t = state.t, state.t + 1
-        ledger = state.ledger.charge(COMPONENT, b, t, self.epsilon).retire(COMPONENT, t)
+        # Earlier blocks are final (their one charge kept as the retired maximum): bounded state.
+        ledger = state.ledger.retire(COMPONENT, b).charge(COMPONENT, b, t, self.epsilon)
         if len(y):
             x = clip_features(x, self.loss.clip_norm)
         units = grid_gradient_sum(self.loss, state.weights, x, y, self.grid_bits)
