@@ -58,14 +58,15 @@ from beam_dp.drivers.bounding import shard_capacity
 from beam_dp.drivers.bounding import unit_cap_reason
 from beam_dp.drivers.clock import StepClock
 from beam_dp.privacy_unit import UserLevel
+from beam_dp.transforms.lateness import advance_chain
+from beam_dp.transforms.lateness import end_chain
+from beam_dp.transforms.lateness import released_through
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import RecordText
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import key_bytes
 from beam_dp.transforms.shell import merge_seeds
-from beam_dp.transforms.shell import next_release_time
 from beam_dp.transforms.shell import seeds_at_start
-from beam_dp.transforms.shell import start_timers
 
 __all__ = [
     'BoundContributions',
@@ -93,8 +94,6 @@ def _input_record(unit, item):
 #: A shard's bag is compacted (cleared and rewritten as one table) once it holds this many
 #: deltas, so a call reads at most this many tables whatever the length of the stream.
 MAX_DELTAS = 8
-#: The 'released_through' cell when a shard's clock starts: nothing released, step 0 armed.
-_CHAIN_START = (NOTHING_RELEASED, 0)
 
 
 def unit_shard(encoded: bytes) -> int:
@@ -207,7 +206,8 @@ class _BoundContributionsFn(beam.DoFn):
     step 0's release time, and without a last step the 'end_of_input' timer), and each firing
     marks the armed step released and arms the next step's release time, until the clock's
     last step (or for ever without one, O(1) state; 'end_of_input' stops it when the input
-    ends). No record arms or moves it, so whether a record is late here depends on its own
+    ends; the chain's code is shared with the lateness gate: ``beam_dp.transforms.lateness``).
+    No record arms or moves it, so whether a record is late here depends on its own
     step, the schedule and the arrival order / watermark, never on other units' records (the
     DESIGN privacy rules; issue 13). A record for a released step is late here (dead-lettered
     with the release stage's reason, as it would be there), and a unit's released steps are
@@ -244,13 +244,8 @@ class _BoundContributionsFn(beam.DoFn):
         its records are dead-lettered."""
         _, units = element
         released = NOTHING_RELEASED
-        if self._clock is not None:
-            chain = released_state.read()
-            if chain is None:      # the shard's first element: its data-independent clock
-                chain = _CHAIN_START
-                released_state.write(chain)
-                start_timers(self._clock, released_timer, end_timer)
-            released = chain[0]
+        if self._clock is not None:     # the shard's data-independent clock (``lateness``)
+            released = released_through(self._clock, released_state, released_timer, end_timer)
         if units is None:
             return
         late = None if self._clock is None else self._clock.late_reason
@@ -289,21 +284,14 @@ class _BoundContributionsFn(beam.DoFn):
                          released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
         """The watermark passed the armed step's release time: it is released; arm the next
         step's (if the clock has one). O(1): the bag is not read."""
-        chain = released_state.read()
-        if chain is None or chain[1] is None:     # not started, or ended
-            return
-        armed = chain[1]
-        next_release_time(self._clock, armed, released_timer)
-        released_state.write((armed, armed + 1 if self._clock.is_released(armed + 1) else None))
+        advance_chain(self._clock, released_state, released_timer)
 
     @on_timer(END_TIMER)
     def end_of_input(self, released_state=beam.DoFn.StateParam(RELEASED),
                      released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
         """The input ended (bounded input, drain) on a clock without a last step: the chain
         stops (it would otherwise run for ever at watermark +inf)."""
-        chain = released_state.read() or _CHAIN_START
-        released_state.write((chain[0], None))
-        released_timer.clear()
+        end_chain(released_state, released_timer)
 
     def _over_cap(self, unit_id, records):
         """Dead letters for every record of a unit its full shard does not admit."""

@@ -64,6 +64,7 @@ from beam_dp.errors import InvalidRecordError
 from beam_dp.io.records import Release
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.transforms import shell
+from beam_dp.transforms.lateness import LatenessGate
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import ContinualOutputs
 
@@ -286,16 +287,23 @@ class SegmentedPerKey(shell.ShellTransform):
             | 'ExtractAndValidate' >> beam.ParDo(
                 _ExtractFn(label, clock, self._key_fn, self._parse,
                            self._public_keys)).with_outputs(DEAD_LETTER, main='valid'))
+        valid, dead = extracted.valid, [extracted[DEAD_LETTER]]
+        if not records.is_bounded:
+            # The key's late check depends on its other records (it wakes at their steps): the
+            # gate decides lateness on the public schedule first (``LatenessGate``).
+            gated = valid | 'GateLateRecords' >> LatenessGate(clock, label, 'ReleaseSegments')
+            valid = gated.passed
+            dead.append(gated.dead_letter)
         seeds = None
         if self._public_keys is not None:
             seeds = shell.seeds_at_start(records.pipeline, self._public_keys,
                                          clock.start_micros, create_label='KeySeeds',
                                          key_type=str)
-        inputs = shell.merge_seeds(extracted.valid, seeds, key_type=str)
+        inputs = shell.merge_seeds(valid, seeds, key_type=str)
         released = inputs | 'ReleaseSegments' >> beam.ParDo(_SegmentReleaseFn(
             self.driver, label, self.rng, self._metadata(),
             self._metric == 'histogram')).with_outputs(DEAD_LETTER, main='releases')
         releases = released.releases
         releases.element_type = Release
         return ContinualOutputs(releases, shell.merge_dead_letters(
-            [extracted[DEAD_LETTER], released[DEAD_LETTER]], self.debug_metrics, label))
+            dead + [released[DEAD_LETTER]], self.debug_metrics, label))

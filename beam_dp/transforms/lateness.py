@@ -1,0 +1,261 @@
+"""The lateness gate and the released-step chain: who decides that a record is late (a shell
+companion: ``shell.py`` holds the rest of the shared wiring).
+
+A record is late when its step was already released. For that decision to be private it must
+depend on the record's step, the public schedule and the arrival order / watermark only, never
+on other records (docs/privacy_model.md, "Lateness"). A stage learns that a step is released
+from a watermark timer; the *released chain* here is such a timer armed on the public schedule
+only: per shard, seeded at launch (``shell.seeds_at_start``), its first element (seed or data)
+starts it (``shell.start_timers``: step 0's release time, and without a last step the
+'end_of_input' timer); each firing marks the armed step released and arms the next step's
+release time, until the clock's last step (or until the input ends). The chain's state cell
+holds ``(released_through, armed step)``; the armed step is None once the chain ended. Used by
+``BoundContributions`` ('BoundPerUnit') and by ``LatenessGate``.
+
+``LatenessGate`` puts that decision in front of a keyed stage whose own late check depends on
+the key's other records ('ReleaseSegments' of the sparse and dynamic transforms, whose key wakes
+at its data steps). Wiring (labels inside the gate's own label):
+
+  (key, (step, ...)) records
+    | 'GroupByShardInBundle'  bundle-local: (shard, ((key, item, micros), ...)) per shard
+    + 'ShardSeeds' / 'SeedAtStart' / 'MergeSeeds'  one seed per shard at the clock's start
+    | 'DropLate'              stateful, keyed by shard: dead-letters a record whose step is
+                              released (``shell.late_dead_letter``), passes the rest on with
+                              their own timestamps
+
+Update note (the lateness gate): the sparse and dynamic transforms gained the stage
+'GateLateRecords' before 'ReleaseSegments' on unbounded input. The graph changed: drain a
+running job and restart it.
+"""
+
+import collections
+import typing
+import zlib
+from typing import Callable, NamedTuple, Optional
+
+import apache_beam as beam
+from apache_beam.coders import PickleCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.userstate import TimerSpec
+from apache_beam.transforms.userstate import on_timer
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_dp.drivers.bounding import NOTHING_RELEASED
+from beam_dp.drivers.bounding import UNIT_SHARDS
+from beam_dp.drivers.clock import StepClock
+from beam_dp.transforms.shell import DEAD_LETTER
+from beam_dp.transforms.shell import dead_letter
+from beam_dp.transforms.shell import key_bytes
+from beam_dp.transforms.shell import late_dead_letter
+from beam_dp.transforms.shell import merge_seeds
+from beam_dp.transforms.shell import next_release_time
+from beam_dp.transforms.shell import seeds_at_start
+from beam_dp.transforms.shell import start_timers
+
+__all__ = [
+    'CHAIN_START',
+    'GATE_SHARDS',
+    'GateOutputs',
+    'LatenessGate',
+    'advance_chain',
+    'end_chain',
+    'released_through',
+]
+
+#: The chain's state cell when a shard's clock starts: nothing released, step 0 armed.
+CHAIN_START = (NOTHING_RELEASED, 0)
+#: The gate's shards: as many as the unit shards of 'BoundPerUnit' (the same parallelism, and
+#: ``GATE_SHARDS`` timer firings per step).
+GATE_SHARDS = UNIT_SHARDS
+
+
+def released_through(clock: StepClock, state, release_timer, end_timer) -> int:
+    """On every element of a shard: the last step its chain released. On the shard's first
+    element (its launch seed or data, in any order) it starts the chain."""
+    chain = state.read()
+    if chain is None:
+        chain = CHAIN_START
+        state.write(chain)
+        start_timers(clock, release_timer, end_timer)
+    return chain[0]
+
+
+def advance_chain(clock: StepClock, state, release_timer) -> None:
+    """The 'released' timer fired (the watermark passed the armed step's release time): the
+    step is released; arm the next step's release time (if the clock has one). O(1)."""
+    chain = state.read()
+    if chain is None or chain[1] is None:     # not started, or ended
+        return
+    armed = chain[1]
+    next_release_time(clock, armed, release_timer)
+    state.write((armed, armed + 1 if clock.is_released(armed + 1) else None))
+
+
+def end_chain(state, release_timer) -> None:
+    """The 'end_of_input' timer fired (bounded input, drain; a clock without a last step): the
+    chain stops (it would otherwise run for ever at watermark +inf)."""
+    chain = state.read() or CHAIN_START
+    state.write((chain[0], None))
+    release_timer.clear()
+
+
+class GateOutputs(NamedTuple):
+    """The outputs of ``LatenessGate``: ``passed`` (the records not late, with their own
+    timestamps) and ``dead_letter`` (the late ones)."""
+    passed: beam.PCollection
+    dead_letter: beam.PCollection
+
+
+def _segment_record(key, item):
+    """A dead letter's record, as 'ReleaseSegments' renders a late ``(key, (step, payload))``."""
+    return {'key': key, 'step': item[0], 'payload': item[1]}
+
+
+class _GroupByShardInBundleFn(beam.DoFn):
+    """Bundle-local: ``(key, item)`` → ``(shard, ((key, item, micros), ...))``, one element per
+    gate shard and bundle (records in arrival order), timestamped at its earliest record, so
+    the stateful stage is called once per (shard, bundle). A key's shard is the CRC-32 of its
+    ``key_bytes`` (the bytes Beam keys state by), mod the number of shards; a key that cannot be
+    encoded goes to the dead letter. At ``MAX_BUFFERED`` records the groups are emitted early
+    (a runner may make one bundle of a whole backlog)."""
+
+    MAX_BUFFERED = 50_000
+
+    def __init__(self, shards: int, transform_label: str, stage: str):
+        self._shards = shards
+        self._label = transform_label
+        self._stage = stage
+
+    def start_bundle(self):
+        self._by_shard = collections.defaultdict(list)
+        self._shard_of = {}
+        self._count = 0
+
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        key, item = element
+        shard = self._shard_of.get(key)
+        if shard is None:
+            try:
+                shard = zlib.crc32(key_bytes(key)) % self._shards
+            except Exception as e:  # pylint: disable=broad-except
+                yield dead_letter(self._label, self._stage,
+                                  f'key cannot be encoded as a state key: {e!r}', element,
+                                  timestamp.micros)
+                return
+            self._shard_of[key] = shard
+        self._by_shard[shard].append((key, item, timestamp.micros))
+        self._count += 1
+        if self._count >= self.MAX_BUFFERED:
+            yield from self.finish_bundle()
+
+    def finish_bundle(self):
+        for shard, records in self._by_shard.items():
+            yield WindowedValue((shard, tuple(records)),
+                                Timestamp(micros=min(r[2] for r in records)), [GlobalWindow()])
+        self._by_shard = collections.defaultdict(list)
+        self._count = 0
+
+
+class _DropLateFn(beam.DoFn):
+    """Keyed by gate shard. State: the shard's released chain (module docstring) in ONE cell
+    'released_through' and its 'released' / 'end_of_input' timers — no per-key state, no bag.
+    A record whose step is ≤ the shard's released step is dead-lettered
+    (``shell.late_dead_letter``: the gated stage's name and reason); every other record goes on
+    with its own timestamp.
+
+    Why a passed record is never late downstream: the gate passes a record for step s only while
+    its chain has not released s, i.e. while its pending 'released' timer is set at the release
+    time of a step r ≤ s. A pending watermark timer holds the gate's output watermark at its
+    time, so the gate's output watermark — and hence the input watermark of the keyed stage
+    after it — has not passed release_time(r) ≤ release_time(s) when the record is emitted, and
+    cannot pass it before the bundle that emitted the record is committed and its output is
+    pending downstream. The keyed stage's timer for step s (or any later step) is therefore not
+    due before the record is in its state: its own late check (kept as a backstop) never fires
+    for a record that passed the gate. What decides a record's fate is its step, the public
+    schedule and the arrival order / watermark: never another record, of its key or any other.
+
+    A bounded input (batch) does not run the gate (a batch runner passes no release time before
+    the whole input is bounded: nothing is late, whatever the data)."""
+
+    RELEASED = ReadModifyWriteStateSpec('released_through', PickleCoder())
+    RELEASED_TIMER = TimerSpec('released', TimeDomain.WATERMARK)
+    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
+
+    def __init__(self, clock: StepClock, transform_label: str, stage: str,
+                 record_fn: Callable):
+        self._clock = clock
+        self._label = transform_label
+        self._stage = stage
+        self._record_fn = record_fn
+
+    def process(self, element, released_state=beam.DoFn.StateParam(RELEASED),
+                released_timer=beam.DoFn.TimerParam(RELEASED_TIMER),
+                end_timer=beam.DoFn.TimerParam(END_TIMER)):
+        _, records = element
+        released = released_through(self._clock, released_state, released_timer, end_timer)
+        if records is None:                      # the shard's launch seed
+            return
+        for key, item, micros in records:
+            step = item[0]
+            if step <= released:
+                yield late_dead_letter(self._label, self._stage, self._clock, step,
+                                       self._record_fn(key, item))
+            else:
+                yield TimestampedValue((key, item), Timestamp(micros=micros))
+
+    @on_timer(RELEASED_TIMER)
+    def advance_released(self, released_state=beam.DoFn.StateParam(RELEASED),
+                         released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
+        advance_chain(self._clock, released_state, released_timer)
+
+    @on_timer(END_TIMER)
+    def end_of_input(self, released_state=beam.DoFn.StateParam(RELEASED),
+                     released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
+        end_chain(released_state, released_timer)
+
+
+class LatenessGate(beam.PTransform):
+    """Dead-letters every record whose step is already released on the public schedule, before
+    a keyed stage whose own late check depends on other records (``_DropLateFn``'s docstring
+    has the argument); passes the rest on, timestamps kept. Apply it to an UNBOUNDED input
+    only (the caller skips it for a bounded one).
+
+    Input: ``(key, (step, ...))`` in the global window (any deterministically encodable key).
+    Output: ``GateOutputs(passed, dead_letter)``. Dead letters carry ``stage`` (the gated
+    stage's name: a consumer counting late records per stage sees no change) and the clock's
+    late reason. Cost: ``shards`` timer firings per step (O(1) state per shard), one stateful
+    call per (shard, bundle).
+
+    Args:
+      clock: the public schedule of the steps in the input.
+      transform_label: the ``DeadLetter.transform`` of its dead letters.
+      stage: the ``DeadLetter.stage`` of its dead letters (the stage it gates).
+      record_fn: ``(key, item)`` → what a dead letter shows (default: as 'ReleaseSegments').
+      shards: the number of gate shards (default ``GATE_SHARDS``).
+    """
+
+    def __init__(self, clock: StepClock, transform_label: str, stage: str,
+                 record_fn: Optional[Callable] = None, shards: int = GATE_SHARDS):
+        super().__init__()
+        self._clock = clock
+        self._transform_label = transform_label
+        self._stage = stage
+        self._record_fn = record_fn or _segment_record
+        self._shards = shards
+
+    def expand(self, pcoll):
+        label, stage = self._transform_label, self._stage
+        grouped = pcoll | 'GroupByShardInBundle' >> beam.ParDo(
+            _GroupByShardInBundleFn(self._shards, label, stage)).with_output_types(
+                typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
+        shards = merge_seeds(grouped.grouped, seeds_at_start(
+            pcoll.pipeline, range(self._shards), self._clock.start_micros))
+        gated = shards | 'DropLate' >> beam.ParDo(_DropLateFn(
+            self._clock, label, stage, self._record_fn)).with_outputs(DEAD_LETTER, main='passed')
+        dead = ((grouped[DEAD_LETTER], gated[DEAD_LETTER])
+                | 'MergeGateDeadLetters' >> beam.Flatten())
+        return GateOutputs(gated.passed, dead)

@@ -1,0 +1,94 @@
+"""Lateness before 'ReleaseSegments' is decided by the public schedule, never by other records
+of the same key (sparse and dynamic, event level).
+
+'ReleaseSegments' wakes a key at its data steps, and a record for a step ≤ the key's last
+processed step is dead-lettered: before the lateness gate, a record of key 'a' for step 5
+arriving after step 7's release was counted when 'a' had no record at step 6 and
+dead-lettered when it had one (one added record changed whether another record of the key is
+counted). Now 'GateLateRecords' (``beam_dp.transforms.lateness``) dead-letters it in both cases,
+on the DirectRunner (streaming, TestStream) and on Prism. Noise-free budgets: the releases show
+what was counted.
+"""
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+from apache_beam.transforms.window import TimestampedValue
+
+from beam_dp import PrivacyBudget
+from beam_dp.drivers.clock import StepClock
+from beam_dp.transforms.dynamic import DynamicCountPerKey
+from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
+from tests import runners
+
+NOISE_FREE = PrivacyBudget(epsilon=1e6)
+#: Step s covers [s, s+1) seconds; released at s + 1.
+CLOCK = StepClock(0, 1_000_000)
+LATE_STEP, OTHER_STEP, RELEASED_THROUGH = 5, 6, 7
+
+
+def _stream(other, late):
+    """'a' sends ``other`` for step 6 on time (optionally); the watermark passes the release of
+    step 7; then ``late`` arrives for step 5 (released)."""
+    stream = TestStream().advance_watermark_to(0)
+    if other is not None:
+        stream = stream.add_elements([TimestampedValue(other, OTHER_STEP + 0.5)])
+    for step in range(RELEASED_THROUGH + 1):
+        stream = stream.advance_watermark_to(CLOCK.release_time_micros(step) / 1e6 + 0.5)
+    return (stream.add_elements([TimestampedValue(late, LATE_STEP + 0.5)])
+            .advance_watermark_to(40).advance_watermark_to_infinity())
+
+
+def _sparse():
+    return SparseContinualCountPerKey(start=0, step=1, end=39, budget=NOISE_FREE,
+                                      public_keys=['a'])
+
+
+def _dynamic():
+    return DynamicCountPerKey(start=0, step=1, end=39, budget=NOISE_FREE, public_keys=['a'],
+                              construction='fenwick')
+
+
+#: (transform, the other record, the late record, releases of 'a' without / with the other).
+CASES = {
+    # Empty steps close at 1, 3, 15 (forced); a data step closes its segment (noise-free).
+    'sparse': (_sparse, ('a', 6), ('a', 5),
+               [(1, 0.0), (3, 0.0), (15, 0.0)], [(1, 0.0), (3, 0.0), (6, 1.0)]),
+    'dynamic': (_dynamic, ('a', 'r6', 1), ('a', 'r5', 1),
+                [(1, 0.0), (3, 0.0), (15, 0.0)], [(1, 0.0), (3, 0.0), (6, 1.0)]),
+}
+
+
+def _pipeline(pipeline, family, with_other):
+    make, other, late, without, with_ = CASES[family]
+    stream = _stream(other if with_other else None, late)
+    with pipeline as p:
+        out = p | stream | make()
+        assert_that(out.releases | beam.Map(lambda r: (r.step, round(r.value, 6))),
+                    equal_to(with_ if with_other else without), label='releases')
+        assert_that(out.dead_letter | beam.Map(lambda d: (d.stage, d.reason)),
+                    equal_to([('ReleaseSegments', CLOCK.late_reason(LATE_STEP))]),
+                    label='dead')
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize('family', sorted(CASES))
+@pytest.mark.parametrize('with_other', [False, True])
+def test_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_key(
+        family, with_other):
+    _pipeline(beam.Pipeline(runner=runners.DIRECT_RUNNER,
+                            options=runners.streaming_options()), family, with_other)
+
+
+@pytest.mark.integration
+@pytest.mark.prism
+@runners.requires_prism
+@pytest.mark.parametrize('family', sorted(CASES))
+@pytest.mark.parametrize('with_other', [False, True])
+def test_on_prism_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_key(
+        family, with_other):
+    _pipeline(beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=True))),
+              family, with_other)
