@@ -36,12 +36,13 @@ SYSTEMS = ('pmw_bypass', 'vanilla_pmw', 'laplace', 'exact_cache', 'tree_exact_ca
 WSV = '_wsv'
 
 
-def mechanism(system: str, c0: float = 100, s0: float = 5) -> TreePMWBypass:
+def mechanism(system: str, c0: float = 100, s0: float = 5,
+              beta: float = 1e-3) -> TreePMWBypass:
     extra = {} if system in ('vanilla_pmw', 'laplace', 'exact_cache', 'tree_exact_cache') else {
         'readiness': Readiness(c0=c0, s0=s0)}
     if system.endswith(WSV):
         system, extra['sv_scope'] = system[:-len(WSV)], 'window'
-    return preset(system, 128, alpha=0.05, beta=1e-3, epsilon_budget=10.0, tau=0.05, **extra)
+    return preset(system, 128, alpha=0.05, beta=beta, epsilon_budget=10.0, tau=0.05, **extra)
 
 
 class _Timed:
@@ -65,13 +66,13 @@ class _Timed:
 
 def run(data: str, setting: str, k: int, system: str, queries: int, seed: int = 0,
         c0: float = 100, s0: float = 5, out: str = '', stride: int = 1000,
-        checkpoint: int = 0) -> dict:
+        checkpoint: int = 0, beta: float = 1e-3) -> dict:
     counts = np.load(f'{data}/blocks.npy')
     subsets = json.load(open(f'{data}/pool.json'))
     tasks = json.load(open(f'{data}/workload_{setting}_k{k}.json'))[:queries]
     num_blocks = 1 if setting == 'monoblock' else max(t[3] for t in tasks)
     timer = _Timed()
-    driver = BoostDriver('covid', SHAPE, timer.wrap(mechanism(system, c0, s0)), 0, 1)
+    driver = BoostDriver('covid', SHAPE, timer.wrap(mechanism(system, c0, s0, beta)), 0, 1)
     state = driver.init_state()
     rng = noise.seeded(seed)
 
@@ -87,7 +88,7 @@ def run(data: str, setting: str, k: int, system: str, queries: int, seed: int = 
         mech_lat = np.array(timer.times) * 1e3
         return {'mechanism_latency_ms_mean': float(mech_lat.mean()),
                 'mechanism_latency_ms_p50': float(np.median(mech_lat)),
-                'paths': dict(paths), 'seed': seed, 'c0': c0, 's0': s0}
+                'paths': dict(paths), 'seed': seed, 'c0': c0, 's0': s0, 'beta': beta}
 
     recorder = Recorder(out, {'system': system, 'setting': setting, 'k': k,
                               'implementation': 'beam_dp'}, len(tasks), stride, checkpoint,
@@ -125,9 +126,10 @@ def main():
     p.add_argument('--out', required=True)
     p.add_argument('--stride', type=int, default=1000, help='curve_points every N queries')
     p.add_argument('--checkpoint', type=int, default=0, help='write the json every N queries')
+    p.add_argument('--beta', type=float, default=1e-3)
     args = p.parse_args()
     run(args.data, args.setting, args.k, args.system, args.queries, args.seed, args.c0, args.s0,
-        args.out, args.stride, args.checkpoint)
+        args.out, args.stride, args.checkpoint, args.beta)
 
 
 if __name__ == '__main__':
