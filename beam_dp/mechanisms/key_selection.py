@@ -215,18 +215,6 @@ class KeySelectionState:
     due: Optional[Tuple[int, str, Optional[int]]] = None
 
 
-_new = object.__new__
-
-
-def evaluated_state(step: int, count: int, noise: int) -> KeySelectionState:
-    """``KeySelectionState(step, count, noise)``, the state ``advance`` returns after a test
-    that did not select, built without the frozen ``__init__``'s setattr per field (the hot
-    path of private keys): an equal object with the same ``__dict__`` (same pickle)."""
-    state = _new(KeySelectionState)
-    state.__dict__.update(step=step, count=count, noise=noise, selected_step=None, due=None)
-    return state
-
-
 @dataclasses.dataclass(frozen=True)
 class ContinualKeySelection(_SelectionParams):
     """Continual, never-back-filled key selection on an unbounded stream (see module doc).

@@ -144,13 +144,3 @@ def test_buffered_tick_has_the_law_and_power_against_a_wrong_scale():
     assert min(_frequency_pvalues(2.0)) > 1e-4
     assert min(_frequency_pvalues(2.0 * 1.3)) < 1e-6     # 30 % off: rejected
 
-
-def test_evaluated_state_is_the_state_advance_returns():
-    import pickle
-    from beam_dp.mechanisms.key_selection import KeySelectionState
-    from beam_dp.mechanisms.key_selection import evaluated_state
-    fast, slow = evaluated_state(7, 3, -2), KeySelectionState(7, 3, -2)
-    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
-    assert pickle.dumps(fast) == pickle.dumps(slow) and pickle.loads(pickle.dumps(fast)) == slow
-    with pytest.raises(AttributeError):
-        fast.step = 8                                     # still frozen
