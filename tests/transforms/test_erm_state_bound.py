@@ -5,8 +5,9 @@ beyond the schedule's bound. The DoFn is the one of the built graph, pickled and
 worker gets it, driven by ``tests.fuzz.harness.Harness`` (records through ``process``, the
 release timer fired by the watermark), so what is measured is what a runner would persist.
 
-Bounded: ``SlidingWindowERM`` (≤ w + w0 records) and ``ContinualERM(max_level=K)``
-(≤ 2^{K+1}·B blocks). Control: ``ContinualERM`` without ``max_level`` keeps every prefix, and
+Bounded: ``SlidingWindowERM`` (≤ w + w0 records), ``ContinualERM(max_level=K)``
+(≤ 2^{K+1}·B blocks) and ``ContinualERM(algorithm='dp_ftrl')`` (no raw record outlives its
+block; the counter's state for the known horizon, one live ledger interval). Control: ``ContinualERM`` without ``max_level`` keeps every prefix, and
 the same measurement sees it grow (so the test can fail)."""
 
 import random
@@ -59,7 +60,9 @@ def grows(sizes, n):
     lambda: SlidingWindowERM(levels=3, **COMMON),
     lambda: ContinualERM(blocks_per_base=2, max_level=1, **COMMON),
     lambda: ContinualERM(blocks_per_base=2, max_level=1, update_mu=2.0, **COMMON),
-], ids=['sliding', 'continual_capped', 'continual_capped_update_mu'])
+    lambda: ContinualERM(algorithm='dp_ftrl', **{k: v for k, v in COMMON.items()
+                                                  if k != 'passes'}),
+], ids=['sliding', 'continual_capped', 'continual_capped_update_mu', 'dp_ftrl'])
 def test_dofn_state_does_not_grow_with_the_number_of_blocks(make):
     sizes = stored_bytes(make(), BLOCKS)
     # ids such as 'a4:small:t63' gain a digit or two: a few bytes, nothing proportional to t.
