@@ -23,10 +23,10 @@ DEFAULT_OUTPUT = os.path.join('.', 'out', 'erm_digits')
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='python -m pipelines.erm_digits',
-        description='Continual and sliding-window private ERM (beam_dp ContinualERM and '
-                    'SlidingWindowERM) over a stream of labelled examples. Without arguments: '
-                    'the embedded digits and drifting streams on the DirectRunner. Unknown '
-                    'arguments go to Beam.')
+        description='Continual and sliding-window private ERM (beam_dp ContinualERM, its '
+                    'DP-FTRL option, and SlidingWindowERM) over a stream of labelled examples. '
+                    'Without arguments: the embedded digits and drifting streams on the '
+                    'DirectRunner. Unknown arguments go to Beam.')
     io = parser.add_argument_group('input and output')
     io.add_argument('--input_subscription', default=None,
                     help='Pub/Sub subscription of Avro examples (streaming; event_time '
@@ -48,9 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help='Directory for dead_letters-*.avro (default: --output_avro).')
     dp = parser.add_argument_group('privacy')
     dp.add_argument('--epsilon', type=float, default=100.0,
-                    help='ε of EACH transform per example (two transforms read each example: '
-                         '2ε in total per example; default 100: see benchmarks/erm for '
-                         'accuracy at smaller ε).')
+                    help='ε of EACH transform per example (three transforms read each '
+                         'example: Alg 4, Alg 5 and DP-FTRL, 3ε in total per example; default '
+                         '100: see benchmarks/erm for accuracy at smaller ε).')
     add_noise_key_argument(dp)
     parser.add_argument('--no_plot', action='store_true', help='Do not write accuracy.png.')
     parser.add_argument('--verbose', action='store_true',

@@ -4,7 +4,8 @@
   'ByStream'    Partition by the record's stream: digits | drift | other (→ dead letter)
   per dataset   'Continual<Name>'  beam_dp ContinualERM (Alg 4)   ε per example
                 'Sliding<Name>'    beam_dp SlidingWindowERM (Alg 5) ε per example
-                (one BudgetAccountant of 2ε per dataset: each example is read by both)
+                'Ftrl<Name>'       beam_dp ContinualERM(algorithm='dp_ftrl') ε per example
+                (one BudgetAccountant of 3ε per dataset: each example is read by all three)
   models        → 'WriteModelsAvro' / 'PublishModels'   (beam_dp.io.erm.MODEL_RELEASE_SCHEMA)
   ledger        → 'WriteLedgerAvro' / 'PublishLedger'   (ERM_LEDGER_SCHEMA)
   dead letters  → 'WriteDeadLettersAvro' / 'PublishDeadLetters'
@@ -43,6 +44,7 @@ __all__ = [
     'DEAD_LETTERS_PREFIX',
     'JobOutputs',
     'LEDGER_PREFIX',
+    'METHODS',
     'MODELS_PREFIX',
     'build_job',
     'build_pipeline',
@@ -54,6 +56,8 @@ LEDGER_PREFIX = 'ledger'
 DEAD_LETTERS_PREFIX = 'dead_letters'
 STREAMING_FILE_FLUSH_SECONDS = 60
 _JOB = 'erm_digits'
+#: The releases per dataset, in ``transforms_for``'s order (label prefixes).
+METHODS = ('Continual', 'Sliding', 'Ftrl')
 
 
 class JobOutputs(NamedTuple):
@@ -94,20 +98,24 @@ def _unknown_stream(record) -> DeadLetter:
 
 
 def transforms_for(ds: data.Dataset, epsilon: float, end_seconds: Optional[int]):
-    """(ContinualERM, SlidingWindowERM) of one dataset, sharing a 2ε accountant."""
-    accountant = BudgetAccountant(PrivacyBudget(epsilon=2 * epsilon))
-    common = dict(
+    """(ContinualERM, SlidingWindowERM, ContinualERM(algorithm='dp_ftrl')) of one dataset,
+    sharing a 3ε accountant. DP-FTRL's counter: ``select_counter``'s for the public number of
+    blocks, or the infinite-horizon tree without an end (Pub/Sub)."""
+    accountant = BudgetAccountant(PrivacyBudget(epsilon=len(METHODS) * epsilon))
+    shared = dict(
         start=data.START_SECONDS, step=data.STEP_SECONDS, end=end_seconds,
         budget=PrivacyBudget(epsilon=epsilon), public_streams=[ds.name],
         num_classes=ds.num_classes, feature_dim=ds.feature_dim,
-        records_per_block=ds.records_per_block, mu=ds.mu, update_mu=ds.update_mu,
-        passes=ds.passes,
-        batch_size=ds.batch_size, stream_fn=operator.itemgetter('stream'),
+        records_per_block=ds.records_per_block, stream_fn=operator.itemgetter('stream'),
         features_fn=operator.itemgetter('features'), label_fn=operator.itemgetter('label'),
         accountant=accountant)
+    common = dict(shared, mu=ds.mu, update_mu=ds.update_mu, passes=ds.passes,
+                  batch_size=ds.batch_size)
     return (ContinualERM(blocks_per_base=ds.blocks_per_base, base_fraction=ds.base_fraction,
                          **common),
-            SlidingWindowERM(levels=ds.levels, **common))
+            SlidingWindowERM(levels=ds.levels, **common),
+            ContinualERM(algorithm='dp_ftrl', mu=ds.ftrl_mu, counter='auto' if end_seconds
+                         is not None else 'infinite_tree', **shared))
 
 
 def _read(pipeline, args):
@@ -136,8 +144,7 @@ def build_job(pipeline, args) -> JobOutputs:
             end = data.end_seconds(ds) if embedded and args.end_seconds is None else (
                 args.end_seconds)
             name = ds.name.capitalize()
-            for kind, transform in zip(('Continual', 'Sliding'),
-                                       transforms_for(ds, args.epsilon, end)):
+            for kind, transform in zip(METHODS, transforms_for(ds, args.epsilon, end)):
                 out = parts[i] | f'{kind}{name}' >> transform
                 models.append(out.releases)
                 ledger.append(out.ledger)

@@ -2,8 +2,9 @@
 the non-private model of the same release, and a plot of accuracy over time.
 
 Evaluation only, not part of the DP job: the non-private models are the same schedule run by the
-pure driver (``beam_dp.drivers.erm.reference``) at ε = ∞ on the embedded data; the drift stream
-is scored on the test set of the regime its block belongs to.
+pure driver (``beam_dp.drivers.erm.reference``) at ε = ∞ on the embedded data (DP-FTRL: the same
+blocks with exact prefix sums, no counter noise); the drift stream is scored on the test set of
+the regime its block belongs to.
 """
 
 import dataclasses
@@ -20,12 +21,15 @@ from beam_dp.drivers.erm import ERMStreamDriver
 from beam_dp.drivers.erm import reference
 from beam_dp.io.erm import model_release_from_avro
 from beam_dp.mechanisms.erm import clip_features
+from beam_dp.mechanisms.erm import ftrl
 from pipelines.erm_digits import data
 from pipelines.erm_digits import pipeline as job
 
 __all__ = ['Summary', 'summarize']
 
-_METHODS = ('Continual', 'Sliding')
+#: Printed name of each of the job's methods (``pipeline.METHODS``) and the algo of its models.
+_NAMES = {'Continual': 'Continual', 'Sliding': 'Sliding', 'Ftrl': 'DP-FTRL'}
+_ALGOS = {'Sliding': ('alg5',), 'Ftrl': ('dp_ftrl',), 'Continual': ('alg2', 'alg4')}
 
 
 @dataclasses.dataclass
@@ -39,7 +43,8 @@ class Summary:
 
     def text(self) -> str:
         lines = [f'ERM summary: test accuracy per published model (ε={self.epsilon:g} per '
-                 f'example in each transform, 2ε in total; event-level, pure DP)',
+                 f'example in each transform, {len(job.METHODS)}ε in total; event-level, pure '
+                 f'DP)',
                  f'  models written to : {self.models_path}',
                  f'  dead letters      : {self.dead_letters}']
         for (name, method), rows in sorted(self.rows.items()):
@@ -65,9 +70,28 @@ def _read(pattern: str) -> List[dict]:
     return out
 
 
+def _nonprivate_ftrl(ds: data.Dataset, transform, records) -> Dict[str, np.ndarray]:
+    """release id → DP-FTRL's model with exact prefix sums (no counter noise): the driver's
+    blocks (all of ≤ n_max records here: nothing is subsampled), the mechanism's arithmetic."""
+    driver, mech = transform.driver, transform.driver.mechanism
+    state, _ = driver.add(driver.init_state(), [
+        (r['event_time_micros'], r['features'], r['label']) for r in records])
+    pending = dict(state.pending)
+    w, total, out = np.zeros(mech.n_params), 0, {}
+    for b in range(ds.blocks):
+        x, y = driver._block_data(pending.get(b, ()), noise.secure_rng())  # pylint: disable=protected-access
+        total = total + ftrl.grid_gradient_sum(mech.loss, w, x, y, mech.grid_bits)
+        w = ftrl.ftrl_weights(total, mech.grid_bits, mech.mu, (b + 1) * mech.records_per_block,
+                              1.0 / mech.learning_rate)
+        out[f'ftrl:t{b}'] = w
+    return out
+
+
 def _nonprivate(ds: data.Dataset, transform, records) -> Dict[str, np.ndarray]:
     """release id → weights of the same schedule at ε = ∞ (no noise), on the same records."""
     driver = transform.driver
+    if isinstance(driver.mechanism, ftrl.DPFTRL):
+        return _nonprivate_ftrl(ds, transform, records)
     mechanism = dataclasses.replace(
         driver.mechanism, schedule=dataclasses.replace(driver.mechanism.schedule,
                                                        epsilon=math.inf))
@@ -89,12 +113,11 @@ def summarize(args) -> Summary:
         tests = [(clip_features(np.hstack([x, np.ones((len(x), 1))]), 1.0), y)
                  for x, y in embedded.tests]
         transforms = job.transforms_for(ds, args.epsilon, data.end_seconds(ds))
-        for method, transform in zip(_METHODS, transforms):
-            loss = transform.driver.mechanism.psgd.loss
+        for method, transform in zip(job.METHODS, transforms):
+            loss = transform.driver.mechanism.loss
             clear = _nonprivate(ds, transform, records)
-            algo = 'alg5' if method == 'Sliding' else None
             mine = sorted((m for m in models if m.stream == ds.name and m.published
-                           and (m.algo == 'alg5') == (algo == 'alg5')),
+                           and m.algo in _ALGOS[method]),
                           key=lambda m: (m.t_block, m.release_id))
             out = []
             for m in mine:
@@ -102,7 +125,7 @@ def summarize(args) -> Summary:
                 x, y = tests[regime]
                 out.append((m.t_block, loss.accuracy(np.asarray(m.weights), x, y),
                             loss.accuracy(clear[m.release_id], x, y)))
-            rows[(ds.name, method)] = out
+            rows[(ds.name, _NAMES[method])] = out
     summary = Summary(rows, args.epsilon, len(dead),
                       os.path.join(args.output_avro, f'{job.MODELS_PREFIX}-*.avro'))
     if not getattr(args, 'no_plot', False):
@@ -117,7 +140,7 @@ def plot(summary: Summary, path: str) -> str:
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
     fig, axes = plt.subplots(1, len(data.DATASETS), figsize=(11, 4))
     for ax, ds in zip(axes, data.DATASETS):
-        for method, colour in zip(_METHODS, ('tab:blue', 'tab:orange')):
+        for method, colour in zip(_NAMES.values(), ('tab:blue', 'tab:orange', 'tab:green')):
             rows = summary.rows.get((ds.name, method), [])
             if not rows:
                 continue

@@ -38,8 +38,8 @@ def test_default_run_prints_accuracy_per_release_and_plots(tmp_path):
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout
-    for name in ('digits / Continual', 'digits / Sliding', 'drift / Continual',
-                 'drift / Sliding'):
+    for name in ('digits / Continual', 'digits / Sliding', 'digits / DP-FTRL',
+                 'drift / Continual', 'drift / Sliding', 'drift / DP-FTRL'):
         assert name in text, text
     assert 'private (non-private)' in text and 'dead letters      : 0' in text
     assert os.path.getsize(out / 'accuracy.png') > 10_000
@@ -48,8 +48,11 @@ def test_default_run_prints_accuracy_per_release_and_plots(tmp_path):
     ledger = [ledger_row_from_avro(r) for r in _read(out, job.LEDGER_PREFIX)]
     assert len(models) == len(ledger) and models
     for ds in data.DATASETS:
+        # DP-FTRL publishes one model per block from block 0.
+        assert sorted(m.t_block for m in models if m.stream == ds.name
+                      and m.algo == 'dp_ftrl') == list(range(ds.blocks)), ds.name
         published = sorted((m.algo == 'alg5', m.t_block) for m in models
-                           if m.stream == ds.name and m.published)
+                           if m.stream == ds.name and m.published and m.algo != 'dp_ftrl')
         sliding = [b for is_sliding, b in published if is_sliding]
         # Alg 5 publishes one model per block once the first window (2^k − 1 blocks) is full.
         assert sliding == list(range((1 << ds.levels) - 2, ds.blocks)), (ds.name, sliding)
@@ -77,10 +80,12 @@ def test_avro_input_with_public_end_dead_letters_unknown_streams(tmp_path):
     job.build_pipeline(args, PipelineOptions(beam_args)).run().wait_until_finish()
     dead = sorted((d.transform, d.reason) for d in (
         dead_letter_from_avro(r) for r in _read(out, job.DEAD_LETTERS_PREFIX)))
-    # The bad label is refused by each of the two transforms that read the drift stream.
-    assert [t for t, _ in dead] == ['ContinualDrift', 'SlidingDrift', 'erm_digits'], dead
-    assert dead[0][1] == dead[1][1] == 'malformed: label must be an integer in [0, 4)'
-    assert dead[2][1].startswith("stream is not one of ['digits', 'drift']"), dead
+    # The bad label is refused by each of the three transforms that read the drift stream.
+    assert [t for t, _ in dead] == ['ContinualDrift', 'FtrlDrift', 'SlidingDrift',
+                                    'erm_digits'], dead
+    assert dead[0][1] == dead[1][1] == dead[2][1] == (
+        'malformed: label must be an integer in [0, 4)')
+    assert dead[3][1].startswith("stream is not one of ['digits', 'drift']"), dead
     models = [model_release_from_avro(r) for r in _read(out, job.MODELS_PREFIX)]
     # Blocks 0..7 are released (the public end), with data only in blocks 0..2; the digits
     # stream has no data at all and still releases every block.
@@ -88,8 +93,10 @@ def test_avro_input_with_public_end_dead_letters_unknown_streams(tmp_path):
         # Continual from block B − 1 (drift 3, digits 7), sliding from block 2^k − 2 = 6,
         # through block 7.
         first = min(ds.blocks_per_base - 1, (1 << ds.levels) - 2)
-        assert {m.t_block for m in models if m.stream == ds.name and m.published} == set(
-            range(first, 8)), ds.name
+        assert {m.t_block for m in models if m.stream == ds.name and m.published
+                and m.algo != 'dp_ftrl'} == set(range(first, 8)), ds.name
+        assert sorted(m.t_block for m in models if m.stream == ds.name
+                      and m.algo == 'dp_ftrl') == list(range(8)), ds.name
 
 
 def test_dataflow_translation_of_the_pubsub_configuration():
@@ -107,7 +114,8 @@ def test_dataflow_translation_of_the_pubsub_configuration():
     p.run()   # dry_run: translates the graph into a Dataflow job, submits nothing
     assert isinstance(p.runner, DataflowRunner)
     names = {t.unique_name for t in p.runner.job.proto_pipeline.components.transforms.values()}
-    for label in ('ContinualDigits/TrainBlocks', 'SlidingDrift/TrainBlocks', 'ReadExamples',
+    for label in ('ContinualDigits/TrainBlocks', 'SlidingDrift/TrainBlocks',
+                  'FtrlDigits/TrainBlocks', 'ReadExamples',
                   'PublishModels', 'PublishLedger', 'PublishDeadLetters'):
         assert any(label in n for n in names), (label, sorted(names)[:20])
 
