@@ -1,7 +1,7 @@
 """Continual per-key counts over a fully-dynamic stream (insertions AND deletions with record ids).
 
 Wiring, state and timers: ``SegmentedPerKey`` (labels 'GlobalWindow', 'ExtractAndValidate',
-'KeySeeds', 'ReleaseSegments'); the per-key logic, including the live-id registry and the
+'GateLateRecords', 'KeySeeds', 'ReleaseSegments'); the per-key logic, including the live-id registry and the
 validity rule that decides the sensitivity (docs/partitioning.md), is ``DynamicDriver``
 (``beam_dp.drivers.dynamic``): an invalid update is dead-lettered but still COUNTED by the
 partitioner.
@@ -58,7 +58,8 @@ class DynamicCountPerKey(SegmentedPerKey):
     Released: one ``Release`` per key at each segment close (``step`` = the close step); for C6
     a close of either stream; ``noise_stddev`` is C6's exact sd, NaN for C9. Nothing between.
 
-    Not guaranteed: late updates (step already processed) are dead-lettered, not counted.
+    Not guaranteed: late updates (step already released, on the public schedule:
+    'GateLateRecords' in ``segmented.py``) are dead-lettered, not counted.
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``.

@@ -7,13 +7,29 @@ Wiring (labels are part of the update contract):
   records
     | 'GlobalWindow'        re-window (timestamps kept; releases are driven by event-time timers)
     | 'ExtractAndValidate'  (key, (step, payload)); malformed / before start / after end → dead letter
+    | 'GateLateRecords'     unbounded input only: ``lateness.LatenessGate`` dead-letters a record
+                            whose step is released on the public schedule (a timer chain per
+                            shard, seeded at launch), at stage 'ReleaseSegments' with its reason
     + 'KeySeeds'            public keys only: one element per key at ``start``, so every public
                             key's partitioner runs from step 0 whether or not it has data
     | 'ReleaseSegments'     stateful DoFn per key (sparse streams: one instance per key):
                             a Bag of pending (step, payload), the key's ``KeyState`` in one
                             ReadModifyWrite cell, ONE watermark timer re-armed at
                             min(next buffered step, the partitioner's next halt step (exact
-                            skip-ahead), its forced close)
+                            skip-ahead), its forced close); its own late check (a step ≤ the
+                            key's last processed step) is a backstop that never fires for a
+                            record the gate passed (the argument: ``lateness._DropLateFn``)
+
+Lateness: the key's timer wakes at its data steps, so its own late check depends on the key's
+other records (a record for step 5 arriving after step 7's release was counted without, and
+dead-lettered with, a record of the key at step 6). The gate decides it first, from the record's
+step and the public schedule only (docs/privacy_model.md, "Lateness"). A bounded (batch) input
+runs without the gate: no release time passes before the input is bounded.
+
+Update note (the lateness gate): new stage 'GateLateRecords' (with 'GroupByShardInBundle',
+'ShardSeeds', 'SeedAtStart', 'MergeSeeds', 'DropLate', 'MergeGateDeadLetters' inside) between
+'ExtractAndValidate' and 'MergeSeeds' on unbounded input; 'ReleaseSegments' is unchanged. The
+graph changed: drain a running job and restart it.
 
 Steps: step s ≥ 0 covers event times [start + s·Δ, start + (s+1)·Δ); the mechanisms count ticks
 from 1 (tick = step + 1, the papers' clock). The SVT is evaluated on EVERY step, including empty

@@ -1,8 +1,8 @@
 """Continual per-key counts and histograms on private TIME segments (Qiu & Yi C5 = C4 + C2).
 
 Wiring, state and timers: ``SegmentedPerKey`` (``segmented.py``; labels 'GlobalWindow',
-'ExtractAndValidate', 'KeySeeds', 'ReleaseSegments'); the per-key logic is ``CounterDriver``
-(``beam_dp.drivers.segmented``), the mechanism ``SparseCounter``.
+'ExtractAndValidate', 'GateLateRecords', 'KeySeeds', 'ReleaseSegments'); the per-key logic is
+``CounterDriver`` (``beam_dp.drivers.segmented``), the mechanism ``SparseCounter``.
 """
 
 import operator
@@ -46,8 +46,9 @@ class SparseContinualCountPerKey(SegmentedPerKey):
     open segment's lag ≤ θ_j + (6/ε_p)·ln(2/β_j) w.p. 1-β; ``c_theta`` (privacy-neutral, 7 =
     paper) trades lag for segments; measured errors: docs/partitioning.md.
 
-    Not guaranteed: records for an already processed step are dead-lettered (late); a key's
-    releases are as fresh as its segments (``max_segment_ticks`` caps staleness publicly).
+    Not guaranteed: records for a released step are dead-lettered (late: decided by the
+    public schedule, 'GateLateRecords' in ``segmented.py``, never by the key's other records);
+    a key's releases are as fresh as its segments (``max_segment_ticks`` caps staleness publicly).
 
     Cite: Qiu & Yi, "Differential privacy on dynamic data", Algorithm 2, Theorem 8.
 

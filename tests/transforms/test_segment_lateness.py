@@ -92,3 +92,34 @@ def test_on_prism_a_late_record_is_dead_lettered_with_or_without_another_record_
         family, with_other):
     _pipeline(beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=True))),
               family, with_other)
+
+
+def _labels(pcoll_of):
+    """Full labels of the transforms applied under 'S' (a sparse count)."""
+    pipeline = beam.Pipeline(runner=runners.DIRECT_RUNNER)
+    _ = pcoll_of(pipeline) | 'S' >> _sparse()
+    labels = []
+
+    class _Labels(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, applied):
+            labels.append(applied.full_label)
+
+        def enter_composite_transform(self, applied):
+            labels.append(applied.full_label)
+
+    pipeline.visit(_Labels())
+    return {label for label in labels if label.startswith('S/')}
+
+
+def test_the_gate_runs_on_an_unbounded_input_only_and_keeps_the_existing_labels():
+    """Unbounded input: 'GateLateRecords' (its seeds, 'DropLate') before 'ReleaseSegments', the
+    existing labels unchanged. Bounded input (batch): no gate — the graph of before the gate."""
+    existing = {'S/GlobalWindow', 'S/ExtractAndValidate', 'S/KeySeeds', 'S/SeedAtStart',
+                'S/MergeSeeds', 'S/ReleaseSegments', 'S/MergeDeadLetters'}
+    gate = {'S/GateLateRecords/GroupByShardInBundle', 'S/GateLateRecords/ShardSeeds',
+            'S/GateLateRecords/SeedAtStart', 'S/GateLateRecords/MergeSeeds',
+            'S/GateLateRecords/DropLate', 'S/GateLateRecords/MergeGateDeadLetters'}
+    streamed = _labels(lambda p: p | TestStream().add_elements([('a', 0)]))
+    assert existing | gate <= streamed
+    batch = _labels(lambda p: p | beam.Create([('a', 0)]))
+    assert existing <= batch and not any('GateLateRecords' in label for label in batch)
