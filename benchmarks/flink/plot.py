@@ -79,7 +79,8 @@ def plot_sidebyside(paths, out):
         ax.set_xticklabels(names)
         args = summary['args']
         mode = 'streaming' if args.get('streaming') else 'batch'
-        ax.set_title(f"{args['runner']} ({mode}), {args['rows']:,} rows", fontsize=10)
+        ax.set_title(f"{args['runner']} ({mode}), {args['rows']:,} rows\n{args.get('tag', '')}",
+                     fontsize=9)
         ax.set_ylabel('labels: vs np_combine')
         ax.legend(fontsize=7)
     fig.suptitle('Side-by-side branches on real runners (issue 15)')

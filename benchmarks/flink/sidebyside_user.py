@@ -76,8 +76,9 @@ def build(branch, args):
     expected = None
     if branch == 'np_combine':
         out = rows | 'KeyStep' >> beam.Map(sbs._step_of) | 'Sum' >> beam.CombinePerKey(sum)  # pylint: disable=protected-access
-    elif branch == 'pipelinedp':
-        out, expected = pipelinedp_count(rows, args)
+    elif branch == 'pipelinedp':   # the side-by-side's PipelineDP branch, same parameters
+        out = sbs.pipelinedp_count(rows, [f'k{i:05d}' for i in range(args.keys)])
+        expected = args.keys
     else:
         kwargs = dict(public_keys=[f'k{i:05d}' for i in range(args.keys)], start=sbs.START,
                       step=sbs.STEP, end=sbs.START + args.steps * sbs.STEP,
@@ -92,23 +93,6 @@ def build(branch, args):
         expected = args.keys * args.steps
     _ = out | 'Sink' >> beam.ParDo(rows_module.CountingSink('outputs'))
     return p, expected
-
-
-def pipelinedp_count(rows, args):
-    """The side-by-side's PipelineDP branch (the same parameters as ``sbs.build``)."""
-    import pipeline_dp  # pylint: disable=import-outside-toplevel,import-error
-    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=1e-6)
-    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.BeamBackend())
-    params = pipeline_dp.AggregateParams(
-        metrics=[pipeline_dp.Metrics.COUNT], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-        max_partitions_contributed=4, max_contributions_per_partition=8)
-    extractors = pipeline_dp.DataExtractors(partition_extractor=lambda r: r[0],
-                                            privacy_id_extractor=sbs._user,  # pylint: disable=protected-access
-                                            value_extractor=lambda r: 0)
-    out = engine.aggregate(rows, params, extractors,
-                           public_partitions=[f'k{i:05d}' for i in range(args.keys)])
-    accountant.compute_budgets()
-    return out, args.keys
 
 
 def rest(master, path):

@@ -240,6 +240,23 @@ def _step_of(row, timestamp=_beam().DoFn.TimestampParam):
     return (row[0], (timestamp.micros // 1_000_000 - START) // STEP), 1
 
 
+def pipelinedp_count(rows, keys):
+    """PipelineDP's batch DP COUNT per key (public partitions ``keys``, privacy id = user, ≤ 4
+    keys and ≤ 8 per key per user, ε = 1, δ = 1e-6); also used by benchmarks/flink."""
+    import pipeline_dp
+    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=1e-6)
+    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.BeamBackend())
+    params = pipeline_dp.AggregateParams(
+        metrics=[pipeline_dp.Metrics.COUNT], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+        max_partitions_contributed=4, max_contributions_per_partition=8)
+    extractors = pipeline_dp.DataExtractors(partition_extractor=lambda r: r[0],
+                                            privacy_id_extractor=lambda r: r[1],
+                                            value_extractor=lambda r: 0)
+    out = engine.aggregate(rows, params, extractors, public_partitions=keys)
+    accountant.compute_budgets()
+    return out
+
+
 def build(branch, args):
     """(pipeline, expected number of outputs or None)."""
     beam = _beam()
@@ -262,17 +279,7 @@ def build(branch, args):
                | 'Key' >> beam.Map(lambda r: r[0])
                | 'Count' >> beam.combiners.Count.PerElement())
     elif branch == 'pipelinedp':
-        import pipeline_dp
-        accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=1e-6)
-        engine = pipeline_dp.DPEngine(accountant, pipeline_dp.BeamBackend())
-        params = pipeline_dp.AggregateParams(
-            metrics=[pipeline_dp.Metrics.COUNT], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-            max_partitions_contributed=4, max_contributions_per_partition=8)
-        extractors = pipeline_dp.DataExtractors(partition_extractor=lambda r: r[0],
-                                                privacy_id_extractor=lambda r: r[1],
-                                                value_extractor=lambda r: 0)
-        out = engine.aggregate(rows, params, extractors, public_partitions=keys)
-        accountant.compute_budgets()
+        out = pipelinedp_count(rows, keys)
         expected = args.keys
     else:
         from beam_dp import ContinualCountPerKey, PrivacyBudget, PrivateKeys, UserLevel
