@@ -27,14 +27,15 @@ class _BBQueries(GrowingDatabaseTransform):
     _owner_name = ''
 
     def _init(self, make_mechanism, domain_fn, data_key_fn, query_key_fn, allowed_lateness,
-              timer_granularity):
+              timer_granularity, start=None):
         with self.params():
             mechanism = make_mechanism()
         self._mechanism = mechanism
         box = getattr(mechanism.mechanism, 'name', 'black_box')
         self._engine = BBEngine(mechanism, f'{self._owner_name.lower()}/{box}')
         self._domain_size = mechanism.domain_size
-        self._setup(domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity)
+        self._setup(domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity,
+                    start)
 
     def display_data(self):
         m = self._mechanism
@@ -80,7 +81,7 @@ class BBSchedulerQueries(_BBQueries):
       mechanism: the static black box. epsilon, beta, n, domain_size, delta, p, g, lazy:
         ``BBScheduler``'s parameters.
       domain_fn, data_key_fn, query_key_fn, accountant, allowed_lateness, timer_granularity,
-        noise_key, debug_metrics, testing_seed, label: as ``WindowedPMWG``.
+        start, noise_key, debug_metrics, testing_seed, label: as ``WindowedPMWG``.
 
     Raises:
       InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.
@@ -91,7 +92,7 @@ class BBSchedulerQueries(_BBQueries):
                  domain_fn: Callable[[Any], int], delta: float = 0.0, p: Optional[float] = None,
                  g: Optional[float] = None, lazy: bool = False,
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant=None, allowed_lateness=0, timer_granularity=0,
+                 accountant=None, allowed_lateness=0, timer_granularity=0, start=None,
                  noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
@@ -99,7 +100,8 @@ class BBSchedulerQueries(_BBQueries):
         self._init(lambda: BBScheduler(mechanism=mechanism, epsilon=epsilon, beta=beta, n=n,
                                        domain_size=domain_size, delta=delta, p=p, g=g,
                                        lazy=lazy),
-                   domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity)
+                   domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity,
+                   start)
 
 
 class BBImproverQueries(_BBQueries):
@@ -120,7 +122,7 @@ class BBImproverQueries(_BBQueries):
       mechanism: the static black box. epsilon, delta, beta, n, domain_size, c, p1, p2:
         ``BBImprover``'s parameters. lazy: only True (the default) is supported.
       domain_fn, data_key_fn, query_key_fn, accountant, allowed_lateness, timer_granularity,
-        noise_key, debug_metrics, testing_seed, label: as ``WindowedPMWG``.
+        start, noise_key, debug_metrics, testing_seed, label: as ``WindowedPMWG``.
 
     Raises:
       InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.
@@ -131,7 +133,7 @@ class BBImproverQueries(_BBQueries):
                  domain_size: int, domain_fn: Callable[[Any], int], c: float = 0.1,
                  p1: Optional[float] = None, p2: float = 0.0,
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant=None, allowed_lateness=0, timer_granularity=0,
+                 accountant=None, allowed_lateness=0, timer_granularity=0, start=None,
                  noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None,
                  lazy: bool = True):
@@ -143,4 +145,5 @@ class BBImproverQueries(_BBQueries):
         self._init(lambda: BBImprover(mechanism=mechanism, epsilon=epsilon, delta=delta,
                                       beta=beta, n=n, domain_size=domain_size, c=c, p1=p1, p2=p2,
                                       lazy=True),
-                   domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity)
+                   domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity,
+                   start)

@@ -8,6 +8,9 @@ Wiring (labels are part of the Dataflow update contract):
   queries | 'TagQueries'   (query_id, LinearQuery), a LinearQuery with an id, or an Avro dict →
                            query item; invalid → dead letter + an INVALID_QUERY refusal
   each    | '...ToGlobalWindow'  timestamps kept; the window id is part of the key
+  data    | 'GateLateRecords'  with ``start=``, fixed windows and an unbounded input only:
+                           ``lateness.LatenessGate`` on the window deadlines (``_WindowSchedule``)
+                           dead-letters a record of a closed window, whatever the other items
   (both)  | 'MergeInputs'  Flatten
           | 'AnswerQueries'  stateful DoFn keyed by (key, window id): items wait in a Bag and are
                            processed in event-time order on a watermark timer
@@ -18,6 +21,14 @@ domain element or the query id. So a query stamped τ sees exactly the records s
 were not late; a late record (stamped before an already processed query)
 is counted at the next processing, i.e. in a later t. With bounded inputs (batch) one timer at the
 end of input processes everything, in the same order, in one go.
+
+Lateness: a fixed window's instance is closed by its 'expire' timer, which the instance's first
+item arms, so without the gate another record of the same (key, window) decides whether a record
+arriving after the deadline is dead-lettered or counted (docs/privacy_model.md, "Lateness"). With
+``start=`` the gate decides it first; its passed records reach 'AnswerQueries' before the
+deadline (the argument: ``lateness._DropLateFn``), where the closed-instance check stays as a
+backstop. Update note: 'GateLateRecords' is a new stage (only with ``start=``): drain a running
+job and restart it to add ``start``.
 
 The DoFn holds state and sets timers; every decision is the driver's
 (``beam_dp.drivers.growing``: the engine adapters around the pure mechanisms, the order, the
@@ -50,7 +61,11 @@ from beam_dp.drivers.growing import GrowingEngine
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.queries import LinearQuery
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.clock import format_micros
+from beam_dp.drivers.clock import refuse_milliseconds
 from beam_dp.transforms import shell
+from beam_dp.transforms.lateness import LatenessGate
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import dead_letter
 
@@ -165,6 +180,39 @@ class _TagFn(beam.DoFn):
         yield instance, ((key, wid), (micros, QUERY, qid, (qid, query)))
 
 
+def _closed_reason(wid) -> str:
+    """Why an item of a closed fixed window is refused (a query) or dead-lettered (a record)."""
+    return (f'window [{wid[0]}, {wid[1]}) us is closed (its instance was finalised when the '
+            f'watermark passed its end plus the allowed lateness)')
+
+
+class _WindowSchedule:
+    """The public deadlines of ``FixedWindows`` as a ``StepClock`` for ``LatenessGate``: step k
+    is the k-th window from the one holding ``start``, released exactly when its instance's
+    'expire' timer fires (at its end - 1 µs + allowed lateness); a record of a window before
+    it has a negative step and is dead-lettered as before the start."""
+
+    def __init__(self, windowfn: FixedWindows, start_micros: int, lateness_micros: int):
+        size, offset = windowfn.size.micros, windowfn.offset.micros
+        self.first = start_micros - (start_micros - offset) % size
+        self.size = size
+        self.clock = StepClock(max(self.first - 1, 0), size, lateness_micros)
+
+    def step(self, item) -> int:
+        """The window index of a tagged record ``((key, wid), item)``."""
+        return (item[0][1][0] - self.first) // self.size
+
+    def late(self, unused_key, item, step):
+        """The dead letter of a gated record: as 'AnswerQueries' words it."""
+        (_, wid), (micros, _, _, payload) = item
+        if step < 0:
+            reason = (f'event time is before the release start: window [{wid[0]}, {wid[1]}) us '
+                      f'starts before the window holding start ({format_micros(self.first)})')
+        else:
+            reason = f'late: {_closed_reason(wid)}'
+        return reason, payload, micros
+
+
 class _GrowingFn(beam.DoFn):
     """Keyed by the encoded (key, window id): the mechanism's state, the pending items, the
     timers, and in ``meta`` the instance's (key, window id) and query count."""
@@ -216,8 +264,7 @@ class _GrowingFn(beam.DoFn):
 
     def _closed(self, wid, item):
         micros, kind, _, payload = item
-        reason = (f'window [{wid[0]}, {wid[1]}) us is closed (its instance was finalised when the '
-                  f'watermark passed its end plus the allowed lateness)')
+        reason = _closed_reason(wid)
         if kind == QUERY:
             qid = payload[0]
             yield driver.answer_record(qid, self._engine.name, micros, refusal='HALTED',
@@ -287,8 +334,11 @@ class GrowingDatabaseTransform(shell.ShellTransform):
     ``self._domain_size``, and call ``_setup``, which checks the budget."""
 
     def _setup(self, domain_fn, data_key_fn, query_key_fn, allowed_lateness,
-               timer_granularity) -> None:
+               timer_granularity, start=None) -> None:
         owner = self.owner
+        refuse_milliseconds(owner, 'start', start)
+        self._start = None if start is None else shell.to_micros(owner, 'start', start,
+                                                                  allow_zero=False)
         shell.check_callable(owner, 'domain_fn', domain_fn)
         shell.check_callable(owner, 'data_key_fn', data_key_fn, optional=True)
         shell.check_callable(owner, 'query_key_fn', query_key_fn, optional=True)
@@ -320,7 +370,7 @@ class GrowingDatabaseTransform(shell.ShellTransform):
             data, queries = inputs['data'], inputs['queries']
         else:
             data, queries = inputs
-        check_windowing(self.owner, data, queries)
+        fixed = check_windowing(self.owner, data, queries)
         self.spend_budget((data, queries))
         label, name, n_dom = self.label, self._engine.name, self._domain_size
         tagged_data = data | 'TagData' >> beam.ParDo(_TagFn(
@@ -330,8 +380,17 @@ class GrowingDatabaseTransform(shell.ShellTransform):
             QUERY, label, name, self._query_key_fn, None, n_dom)).with_outputs(
                 DEAD_LETTER, _REFUSED, main='items')
         bounded = bool(data.is_bounded and queries.is_bounded)
+        records = tagged_data.items | 'DataToGlobalWindow' >> beam.WindowInto(GlobalWindows())
+        gate_dead = []
+        if fixed and not bounded and self._start is not None:
+            # Whether a record's instance is closed depends on its (key, window)'s other items
+            # (the first one arms 'expire'): the gate decides it on the public deadlines first.
+            schedule = _WindowSchedule(data.windowing.windowfn, self._start, self._lateness)
+            gated = records | 'GateLateRecords' >> LatenessGate(
+                schedule.clock, label, 'AnswerQueries', schedule.step, schedule.late)
+            records, gate_dead = gated.passed, [gated.dead_letter]
         items = (
-            (tagged_data.items | 'DataToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
+            (records,
              tagged_queries.items | 'QueriesToGlobalWindow' >> beam.WindowInto(GlobalWindows()))
             | 'MergeInputs' >> beam.Flatten().with_output_types(_INSTANCE_ELEMENT))
         processed = items | 'AnswerQueries' >> beam.ParDo(_GrowingFn(
@@ -346,5 +405,5 @@ class GrowingDatabaseTransform(shell.ShellTransform):
             | 'DataDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
             tagged_queries[DEAD_LETTER]
             | 'QueryDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
-            processed[DEAD_LETTER]], self.debug_metrics, label)
+            processed[DEAD_LETTER]] + gate_dead, self.debug_metrics, label)
         return GrowingDatabaseOutputs(answers, processed[RELEASES], dead)

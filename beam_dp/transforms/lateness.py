@@ -14,18 +14,20 @@ holds ``(released_through, armed step)``; the armed step is None once the chain 
 
 ``LatenessGate`` puts that decision in front of a keyed stage whose own late check depends on
 the key's other records ('ReleaseSegments' of the sparse and dynamic transforms, whose key wakes
-at its data steps). Wiring (labels inside the gate's own label):
+at its data steps; 'AnswerQueries' of the growing-database transforms, whose fixed-window
+instance is closed by a timer its first item arms). Wiring (labels inside the gate's own label):
 
   (key, (step, ...)) records
     | 'GroupByShardInBundle'  bundle-local: (shard, ((key, item, micros), ...)) per shard
     + 'ShardSeeds' / 'SeedAtStart' / 'MergeSeeds'  one seed per shard at the clock's start
     | 'DropLate'              stateful, keyed by shard: dead-letters a record whose step is
-                              released (``shell.late_dead_letter``), passes the rest on with
-                              their own timestamps
+                              released (with the gated stage's name and late reason), passes
+                              the rest on with their own timestamps
 
 Update note (the lateness gate): the sparse and dynamic transforms gained the stage
-'GateLateRecords' before 'ReleaseSegments' on unbounded input. The graph changed: drain a
-running job and restart it.
+'GateLateRecords' before 'ReleaseSegments' on unbounded input, and the growing-database
+transforms (with ``start=`` and fixed windows) before 'MergeInputs'. The graph changed: drain
+a running job and restart it.
 """
 
 import collections
@@ -50,7 +52,6 @@ from beam_dp.drivers.clock import StepClock
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import key_bytes
-from beam_dp.transforms.shell import late_dead_letter
 from beam_dp.transforms.shell import merge_seeds
 from beam_dp.transforms.shell import next_release_time
 from beam_dp.transforms.shell import seeds_at_start
@@ -110,9 +111,17 @@ class GateOutputs(NamedTuple):
     dead_letter: beam.PCollection
 
 
-def _segment_record(key, item):
-    """A dead letter's record, as 'ReleaseSegments' renders a late ``(key, (step, payload))``."""
-    return {'key': key, 'step': item[0], 'payload': item[1]}
+def _step(item) -> int:
+    """The step of a ``(step, payload)`` item."""
+    return item[0]
+
+
+def _segment_late(clock: StepClock):
+    """``late_fn`` of a ``(key, (step, payload))`` record, as 'ReleaseSegments' words it."""
+    def late(key, item, step):
+        return (clock.late_reason(step), {'key': key, 'step': step, 'payload': item[1]},
+                clock.step_end(step) - 1)
+    return late
 
 
 class _GroupByShardInBundleFn(beam.DoFn):
@@ -163,9 +172,8 @@ class _GroupByShardInBundleFn(beam.DoFn):
 class _DropLateFn(beam.DoFn):
     """Keyed by gate shard. State: the shard's released chain (module docstring) in ONE cell
     'released_through' and its 'released' / 'end_of_input' timers — no per-key state, no bag.
-    A record whose step is ≤ the shard's released step is dead-lettered
-    (``shell.late_dead_letter``: the gated stage's name and reason); every other record goes on
-    with its own timestamp.
+    A record whose step is ≤ the shard's released step is dead-lettered (the gated stage's
+    name, its reason: ``late_fn``); every other record goes on with its own timestamp.
 
     Why a passed record is never late downstream: the gate passes a record for step s only while
     its chain has not released s, i.e. while its pending 'released' timer is set at the release
@@ -185,12 +193,13 @@ class _DropLateFn(beam.DoFn):
     RELEASED_TIMER = TimerSpec('released', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
-    def __init__(self, clock: StepClock, transform_label: str, stage: str,
-                 record_fn: Callable):
+    def __init__(self, clock: StepClock, transform_label: str, stage: str, step_fn: Callable,
+                 late_fn: Callable):
         self._clock = clock
         self._label = transform_label
         self._stage = stage
-        self._record_fn = record_fn
+        self._step_fn = step_fn
+        self._late_fn = late_fn
 
     def process(self, element, released_state=beam.DoFn.StateParam(RELEASED),
                 released_timer=beam.DoFn.TimerParam(RELEASED_TIMER),
@@ -200,10 +209,10 @@ class _DropLateFn(beam.DoFn):
         if records is None:                      # the shard's launch seed
             return
         for key, item, micros in records:
-            step = item[0]
+            step = self._step_fn(item)
             if step <= released:
-                yield late_dead_letter(self._label, self._stage, self._clock, step,
-                                       self._record_fn(key, item))
+                reason, record, event_micros = self._late_fn(key, item, step)
+                yield dead_letter(self._label, self._stage, reason, record, event_micros)
             else:
                 yield TimestampedValue((key, item), Timestamp(micros=micros))
 
@@ -224,27 +233,32 @@ class LatenessGate(beam.PTransform):
     has the argument); passes the rest on, timestamps kept. Apply it to an UNBOUNDED input
     only (the caller skips it for a bounded one).
 
-    Input: ``(key, (step, ...))`` in the global window (any deterministically encodable key).
-    Output: ``GateOutputs(passed, dead_letter)``. Dead letters carry ``stage`` (the gated
-    stage's name: a consumer counting late records per stage sees no change) and the clock's
-    late reason. Cost: ``shards`` timer firings per step (O(1) state per shard), one stateful
-    call per (shard, bundle).
+    Input: ``(key, item)`` in the global window (any deterministically encodable key), the
+    item's step ``step_fn(item)`` (default ``item[0]``: ``(step, payload)``; a step < 0 is
+    never passed). Output: ``GateOutputs(passed, dead_letter)``. Dead letters carry ``stage``
+    (the gated stage's name, whose reason ``late_fn`` words: a consumer counting late records
+    per stage sees no change). Cost: ``shards`` timer firings per step (O(1) state per shard),
+    one stateful call per (shard, bundle).
 
     Args:
       clock: the public schedule of the steps in the input.
       transform_label: the ``DeadLetter.transform`` of its dead letters.
       stage: the ``DeadLetter.stage`` of its dead letters (the stage it gates).
-      record_fn: ``(key, item)`` → what a dead letter shows (default: as 'ReleaseSegments').
+      step_fn: item → its step on ``clock``.
+      late_fn: ``(key, item, step)`` → (reason, record, event time µs) of its dead letter
+        (default: as 'ReleaseSegments' words a late ``(key, (step, payload))``).
       shards: the number of gate shards (default ``GATE_SHARDS``).
     """
 
     def __init__(self, clock: StepClock, transform_label: str, stage: str,
-                 record_fn: Optional[Callable] = None, shards: int = GATE_SHARDS):
+                 step_fn: Callable = _step, late_fn: Optional[Callable] = None,
+                 shards: int = GATE_SHARDS):
         super().__init__()
         self._clock = clock
         self._transform_label = transform_label
         self._stage = stage
-        self._record_fn = record_fn or _segment_record
+        self._step_fn = step_fn
+        self._late_fn = late_fn or _segment_late(clock)
         self._shards = shards
 
     def expand(self, pcoll):
@@ -255,7 +269,8 @@ class LatenessGate(beam.PTransform):
         shards = merge_seeds(grouped.grouped, seeds_at_start(
             pcoll.pipeline, range(self._shards), self._clock.start_micros))
         gated = shards | 'DropLate' >> beam.ParDo(_DropLateFn(
-            self._clock, label, stage, self._record_fn)).with_outputs(DEAD_LETTER, main='passed')
+            self._clock, label, stage, self._step_fn, self._late_fn)).with_outputs(
+                DEAD_LETTER, main='passed')
         dead = ((grouped[DEAD_LETTER], gated[DEAD_LETTER])
                 | 'MergeGateDeadLetters' >> beam.Flatten())
         return GateOutputs(gated.passed, dead)

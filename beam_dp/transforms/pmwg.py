@@ -77,6 +77,10 @@ class WindowedPMWG(GrowingDatabaseTransform):
       timer_granularity: seconds; 0 processes every distinct timestamp (exact latency), larger
         values batch processing to the end of each granule (same order and answers, fewer
         timers).
+      start: with fixed windows on an unbounded input, the public start of the windows (seconds
+        since the epoch): a lateness gate then decides on the public deadlines that a record
+        is late, never another record of its window (docs/privacy_model.md, "Lateness"), and
+        records of windows before it are dead-lettered. None (default): no gate.
       noise_key, debug_metrics, testing_seed: as ``ContinualCountPerKey`` (a reference to the
         secret noise key: replayed answers are bit-identical; SENSITIVE exact dead-letter
         counts; seeds for tests only).
@@ -93,7 +97,7 @@ class WindowedPMWG(GrowingDatabaseTransform):
     def __init__(self, *, epsilon: float, alpha: float, n: int, domain_size: int,
                  domain_fn: Callable[[Any], int], delta: float = 0.0, p: Optional[float] = None,
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant=None, allowed_lateness=0, timer_granularity=0,
+                 accountant=None, allowed_lateness=0, timer_granularity=0, start=None,
                  noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
@@ -103,7 +107,8 @@ class WindowedPMWG(GrowingDatabaseTransform):
                                    delta=delta, p=p)
         self._engine = PMWGEngine(self._mechanism)
         self._domain_size = self._mechanism.domain_size
-        self._setup(domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity)
+        self._setup(domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity,
+                    start)
 
     def display_data(self):
         m = self._mechanism

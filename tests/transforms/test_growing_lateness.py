@@ -1,0 +1,127 @@
+"""Lateness before 'AnswerQueries' (``WindowedPMWG``, ``BBSchedulerQueries``,
+``BBImproverQueries``, fixed windows) is decided by the public window deadlines, never by
+another record of the same (key, window), once the transform has a public ``start``.
+
+A fixed window's instance is closed by its 'expire' timer (window end - 1 µs + allowed
+lateness), armed by the instance's first item: without the gate, a record arriving after the
+deadline was dead-lettered when an earlier record had opened the instance (it is closed) and
+counted when none had (it opens the instance). With ``start=`` a 'GateLateRecords' stage
+(``beam_dp.transforms.lateness``) dead-letters it in both cases, at stage 'AnswerQueries' with
+the same reason; DirectRunner (streaming, TestStream) and Prism.
+"""
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+from apache_beam.transforms import window
+from apache_beam.transforms.window import TimestampedValue
+
+from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
+from beam_dp.transforms.growing_database import _closed_reason
+from tests import runners
+from tests.transforms.test_bb_transforms import scheduler_args
+from tests.transforms.test_pmwg_transform import make_stream
+from tests.transforms.test_pmwg_transform import pmwg
+
+#: Windows of 100 s from t = 100 s: [100, 200) is the window of the records below.
+START_S, WID = 100, (100_000_000, 200_000_000)
+LATE = ('AnswerQueries', f'late: {_closed_reason(WID)}')
+
+
+def _batches(with_other):
+    """The other record (t = 150) of the window before its deadline (optionally); the watermark
+    passes the deadline (199.999999 s); then the late record (t = 160)."""
+    first = [('data', 2, 150.0)] if with_other else []
+    return [(120, first), (250, []), (260, [('data', 3, 160.0)])]
+
+
+def _bb(**kwargs):
+    return BBSchedulerQueries(**scheduler_args(domain_fn=lambda r: r, **kwargs))
+
+
+FAMILIES = {'pmwg': pmwg, 'bb_scheduler': _bb}
+
+
+def _records(with_other):
+    """The same as one untagged TestStream of records (Prism runs no multi-output TestStream:
+    it stalls on one, with or without the gate)."""
+    stream = TestStream().advance_watermark_to(0)
+    for watermark, events in _batches(with_other):
+        if events:
+            stream = stream.add_elements([TimestampedValue(v, ts) for _, v, ts in events])
+        stream = stream.advance_watermark_to(watermark)
+    return stream.advance_watermark_to_infinity()
+
+
+def _pipeline(pipeline, family, with_other, start=START_S, tagged=True):
+    with pipeline as p:
+        if tagged:
+            streams = p | make_stream(_batches(with_other))
+            data, queries = streams['data'], streams['queries']
+        else:
+            data, queries = p | _records(with_other), p | 'NoQueries' >> beam.Create([])
+        data = data | 'WD' >> beam.WindowInto(window.FixedWindows(100))
+        queries = queries | 'WQ' >> beam.WindowInto(window.FixedWindows(100))
+        out = (data, queries) | 'T' >> FAMILIES[family](start=start)
+        assert_that(out.dead_letter | beam.Map(lambda d: (d.stage, d.reason)), equal_to([LATE]))
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+@pytest.mark.parametrize('with_other', [False, True])
+def test_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_window(
+        family, with_other):
+    _pipeline(beam.Pipeline(runner=runners.DIRECT_RUNNER,
+                            options=runners.streaming_options()), family, with_other)
+
+
+@pytest.mark.integration
+@pytest.mark.prism
+@runners.requires_prism
+@pytest.mark.parametrize('with_other', [False, True])
+def test_on_prism_a_late_record_is_dead_lettered_with_or_without_another_record(with_other):
+    _pipeline(beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=True))),
+              'pmwg', with_other, tagged=False)
+
+
+@pytest.mark.pipeline
+def test_a_record_of_a_window_before_start_is_dead_lettered_as_before_the_start():
+    with beam.Pipeline(runner=runners.DIRECT_RUNNER, options=runners.streaming_options()) as p:
+        streams = p | make_stream([(10, [('data', 1, 50.0), ('data', 2, 150.0)])])
+        data = streams['data'] | 'WD' >> beam.WindowInto(window.FixedWindows(100))
+        queries = streams['queries'] | 'WQ' >> beam.WindowInto(window.FixedWindows(100))
+        out = (data, queries) | 'T' >> pmwg(start=START_S)
+        assert_that(out.dead_letter | beam.Map(lambda d: (d.stage, d.reason.split(':')[0])),
+                    equal_to([('AnswerQueries', 'event time is before the release start')]))
+
+
+def _labels(pcoll_of, **kwargs):
+    pipeline = beam.Pipeline(runner=runners.DIRECT_RUNNER)
+    data, queries = pcoll_of(pipeline)
+    _ = (data, queries) | 'T' >> pmwg(**kwargs)
+    labels = []
+
+    class _Labels(beam.pipeline.PipelineVisitor):
+        def enter_composite_transform(self, applied):
+            labels.append(applied.full_label)
+
+    pipeline.visit(_Labels())
+    return {label for label in labels if label.startswith('T/')}
+
+
+def test_the_gate_runs_with_start_fixed_windows_and_an_unbounded_input_only():
+    def streamed(p):
+        streams = p | make_stream([(10, [('data', 1, 150.0)])])
+        return tuple(streams[t] | f'W{t}' >> beam.WindowInto(window.FixedWindows(100))
+                     for t in ('data', 'queries'))
+
+    def batch(p):
+        return tuple(p | f'C{t}' >> beam.Create([]) | f'W{t}' >> beam.WindowInto(
+            window.FixedWindows(100)) for t in ('data', 'queries'))
+
+    assert 'T/GateLateRecords' in _labels(streamed, start=START_S)
+    assert not any('GateLateRecords' in label for label in _labels(streamed))
+    assert not any('GateLateRecords' in label for label in _labels(batch, start=START_S))
