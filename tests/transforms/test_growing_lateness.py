@@ -19,6 +19,7 @@ from apache_beam.testing.util import equal_to
 from apache_beam.transforms import window
 from apache_beam.transforms.window import TimestampedValue
 
+from beam_dp import InvalidParamsError
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
 from beam_dp.transforms.growing_database import _closed_reason
 from tests import runners
@@ -125,3 +126,12 @@ def test_the_gate_runs_with_start_fixed_windows_and_an_unbounded_input_only():
     assert 'T/GateLateRecords' in _labels(streamed, start=START_S)
     assert not any('GateLateRecords' in label for label in _labels(streamed))
     assert not any('GateLateRecords' in label for label in _labels(batch, start=START_S))
+
+
+@pytest.mark.parametrize('start, match', [('soon', 'start must be a time'),
+                                          (-5, 'start must be positive'),
+                                          (1_700_000_000_000, 'looks like milliseconds')])
+def test_a_bad_start_is_refused_at_construction_naming_it(start, match):
+    for family in FAMILIES.values():
+        with pytest.raises(InvalidParamsError, match=match):
+            family(start=start)
