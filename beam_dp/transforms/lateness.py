@@ -146,16 +146,15 @@ class _GroupByShardInBundleFn(beam.DoFn):
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam):
         key, item = element
-        shard = self._shard_of.get(key)
-        if shard is None:
-            try:
-                shard = zlib.crc32(key_bytes(key)) % self._shards
-            except Exception as e:  # pylint: disable=broad-except
-                yield dead_letter(self._label, self._stage,
-                                  f'key cannot be encoded as a state key: {e!r}', element,
-                                  timestamp.micros)
-                return
-            self._shard_of[key] = shard
+        try:
+            shard = self._shard_of.get(key)
+            if shard is None:
+                shard = self._shard_of[key] = zlib.crc32(key_bytes(key)) % self._shards
+        except Exception as e:  # pylint: disable=broad-except  (unhashable, not encodable)
+            yield dead_letter(self._label, self._stage,
+                              f'key cannot be encoded as a state key: {e!r}', element,
+                              timestamp.micros)
+            return
         self._by_shard[shard].append((key, item, timestamp.micros))
         self._count += 1
         if self._count >= self.MAX_BUFFERED:

@@ -12,7 +12,6 @@ the same reason; DirectRunner (streaming, TestStream) and Prism.
 
 import apache_beam as beam
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
@@ -26,6 +25,8 @@ from tests import runners
 from tests.transforms.test_bb_transforms import scheduler_args
 from tests.transforms.test_pmwg_transform import make_stream
 from tests.transforms.test_pmwg_transform import pmwg
+from tests.transforms.test_segment_lateness import direct_pipeline
+from tests.transforms.test_segment_lateness import prism_pipeline
 
 #: Windows of 100 s from t = 100 s: [100, 200) is the window of the records below.
 START_S, WID = 100, (100_000_000, 200_000_000)
@@ -70,27 +71,25 @@ def _pipeline(pipeline, family, with_other, start=START_S, tagged=True):
         assert_that(out.dead_letter | beam.Map(lambda d: (d.stage, d.reason)), equal_to([LATE]))
 
 
+ON_PRISM = pytest.param('prism', 'pmwg', id='prism-pmwg', marks=[
+    pytest.mark.integration, pytest.mark.prism, runners.requires_prism])
+
+
 @pytest.mark.pipeline
-@pytest.mark.parametrize('family', sorted(FAMILIES))
+@pytest.mark.parametrize('runner, family', [('direct', f) for f in sorted(FAMILIES)]
+                         + [ON_PRISM])
 @pytest.mark.parametrize('with_other', [False, True])
 def test_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_window(
-        family, with_other):
-    _pipeline(beam.Pipeline(runner=runners.DIRECT_RUNNER,
-                            options=runners.streaming_options()), family, with_other)
-
-
-@pytest.mark.integration
-@pytest.mark.prism
-@runners.requires_prism
-@pytest.mark.parametrize('with_other', [False, True])
-def test_on_prism_a_late_record_is_dead_lettered_with_or_without_another_record(with_other):
-    _pipeline(beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=True))),
-              'pmwg', with_other, tagged=False)
+        runner, family, with_other):
+    if runner == 'direct':
+        _pipeline(direct_pipeline(), family, with_other)
+    else:
+        _pipeline(prism_pipeline(), family, with_other, tagged=False)
 
 
 @pytest.mark.pipeline
 def test_a_record_of_a_window_before_start_is_dead_lettered_as_before_the_start():
-    with beam.Pipeline(runner=runners.DIRECT_RUNNER, options=runners.streaming_options()) as p:
+    with direct_pipeline() as p:
         streams = p | make_stream([(10, [('data', 1, 50.0), ('data', 2, 150.0)])])
         data = streams['data'] | 'WD' >> beam.WindowInto(window.FixedWindows(100))
         queries = streams['queries'] | 'WQ' >> beam.WindowInto(window.FixedWindows(100))

@@ -62,6 +62,16 @@ CASES = {
 }
 
 
+def direct_pipeline():
+    """The streaming DirectRunner (TestStream)."""
+    return beam.Pipeline(runner=runners.DIRECT_RUNNER, options=runners.streaming_options())
+
+
+def prism_pipeline():
+    """Prism, streaming."""
+    return beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=True)))
+
+
 def _pipeline(pipeline, family, with_other):
     make, other, late, without, with_ = CASES[family]
     stream = _stream(other if with_other else None, late)
@@ -79,8 +89,7 @@ def _pipeline(pipeline, family, with_other):
 @pytest.mark.parametrize('with_other', [False, True])
 def test_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_key(
         family, with_other):
-    _pipeline(beam.Pipeline(runner=runners.DIRECT_RUNNER,
-                            options=runners.streaming_options()), family, with_other)
+    _pipeline(direct_pipeline(), family, with_other)
 
 
 @pytest.mark.integration
@@ -90,8 +99,7 @@ def test_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_ke
 @pytest.mark.parametrize('with_other', [False, True])
 def test_on_prism_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_key(
         family, with_other):
-    _pipeline(beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=True))),
-              family, with_other)
+    _pipeline(prism_pipeline(), family, with_other)
 
 
 def _labels(pcoll_of):
@@ -123,3 +131,26 @@ def test_the_gate_runs_on_an_unbounded_input_only_and_keeps_the_existing_labels(
     assert existing | gate <= streamed
     batch = _labels(lambda p: p | beam.Create([('a', 0)]))
     assert existing <= batch and not any('GateLateRecords' in label for label in batch)
+
+
+def test_the_gate_dead_letters_a_key_it_cannot_shard_and_groups_the_rest_per_shard():
+    """'GroupByShardInBundle' driven directly: an unhashable key is a dead letter (never an
+    exception), the other records come out as one element per shard, timestamped at their
+    earliest record, each key in the shard ``zlib.crc32(key_bytes(key)) % shards``."""
+    import zlib
+    from apache_beam.utils.timestamp import Timestamp
+    from beam_dp.transforms.lateness import _GroupByShardInBundleFn
+    from beam_dp.transforms.shell import key_bytes
+    fn = _GroupByShardInBundleFn(4, 'T', 'ReleaseSegments')
+    fn.start_bundle()
+    out = []
+    for i, (key, t) in enumerate([('a', 5), ({'x': 1}, 6), ('b', 3), ('a', 2)]):
+        out += list(fn.process((key, (i, 'p')), Timestamp(micros=t)))
+    assert [(d.value.stage, d.value.reason.split(':')[0]) for d in out] == [
+        ('ReleaseSegments', 'key cannot be encoded as a state key')]
+    groups = {wv.value[0]: (wv.timestamp.micros, wv.value[1]) for wv in fn.finish_bundle()}
+    expected = {}
+    for key, item, micros in [('a', (0, 'p'), 5), ('b', (2, 'p'), 3), ('a', (3, 'p'), 2)]:
+        expected.setdefault(zlib.crc32(key_bytes(key)) % 4, []).append((key, item, micros))
+    assert groups == {shard: (min(r[2] for r in records), tuple(records))
+                      for shard, records in expected.items()}
