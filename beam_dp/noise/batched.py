@@ -39,12 +39,31 @@ __all__ = [
 BLOCK = 4096
 
 
-class WordBuffer(RandomSource):
+class _Buffer(RandomSource):
+    """What both buffers share: local to one call, ``derive`` is the identity (as the stateless
+    source's), never pickled."""
+
+    def __init__(self, source: RandomSource):
+        self._source = source
+        self.is_secure = source.is_secure
+
+    def derive(self, *labels) -> '_Buffer':
+        del labels
+        return self
+
+    def __reduce__(self):
+        raise TypeError(f'{type(self).__name__} holds drawn words: it is local to one call, '
+                        f'never pickled.')
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}({self._source!r})'
+
+
+class WordBuffer(_Buffer):
     """The words of ``source`` read ``block`` at a time (see the module docstring)."""
 
     def __init__(self, source: RandomSource, block: int = BLOCK):
-        self._source = source
-        self.is_secure = source.is_secure
+        super().__init__(source)
         blocks = iter(lambda: source.uint64(block).tolist(), None)
         self._words = itertools.chain.from_iterable(blocks)
         # One C call per word: ``next`` on the chained blocks.
@@ -54,25 +73,14 @@ class WordBuffer(RandomSource):
         size = int(size)
         return np.fromiter(itertools.islice(self._words, size), dtype=np.uint64, count=size)
 
-    def derive(self, *labels) -> 'WordBuffer':
-        del labels
-        return self
 
-    def __reduce__(self):
-        raise TypeError('WordBuffer holds drawn words: it is local to one call, never pickled.')
-
-    def __repr__(self) -> str:
-        return f'WordBuffer({self._source!r})'
-
-
-class BlockBuffer(RandomSource):
+class BlockBuffer(_Buffer):
     """The words of ``source`` read ``block`` at a time (at least the size asked), handed out
     as ``uint64`` slices in order: the same word stream as ``WordBuffer``'s, for array reads."""
 
     def __init__(self, source: RandomSource, block: int = BLOCK):
-        self._source = source
+        super().__init__(source)
         self._block_size = block
-        self.is_secure = source.is_secure
         self._block = np.empty(0, dtype=np.uint64)
         self._pos = 0
 
@@ -85,16 +93,6 @@ class BlockBuffer(RandomSource):
             pos, end = 0, size
         self._pos = end
         return self._block[pos:end].copy()
-
-    def derive(self, *labels) -> 'BlockBuffer':
-        del labels
-        return self
-
-    def __reduce__(self):
-        raise TypeError('BlockBuffer holds drawn words: it is local to one call, never pickled.')
-
-    def __repr__(self) -> str:
-        return f'BlockBuffer({self._source!r})'
 
 
 def shared_words(rng: RandomSource, block: int = BLOCK):
@@ -109,26 +107,18 @@ def shared_blocks(rng: RandomSource, block: int = BLOCK):
     return BlockBuffer(rng, block) if isinstance(rng, SecureRandom) else None
 
 
-def _below(src: RandomSource, m: int) -> int:
-    """``samplers._uniform_below_int(src, m)`` (the same calls)."""
-    b = (m - 1).bit_length()
-    if b == 0:
-        return 0
-    if b <= 64:
-        shift = 64 - b
-        word = src.word
-        r = word() >> shift
-        while r >= m:
-            r = word() >> shift
-        return r
-    r = src.randbits(b)
+def _below_wide(src: RandomSource, m: int, bits: int) -> int:
+    """``samplers._uniform_below_int(src, m)`` for ``bits`` = bit length of m - 1 > 64: the
+    same ``randbits`` calls."""
+    r = src.randbits(bits)
     while r >= m:
-        r = src.randbits(b)
+        r = src.randbits(bits)
     return r
 
 
 def _exp_le1(src: RandomSource, num: int, den: int) -> bool:
-    """``samplers._bernoulli_exp_le1_scalar(src, num, den)``: Bernoulli(exp(-num/den))."""
+    """``samplers._bernoulli_exp_le1_scalar(src, num, den)``: Bernoulli(exp(-num/den)), its
+    ``_uniform_below_int(src, den * k)`` inlined."""
     k = 1
     while True:
         m = den * k
@@ -142,7 +132,7 @@ def _exp_le1(src: RandomSource, num: int, den: int) -> bool:
             while r >= m:
                 r = word() >> shift
         else:
-            r = _below(src, m)
+            r = _below_wide(src, m, b)
         if r >= num:
             return k % 2 == 1
         k += 1
@@ -150,48 +140,18 @@ def _exp_le1(src: RandomSource, num: int, den: int) -> bool:
 
 def _exp(src: RandomSource, num: int, den: int) -> bool:
     """``samplers._bernoulli_exp_scalar(src, num, den)``: Bernoulli(exp(-num/den))."""
-    whole, frac = divmod(num, den)
-    for _ in range(whole):
-        if not _exp_le1(src, 1, 1):
-            return False
-    return _exp_le1(src, frac, den)
-
-
-def _exp_minus_one(word, src: RandomSource) -> bool:
-    """``_exp_le1(src, 1, 1)``: Bernoulli(exp(-1)) (round 1 draws nothing: uniform below 1)."""
-    k = 2
-    while True:
-        b = (k - 1).bit_length()
-        if b <= 64:
-            shift = 64 - b
-            r = word() >> shift
-            while r >= k:
-                r = word() >> shift
-        else:
-            r = _below(src, k)
-        if r >= 1:
-            return k % 2 == 1
-        k += 1
-
-
-def _exp_inline(word, src: RandomSource, num: int, den: int) -> bool:
-    """``_exp(src, num, den)`` with the rounds of Bernoulli(exp(-1)) specialised."""
-    whole, frac = divmod(num, den)
-    for _ in range(whole):
-        if not _exp_minus_one(word, src):
-            return False
-    return _exp_le1(src, frac, den)
+    whole, frac = divmod(num, den)       # exp(-1)^whole · exp(-frac/den), stopping at a failure
+    return all(_exp_le1(src, 1, 1) for _ in range(whole)) and _exp_le1(src, frac, den)
 
 
 def dlap_tail_tick(src: RandomSource, n: int, d: int, k: int) -> bool:
     """Exact Bernoulli(P[Y ≥ k]), Y ~ DLap(n/d): ``bernoulli_dlap_tail(src, scale, k)`` for a
     scale whose rational rounding is n/d (``samplers._scale_nd``), word for word."""
     k = int(k)
-    word = src.word
-    hit = _exp_inline(word, src, k * d if k >= 1 else (1 - k) * d, n)
+    hit = _exp(src, k * d if k >= 1 else (1 - k) * d, n)
     if hit:                                        # Bernoulli(1/(1+a)): even Geometric(a)
         even = True
-        while _exp_inline(word, src, d, n):
+        while _exp(src, d, n):
             even = not even
         hit = even
     return hit if k >= 1 else not hit

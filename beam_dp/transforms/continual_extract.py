@@ -118,27 +118,22 @@ class _PreAggregateFn(beam.DoFn):
         self._sums.clear()
 
 
-class _ExtractAndAggregateFn(_ExtractFn):
-    """'ExtractAndValidate' at event level over public keys: dead letters per record, valid
-    records summed per (shard, step, flat position) within the bundle and emitted at its end
-    as ``(None, (shard, (step, positions, values)))`` (the unit, None at event level, is what
-    'DropUnit' drops)."""
+class _CodedEntryFn(_ExtractFn):
+    """The aggregating entries' per-record fast path: a record whose key is in
+    ``codes.index`` (exactly a ``str``) and whose time is in the coded range becomes one integer
+    code (what ``codes.code`` returns, inlined: one ``dict.get``, one range check, one
+    ``append``); any other record takes the full validator (``_validate``). Subclasses set the
+    codes up (``_setup_codes``), pack pending codes (``_pack``) and sum them at the end of the
+    bundle."""
 
-    def setup(self):
-        super().setup()
+    def _setup_codes(self, codes, scale: int):
         self._clock = self._driver.clock
-        codes = self._driver.count_codes()
         self._codes = codes
         self._index = codes.index if codes is not None else {}
         self._lo = codes.start_micros if codes is not None else 0
         self._hi = codes.end_micros if codes is not None else 0
         self._step_micros = self._clock.step_micros
-        self._num_keys = codes.num_keys if codes is not None else 1
-
-    def start_bundle(self):
-        self._pending = []
-        self._packed = []
-        self._sums = _new_sums()
+        self._scale = scale                      # code = step × scale + key index
 
     def process(self, record, timestamp=beam.DoFn.TimestampParam):
         micros = timestamp.micros
@@ -149,12 +144,32 @@ class _ExtractAndAggregateFn(_ExtractFn):
         i = self._index.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
         if i is not None and self._lo <= micros < self._hi:
             pending = self._pending
-            pending.append((micros - self._lo) // self._step_micros * self._num_keys + i)
+            pending.append((micros - self._lo) // self._step_micros * self._scale + i)
             if len(pending) >= _FLUSH_CODES:
-                self._packed.append(np.asarray(pending, dtype=np.int64))
-                self._pending = []
+                self._pack()
             return ()
         return self._validate(key, record, micros)
+
+
+class _ExtractAndAggregateFn(_CodedEntryFn):
+    """'ExtractAndValidate' at event level over public keys: dead letters per record, valid
+    records summed per (shard, step, flat position) within the bundle and emitted at its end
+    as ``(None, (shard, (step, positions, values)))`` (the unit, None at event level, is what
+    'DropUnit' drops)."""
+
+    def setup(self):
+        super().setup()
+        codes = self._driver.count_codes()
+        self._setup_codes(codes, codes.num_keys if codes is not None else 1)
+
+    def start_bundle(self):
+        self._pending = []
+        self._packed = []
+        self._sums = _new_sums()
+
+    def _pack(self):
+        self._packed.append(np.asarray(self._pending, dtype=np.int64))
+        self._pending = []
 
     def _validate(self, key, record, micros):
         """The full validator: a dead letter with its reason, or the record added to the sums."""
@@ -203,7 +218,7 @@ class _MergePartialsFn(beam.DoFn):
         self._parts.clear()
 
 
-class _ExtractAndAggregatePrivateFn(_ExtractFn):
+class _ExtractAndAggregatePrivateFn(_CodedEntryFn):
     """'ExtractAndValidate' at event level over private keys: dead letters per record, valid
     records summed per (shard, step, key) within the bundle and emitted at its end as
     ``(None, (shard, (step, {key: (per-bin units, records)})))``, the payload the per-record
@@ -212,14 +227,8 @@ class _ExtractAndAggregatePrivateFn(_ExtractFn):
 
     def setup(self):
         super().setup()
-        self._clock = self._driver.clock
         self._bins = self._driver.bins_per_key
-        codes = self._driver.private_count_codes()
-        self._codes = codes
-        self._index = codes.index if codes is not None else {}
-        self._lo = codes.start_micros if codes is not None else 0
-        self._hi = codes.end_micros if codes is not None else 0
-        self._step_micros = self._clock.step_micros
+        self._setup_codes(self._driver.private_count_codes(), 1 << _ID_BITS)
 
     def start_bundle(self):
         if self._codes is not None:
@@ -228,21 +237,6 @@ class _ExtractAndAggregatePrivateFn(_ExtractFn):
         self._packed = []
         self._packed_size = 0
         self._sums = collections.defaultdict(dict)
-
-    def process(self, record, timestamp=beam.DoFn.TimestampParam):
-        micros = timestamp.micros
-        try:
-            key = shell.extract_key(self._key_fn, record)
-        except InvalidRecordError as e:
-            return [shell.dead_letter(self._label, _STAGE, str(e), record, micros)]
-        i = self._index.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
-        if i is not None and self._lo <= micros < self._hi:
-            pending = self._pending
-            pending.append((micros - self._lo) // self._step_micros << _ID_BITS | i)
-            if len(pending) >= _FLUSH_CODES:
-                self._pack()
-            return ()
-        return self._validate(key, record, micros)
 
     def _pack(self):
         """Pending codes → an int64 array; many arrays → their distinct codes with counts

@@ -106,8 +106,9 @@ def test_buffer_hands_out_the_source_words_in_order(kind, block):
             assert got.dtype == np.uint64 and got.tolist() == plain.uint64(size).tolist()
     assert buffered.derive('select', 'k') is buffered and buffered.is_secure
     assert buffered.randbits(130) == plain.randbits(130)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match='never pickled'):
         __import__('pickle').dumps(buffered)
+    assert repr(buffered).startswith(kind.__name__)
 
 
 def test_ticks_on_a_buffer_equal_ticks_on_the_stream():
