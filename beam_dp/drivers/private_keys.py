@@ -114,11 +114,12 @@ class _MemoisedThresholds(ContinualKeySelection):
 class PrivateKeysShardState:
     """One private-keys shard. ``candidates``: key → (selection state as the tuple of its
     ``KeySelectionState`` fields (step, count, noise, selected_step, due): eight times faster to
-    pickle at every step than the object, which entries written before hold (read both), exact
-    running totals per bin, private; last data step); ``selected``: key → (selection step, its own counter state, or None when the
-    key's counter is a coordinate of ``groups[selection step]``); ``groups``: selection step →
-    (the keys selected at that step in sorted order, their vector counter's state). All three
-    only grow. States written before ``groups`` existed read it as None (per-key counters)."""
+    pickle at every step than the object, which entries written before hold (read both); exact
+    running totals per bin, private; last data step); ``selected``: key → (selection step, its
+    own counter state, or None when the key's counter is a coordinate of ``groups[selection
+    step]``); ``groups``: selection step → (the keys selected at that step in sorted order,
+    their vector counter's state). All three only grow. States written before ``groups``
+    existed read it as None (per-key counters)."""
     next_step: int
     candidates: Dict[str, Tuple[tuple, Tuple[int, ...], Optional[int]]]
     selected: Dict[str, Tuple[int, object]]

@@ -12,8 +12,8 @@ Two shapes, chosen by ``ContinualPerKey.expand``:
   keys; ``_ExtractAndAggregatePrivateFn`` + ``continual_private_keys._MergePrivatePartialsFn``
   the same over private keys (partials ``{key: (per-bin units, records)}`` per shard and step,
   the payload the private 'ReleaseNoisyValues' always took; counts take
-  ``key_layout.PrivateCountCodes``, the keys the validator accepted so far). Nothing between extraction and pre-aggregation needs the single record, so
-  'ExtractAndValidate' sums a bundle's valid records itself and emits only the partial sums
+  ``key_layout.PrivateCountCodes``, the keys the validator accepted so far). Nothing between
+  extraction and pre-aggregation needs the single record, so 'ExtractAndValidate' sums a bundle's valid records itself and emits only the partial sums
   at the end of the bundle; 'DropUnit' and 'PreAggregate' then see a handful of partials per
   bundle. Counts take a fast path (``beam_dp.drivers.key_layout.CountCodes``: a well-formed
   record is one ``dict.get`` and one integer appended, a bundle's integers are counted

@@ -85,7 +85,8 @@ def driver_costs(t, records, stamps, steps, batched):
     d = t.driver
     contributions = collections.defaultdict(lambda: collections.defaultdict(int))
     for (key, _), ts in zip(records, stamps):
-        contributions[(d.private_keys.shard_of(key), (ts.micros // 10**6 - START) // STEP)][key] += 1
+        step = (ts.micros // 10**6 - START) // STEP
+        contributions[(d.private_keys.shard_of(key), step)][key] += 1
     payloads = {cell: {k: ((c,), c) for k, c in per.items()} for cell, per in contributions.items()}
     shard = d.private_shard
     if batched is not None:
