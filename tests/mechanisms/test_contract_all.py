@@ -42,6 +42,7 @@ from beam_dp.mechanisms import TwoStreamCounter
 from beam_dp.mechanisms import Update
 from beam_dp.mechanisms.boost import BoostRequest
 from beam_dp.mechanisms.boost import TreePMWBypass
+from beam_dp.mechanisms.erm import DPFTRL
 from beam_dp.mechanisms.erm import PSGD
 from beam_dp.mechanisms.erm import BinaryLogistic
 from beam_dp.mechanisms.erm import DyadicERMSchedule
@@ -325,6 +326,25 @@ class TestERMReleaseContract(ContinualMechanismContract):
 
     def inputs(self):
         gen = np.random.default_rng(4)
+        return [(clip_features(gen.normal(size=(6, 3)), 1.0), gen.integers(0, 2, 6))
+                for _ in range(6)]
+
+
+class TestDPFTRLContract(ContinualMechanismContract):
+    """DP-FTRL over blocks (the ERM option ``algorithm='dp_ftrl'``): one step closes a block."""
+
+    def make(self, **overrides):
+        return DPFTRL(**{**dict(loss=BinaryLogistic(clip_norm=1.0), records_per_block=6,
+                                feature_dim=3, epsilon=50.0, horizon=6), **overrides})
+
+    def invalid_params(self):
+        return [({'records_per_block': 0}, 'records_per_block'),
+                ({'feature_dim': -1}, 'feature_dim'), ({'loss': 'logistic'}, 'loss'),
+                ({'epsilon': float('inf')}, 'epsilon'), ({'mu': -1.0}, 'mu'),
+                ({'learning_rate': 0.0}, 'learning_rate'), ({'horizon': 0}, 'horizon')]
+
+    def inputs(self):
+        gen = np.random.default_rng(5)
         return [(clip_features(gen.normal(size=(6, 3)), 1.0), gen.integers(0, 2, 6))
                 for _ in range(6)]
 
