@@ -27,7 +27,8 @@ driver (``beam_dp/drivers/``) and a thin transform built on this shell:
    ``FastPrimitivesCoder`` key); on the first element of a shard call ``start_timers`` (first
    release at ``release_time_micros(0)``; an end-of-input timer when the clock has no last
    step, which stops the loop when a bounded input ends); re-arm with ``next_release_time``;
-   late contributions go out as ``late_dead_letter``; releases are built by ``releases``.
+   late contributions go out as ``late_dead_letter``; releases are built by ``releases``. A stage
+   whose own late check depends on other records gets ``lateness.LatenessGate`` before it.
 """
 
 import contextlib
