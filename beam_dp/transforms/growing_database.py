@@ -382,7 +382,14 @@ class GrowingDatabaseTransform(shell.ShellTransform):
         bounded = bool(data.is_bounded and queries.is_bounded)
         records = tagged_data.items | 'DataToGlobalWindow' >> beam.WindowInto(GlobalWindows())
         gate_dead = []
-        if fixed and not bounded and self._start is not None:
+        if fixed and not bounded and self._start is None:
+            raise InvalidParamsError(
+                f'{self.owner}: start must be set for an unbounded input in fixed windows: '
+                f'without a public start the stage cannot learn when each window is released '
+                f'independently of the data, and whether a late record is counted would depend '
+                f'on other records of its window (not private). Pass start= (a datetime or '
+                f'epoch seconds at or before the first window to answer).')
+        if fixed and not bounded:
             # Whether a record's instance is closed depends on its (key, window)'s other items
             # (the first one arms 'expire'): the gate decides it on the public deadlines first.
             schedule = _WindowSchedule(data.windowing.windowfn, self._start, self._lateness)

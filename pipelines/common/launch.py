@@ -2,6 +2,7 @@
 running (local: wait; remote: submit and return), logging and local tidying."""
 
 import argparse
+import datetime
 import logging
 import os
 import sys
@@ -27,6 +28,7 @@ __all__ = [
     'resolve_output_defaults',
     'run_pipeline',
     'runner_name',
+    'time_arg',
     'with_default_runner',
 ]
 
@@ -77,6 +79,24 @@ def _refuse_seed(text: str):
     raise argparse.ArgumentTypeError(
         'the jobs take no seed (seeded noise is predictable; tests opt in through '
         'beam_dp.noise.testing). Use --noise_key for replay-identical noise.')
+
+
+def time_arg(text: str) -> float:
+    """argparse type: RFC 3339 (2024-06-02T00:00:00Z) or seconds since the epoch → epoch
+    seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        value = datetime.datetime.fromisoformat(text.replace('Z', '+00:00').replace('z', '+00:00'))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f'expected RFC 3339 (e.g. 2024-06-02T00:00:00Z) or epoch seconds, got {text!r}') from e
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f'a time zone is required (e.g. a trailing Z): {text!r}')
+    return value.timestamp()
 
 
 def optional_int(text: str) -> Optional[int]:

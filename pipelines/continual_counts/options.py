@@ -10,10 +10,10 @@ A batch input always gets a public ``--end`` (default: ``--start`` + 48 steps).
 """
 
 import argparse
-import datetime
 import os
 from typing import List, Optional, Tuple
 
+from pipelines.common.launch import time_arg
 from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import optional_int
@@ -30,23 +30,6 @@ __all__ = [
 DEFAULT_OUTPUT = os.path.join('.', 'out', 'continual_counts')
 #: Steps released from a batch input without --end: the sample's two days of hourly steps.
 DEFAULT_BATCH_STEPS = 48
-
-
-def _time_arg(text: str) -> float:
-    """RFC 3339 (2024-06-02T00:00:00Z) or seconds since the epoch → seconds since the epoch."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        value = datetime.datetime.fromisoformat(text.replace('Z', '+00:00').replace('z', '+00:00'))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(
-            f'expected RFC 3339 (e.g. 2024-06-02T00:00:00Z) or epoch seconds, got {text!r}') from e
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f'a time zone is required (e.g. a trailing Z): {text!r}')
-    return value.timestamp()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,10 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "2015, same privacy, lower variance) or 'textbook' (the plain sum of the "
                          "covering nodes). Given alone (with --mechanism auto) it keeps the old "
                          "binary/infinite trees.")
-    dp.add_argument('--start', type=_time_arg, default=sample_data.SAMPLE_START.timestamp(),
+    dp.add_argument('--start', type=time_arg, default=sample_data.SAMPLE_START.timestamp(),
                     help='Start of step 0: RFC 3339 or epoch seconds (default: the sample start, '
                          f'{sample_data.SAMPLE_START.isoformat()}).')
-    dp.add_argument('--end', type=_time_arg, default=None,
+    dp.add_argument('--end', type=time_arg, default=None,
                     help='Public end: no step starting at or after it is released; RFC 3339 or '
                          'epoch seconds. A batch input (--input_avro, the sample data) needs one: '
                          f'the default there is --start + {DEFAULT_BATCH_STEPS} x --step_seconds '

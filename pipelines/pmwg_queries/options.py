@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import resolve_output_defaults
+from pipelines.common.launch import time_arg
 from pipelines.pmwg_queries import sample_data
 
 __all__ = ['DEFAULT_OUTPUT', 'build_parser', 'parse_args']
@@ -53,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument('--window_seconds', type=int, default=0,
                     help='Fixed event-time windows (independent databases); 0: one growing '
                          'database (default).')
+    dp.add_argument('--start', type=time_arg, default=None,
+                    help='Public start of the windows (RFC 3339 or epoch seconds): required with '
+                         '--window_seconds on Pub/Sub input, so that when each window closes is '
+                         'decided by the public schedule and never by other records (records '
+                         'before it are dead-lettered). Default: none (batch input needs none).')
     add_noise_key_argument(dp)
     add_debug_metrics_argument(dp)
     parser.add_argument('--verbose', action='store_true',
@@ -69,5 +75,8 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
         parser.error('--domain_size must be a positive multiple of 4 (payment types)')
     if args.window_seconds < 0:
         parser.error('--window_seconds must be >= 0')
+    if args.window_seconds and args.data_subscription and args.start is None:
+        parser.error('--start is required with --window_seconds on Pub/Sub input (the public '
+                     'start of the windows: RFC 3339 or epoch seconds)')
     resolve_output_defaults(args, DEFAULT_OUTPUT)
     return args, beam_args

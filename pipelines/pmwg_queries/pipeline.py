@@ -120,7 +120,7 @@ def build_job(pipeline, args) -> JobOutputs:
         pmwg = WindowedPMWG(
             epsilon=args.epsilon, delta=args.delta, alpha=args.alpha, n=INITIAL_SIZE,
             domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),
-            accountant=BudgetAccountant(budget), timer_granularity=1,
+            accountant=BudgetAccountant(budget), timer_granularity=1, start=args.start,
             debug_metrics=args.debug_metrics)
     out = (trips, queries) | 'AnswerWithPMWG' >> pmwg
     dead = ((dead_trips, dead_queries, out.dead_letter)

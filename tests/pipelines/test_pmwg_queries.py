@@ -50,7 +50,7 @@ def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
         '--output_topic=projects/test-project/topics/answers',
         '--dead_letter_topic=projects/test-project/topics/dead',
         '--epsilon=1.0', '--delta=0', '--alpha=0.2', '--beta=0.05', '--domain_size=128',
-        '--window_seconds=3600',
+        '--window_seconds=3600', '--start=2026-01-01T00:00:00Z',
         '--dry_run=True', '--project=test-project',
         '--region=us-central1', '--temp_location=gs://b/tmp', '--staging_location=gs://b/staging',
         '--streaming'])
@@ -97,3 +97,15 @@ def test_every_option_has_help_and_beam_logs_stay_quiet_unless_verbose():
     assert flink[-1] == '--finish_bundle_before_checkpointing'
     explicit = ['--runner=FlinkRunner', '--finish_bundle_before_checkpointing=false']
     assert with_default_runner(explicit) == explicit
+
+
+def test_windows_on_pubsub_need_a_public_start():
+    with pytest.raises(SystemExit):
+        job_options.parse_args([
+            '--data_subscription=projects/p/subscriptions/trips',
+            '--query_subscription=projects/p/subscriptions/queries', '--window_seconds=3600'])
+    args, _ = job_options.parse_args([
+        '--data_subscription=projects/p/subscriptions/trips',
+        '--query_subscription=projects/p/subscriptions/queries', '--window_seconds=3600',
+        '--start=1767225600'])
+    assert args.start == 1767225600.0

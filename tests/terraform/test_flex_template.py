@@ -32,8 +32,8 @@ EXPECTED_PARAMETERS = {
     },
     "pmwg_queries": {
         "data_subscription", "query_subscription", "output_topic", "dead_letter_topic", "epsilon",
-        "delta", "alpha", "beta", "domain_size", "window_seconds", "data_avro", "query_avro",
-        "output_avro", "dead_letter_avro", "noise_key",
+        "delta", "alpha", "beta", "domain_size", "window_seconds", "start", "data_avro",
+        "query_avro", "output_avro", "dead_letter_avro", "noise_key",
     },
     "erm_digits": {
         "input_subscription", "output_topic", "ledger_topic", "dead_letter_topic", "epsilon",
@@ -52,7 +52,8 @@ OPTIONAL_PARAMETERS = {
                          "dead_letter_topic", "public_keys", "input_avro", "output_avro",
                          "dead_letter_avro", "public_keys_file", "start", "end", "num_shards",
                          "progress_every", "noise_key"},
-    "pmwg_queries": {"window_seconds", "data_subscription", "query_subscription", "output_topic",
+    "pmwg_queries": {"window_seconds", "start", "data_subscription", "query_subscription",
+                     "output_topic",
                      "dead_letter_topic", "data_avro", "query_avro", "output_avro",
                      "dead_letter_avro", "noise_key"},
     "erm_digits": {"input_subscription", "output_topic", "ledger_topic", "dead_letter_topic",
@@ -257,6 +258,7 @@ CASES = {
         "beta": (OPEN_UNIT_GOOD, OPEN_UNIT_BAD),
         "domain_size": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "window_seconds": (NONNEG_INT_GOOD, NONNEG_INT_BAD),
+        "start": (TIME_GOOD, TIME_BAD),
         "data_avro": (GCS_GOOD, GCS_BAD),
         "query_avro": (GCS_GOOD, GCS_BAD),
         "output_avro": (GCS_GOOD, GCS_BAD),

@@ -123,7 +123,8 @@ def test_the_gate_runs_with_start_fixed_windows_and_an_unbounded_input_only():
             window.FixedWindows(100)) for t in ('data', 'queries'))
 
     assert 'T/GateLateRecords' in _labels(streamed, start=START_S)
-    assert not any('GateLateRecords' in label for label in _labels(streamed))
+    with pytest.raises(InvalidParamsError, match='start must be set for an unbounded input'):
+        _labels(streamed)
     assert not any('GateLateRecords' in label for label in _labels(batch, start=START_S))
 
 

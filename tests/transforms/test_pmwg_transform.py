@@ -250,8 +250,13 @@ def test_fixed_windows_run_independent_instances_and_close():
     def check_dead(dead):
         assert [d.reason.startswith('late: window') for d in dead] == [True]
 
-    run([(60, w1 + queries[:1]), (250, w2 + queries[1:]), (300, late)], pmwg(), check,
+    run([(60, w1 + queries[:1]), (250, w2 + queries[1:]), (300, late)], pmwg(start=1), check,
         check_dead, windowfn=window.FixedWindows(100))
+
+
+def test_unbounded_fixed_windows_without_start_are_refused():
+    with pytest.raises(InvalidParamsError, match='start must be set for an unbounded input'):
+        run([(60, [('data', 1, 1.0)])], pmwg(), None, None, windowfn=window.FixedWindows(100))
 
 
 def test_sliding_windows_are_refused_with_a_clear_error():

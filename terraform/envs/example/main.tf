@@ -233,6 +233,7 @@ module "pmwg_queries_job" {
     beta               = tostring(var.pmwg_queries.beta)
     domain_size        = tostring(var.pmwg_queries.domain_size)
     window_seconds     = tostring(var.pmwg_queries.window_seconds)
+    start              = var.pmwg_queries.start
     data_avro          = var.pmwg_queries.data_avro
     query_avro         = var.pmwg_queries.query_avro
     output_avro        = var.pmwg_queries.output_avro

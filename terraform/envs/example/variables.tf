@@ -208,12 +208,13 @@ variable "pmwg_queries" {
     beta             = number
     domain_size      = number
     window_seconds   = optional(number, 0)
+    start            = optional(string)
     output_avro      = optional(string)
     dead_letter_avro = optional(string)
     data_avro        = optional(string)
     query_avro       = optional(string)
   })
-  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window. data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks."
+  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window; window_seconds > 0 needs start (the public start of the windows, RFC 3339 or epoch seconds). data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks."
   default = {
     epsilon        = 1
     delta          = 0.000001
@@ -246,6 +247,10 @@ variable "pmwg_queries" {
   validation {
     condition     = var.pmwg_queries.window_seconds >= 0 && floor(var.pmwg_queries.window_seconds) == var.pmwg_queries.window_seconds
     error_message = "pmwg_queries.window_seconds must be a non-negative integer (0 = global window)."
+  }
+  validation {
+    condition     = var.pmwg_queries.window_seconds == 0 || var.pmwg_queries.start != null
+    error_message = "pmwg_queries.start (the public start of the windows) is required when window_seconds > 0."
   }
   validation {
     condition     = var.pmwg_queries.data_avro == null && var.pmwg_queries.query_avro == null
