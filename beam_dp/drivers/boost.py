@@ -114,6 +114,9 @@ class BoostDriverState:
     processed_old: PMap = dataclasses.field(default_factory=PMap)
     replay_clock: Optional[int] = None
     replay_generation: int = 0
+    #: Queries answered so far (public): with a replay retention it is part of each query's noise
+    #: address (``_query_rng``).
+    answer_seq: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,8 +346,8 @@ class BoostDriver:
         if query is None or (q.vector and len(q.vector) != self.mechanism.domain_size):
             return self._finish(state, q, 'invalid_query', None)
         request = BoostRequest(query, first, last, q.query_id)
-        answer, mech = self.mechanism.answer(state.mech, request,
-                                             rng.derive('boost', self.dataset, q.query_id))
+        query_rng, state = self._query_rng(state, q.query_id, rng)
+        answer, mech = self.mechanism.answer(state.mech, request, query_rng)
         state = dataclasses.replace(state, mech=mech)
         if answer.status != 'ok':
             return self._finish(state, q, answer.reason, (first, last))
@@ -356,6 +359,21 @@ class BoostDriver:
         rows = [record] + ledger
         processed = state.processed.set(q.query_id, (record,))
         return dataclasses.replace(state, processed=processed), rows
+
+    def _query_rng(self, state: BoostDriverState, query_id: str, rng: RandomSource
+                   ) -> Tuple[RandomSource, BoostDriverState]:
+        """The noise of one query: ('boost', dataset, query id). With a replay retention the
+        processed ids are forgotten after 2R, so a later query may reuse an id: its draws would
+        then repeat the earlier query's noise on the same nodes (and release the exact
+        difference of the two answers). The address then also takes ``answer_seq``, the number
+        of queries answered before it on this dataset (state, so a replay from restored state
+        draws the same noise). Without a retention ids are kept for ever and a repeated id is a
+        replay, so the address is unchanged."""
+        if self.replay_retention_micros is None:
+            return rng.derive('boost', self.dataset, query_id), state
+        seq = getattr(state, 'answer_seq', 0)
+        return (rng.derive('boost', self.dataset, query_id, 'seq', seq),
+                dataclasses.replace(state, answer_seq=seq + 1))
 
     def _ledger(self, mech, query_id: str, answer) -> Tuple[List[BoostLedgerRow], float]:
         """The ledger rows of ``answer`` and its amount (the largest per-block charge) in

@@ -87,3 +87,25 @@ def test_a_waiting_query_replayed_late_is_not_refused_then_answered():
     assert out == [] and [p.query_id for p in state.pending] == ['w']
     state, out = d.seal_until(state, 1000 + 4 * 100, rng)
     assert [r.query_id for r in out if isinstance(r, (BoostAnswerRecord, BoostRefusal))] == ['w']
+
+
+def test_an_id_seen_again_after_the_retention_draws_fresh_noise():
+    """Forgotten ids can come back: the second query with id 'a' (same query, same sealed block,
+    a Laplace answer) must not repeat the first one's noise (that would release the exact
+    difference of two different queries over the same node)."""
+    mech = preset('laplace', 8)
+    d = BoostDriver('covid', (2, 4), mech, start_micros=1000, block_micros=100,
+                    replay_retention_micros=R)
+    state, _ = _loaded(d)
+    rng = noise.seeded(7)
+    state, first = d.submit(state, [_q('a', 0, 0)], rng, now_micros=5_000)
+    state, _ = d.submit(state, [_q('c', 1, 1)], rng, now_micros=5_000 + 3 * R)
+    state, second = d.submit(state, [_q('a', 0, 0)], rng, now_micros=5_000 + 3 * R)
+    assert isinstance(first[0], BoostAnswerRecord) and isinstance(second[0], BoostAnswerRecord)
+    assert not second[0].replay and second[0].value != first[0].value
+    assert state.answer_seq == 3
+    # Without a retention the address is unchanged: a fresh driver gives the first answer.
+    plain = BoostDriver('covid', (2, 4), mech, start_micros=1000, block_micros=100)
+    s2, _ = _loaded(plain)
+    _, again = plain.submit(s2, [_q('a', 0, 0)], noise.seeded(7), now_micros=5_000)
+    assert again[0].query_id == 'a' and s2.answer_seq == 0
