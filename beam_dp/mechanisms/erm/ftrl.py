@@ -41,6 +41,15 @@ releases; per-step noise summed for T ≤ 34, the balanced tree beyond) unless a
 refused unless the counter runs forever (``InfiniteTreeCounter``, ``PerStepCounter``).
 The counter's noise scale is checked at construction (``check_noise_scale``).
 
+Integer range: a coordinate of one record's rounded gradient is at most L·2^k + ½ in absolute
+value (|∂ℓ/∂w_j| ≤ ‖∇ℓ‖₂ ≤ L = ``loss.lipschitz``, with a 1e-9 relative slack for clipping), so
+a block's sum is at most B = n_max·(L·2^k·(1 + 1e-9) + ½) and a prefix of T blocks at most T·B
+(``prefix_bound``). Construction refuses (naming grid_bits, records_per_block and horizon) unless
+T·B ≤ 2^62 — T = ``horizon``, or ``MAX_UNBOUNDED_BLOCKS`` = 2^32 for an unbounded horizon — so
+the block sums and the int64 running totals of the per-step and tree counters are exact, with
+2^62 of headroom for their noise (each draw's scale ≤ 2^40). ``grid_gradient_sum`` itself sums
+in int64 only when its rows' bound proves the sum exact, in Python ints beyond.
+
 Exact vs floating point: the integer sums and the counter's noise are exact; gradients, their
 rounding and the model are float64 post-processing of public values and of the data (the
 sensitivity bound holds for the rounded integers whatever the float error of a gradient, up to
@@ -77,11 +86,15 @@ __all__ = [
     'check_grid_bits',
     'ftrl_weights',
     'grid_gradient_sum',
+    'prefix_bound',
     'step_l1_sensitivity',
 ]
 
 COMPONENT = 'dp_ftrl'
 _MAX_GRID_BITS = 30
+MAX_UNBOUNDED_BLOCKS = 1 << 32     # the prefix-bound horizon of an unbounded release
+_SAFE_TOTAL = 1 << 62              # every |prefix sum| of the data stays below (noise headroom)
+_CLIP_SLACK = 1e-9
 
 
 def check_grid_bits(owner: str, grid_bits) -> int:
@@ -95,12 +108,26 @@ def check_grid_bits(owner: str, grid_bits) -> int:
 
 def grid_gradient_sum(loss: Loss, w: np.ndarray, x: np.ndarray, y: np.ndarray,
                       grid_bits: int) -> np.ndarray:
-    """Σ_i rint(2^k·∇ℓ(w; x_i, y_i)) as exact int64 (zeros for an empty block)."""
+    """Σ_i rint(2^k·∇ℓ(w; x_i, y_i)) exactly (zeros for an empty block): int64 when n·max|row|
+    ≤ 2^62 proves the sum exact (always, for a ``DPFTRL``'s clipped blocks), else Python ints.
+    Raises InvalidParamsError on a non-finite gradient."""
     dim = len(w)
     if len(y) == 0:
         return np.zeros(dim, dtype=np.int64)
-    grads = loss.per_example_grads(w, x, y)
-    return np.rint(grads * (1 << grid_bits)).astype(np.int64).sum(axis=0)
+    scaled = np.rint(loss.per_example_grads(w, x, y) * (1 << grid_bits))
+    if not np.all(np.isfinite(scaled)):
+        raise InvalidParamsError('grid_gradient_sum: a gradient is not finite.')
+    if len(y) * float(np.abs(scaled).max()) <= _SAFE_TOTAL:
+        return scaled.astype(np.int64).sum(axis=0)
+    return np.array([int(v) for v in scaled.ravel()], dtype=object).reshape(scaled.shape).sum(
+        axis=0)
+
+
+def prefix_bound(loss: Loss, records_per_block: int, grid_bits: int, blocks: int) -> float:
+    """An upper bound on |any coordinate of the exact sum of ``blocks`` block sums| of clipped
+    records: blocks·n_max·(L·2^k·(1 + 1e-9) + ½)."""
+    per_record = loss.lipschitz * (1 << grid_bits) * (1 + _CLIP_SLACK) + 0.5
+    return float(blocks) * records_per_block * per_record
 
 
 def ftrl_weights(total, grid_bits: int, mu: float, n_nominal: int, inv_eta: float) -> np.ndarray:
@@ -183,6 +210,7 @@ class DPFTRL:
             raise InvalidParamsError(f'{owner}: mu must be a finite number ≥ 0, got {self.mu!r}.')
         v.check_positive(owner, 'learning_rate', self.learning_rate)
         check_grid_bits(owner, self.grid_bits)
+        self._check_integer_range(owner)
         if self.counter is None:
             if self.horizon is None:
                 raise InvalidParamsError(
@@ -193,6 +221,18 @@ class DPFTRL:
                 PrivacyBudget(epsilon=self.epsilon), self.horizon, self.n_params,
                 self.l1_sensitivity))
         self._check_counter(owner)
+
+    def _check_integer_range(self, owner: str) -> None:
+        blocks = MAX_UNBOUNDED_BLOCKS if self.horizon is None else self.horizon
+        bound = prefix_bound(self.loss, self.records_per_block, self.grid_bits, blocks)
+        if not bound <= _SAFE_TOTAL:
+            raise InvalidParamsError(
+                f'{owner}: grid_bits={self.grid_bits}, records_per_block='
+                f'{self.records_per_block} and horizon={self.horizon} (clip_norm '
+                f'{self.loss.clip_norm:g}) let a prefix sum of grid units reach {bound:.4g} '
+                f'(horizon·records_per_block·(L·2^grid_bits + 1/2), {blocks} blocks'
+                f'{" for an unbounded horizon" if self.horizon is None else ""}) > 2^62, past '
+                f'exact int64; lower grid_bits, records_per_block or horizon.')
 
     def _check_counter(self, owner: str) -> None:
         counter = self.counter
@@ -254,7 +294,7 @@ class DPFTRL:
         """Block t = state.t: its counter step drawn from ``block_rng`` (no derivation; ``step``
         passes ``rng.derive('dp_ftrl', b)``). Returns the release event and the new state."""
         x, y = check_block(type(self).__name__, (x, y), self.records_per_block,
-                           self.feature_dim)
+                           self.feature_dim, self.loss.num_classes)
         b, t = state.t, state.t + 1
         # Earlier blocks are final (their one charge kept as the retired maximum): bounded state.
         ledger = state.ledger.retire(COMPONENT, b).charge(COMPONENT, b, t, self.epsilon)

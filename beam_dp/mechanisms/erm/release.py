@@ -64,15 +64,31 @@ class ReleaseState:
         return sum(len(y) for _, _, y in self.blocks)
 
 
-def check_block(owner: str, block, records_per_block: int, feature_dim: int):
-    """(x, y) of a closed block as read-only float64 (n, d) and int64 (n,) arrays, n ≤ n_max."""
+def check_block(owner: str, block, records_per_block: int, feature_dim: int,
+                num_classes: Optional[int] = None):
+    """(x, y) of a closed block as read-only float64 (n, d) and int64 (n,) arrays, n ≤ n_max.
+
+    Raises InvalidParamsError on non-finite features or a label that is not an integer in
+    [0, num_classes) (when given): the driver dead-letters such records before a block closes,
+    so only a direct caller of the mechanism reaches this."""
     x, y = block
     x = np.asarray(x, dtype=np.float64).reshape(-1, feature_dim)
-    y = np.asarray(y, dtype=np.int64).reshape(-1)
+    labels = np.asarray(y).reshape(-1)
+    if labels.dtype.kind not in 'biuf' or not np.all(np.isfinite(labels)):
+        raise InvalidParamsError(f'{owner}: labels must be finite integers, got dtype '
+                                 f'{labels.dtype}.')
+    y = labels.astype(np.int64)
     if len(x) != len(y) or len(y) > records_per_block:
         raise InvalidParamsError(
             f'{owner}: a block holds at most {records_per_block} records with one label '
             f'each, got x {x.shape}, y {y.shape}.')
+    if not np.all(np.isfinite(x)):
+        raise InvalidParamsError(f'{owner}: features must be finite (a block has NaN or inf).')
+    if labels.dtype.kind in 'bf' and not np.array_equal(y, labels):
+        raise InvalidParamsError(f'{owner}: labels must be integers, got {labels.dtype}.')
+    if num_classes is not None and len(y) and not (y.min() >= 0 and y.max() < num_classes):
+        raise InvalidParamsError(f'{owner}: labels must lie in [0, {num_classes}), got '
+                                 f'[{y.min()}, {y.max()}].')
     x.setflags(write=False)
     y.setflags(write=False)
     return x, y
@@ -167,7 +183,7 @@ class ERMRelease:
 
     def _check_block(self, block):
         return check_block(type(self).__name__, block, self.records_per_block,
-                           self.feature_dim)
+                           self.feature_dim, self.psgd.loss.num_classes)
 
     def _trainer(self, center: Optional[ReleasedModel]):
         if self.trainer is not None:
