@@ -11,6 +11,9 @@ Wiring (labels are part of the Dataflow update contract):
   data    | 'GateLateRecords'  with ``start=``, fixed windows and an unbounded input only:
                            ``lateness.LatenessGate`` on the window deadlines (``_WindowSchedule``)
                            dead-letters a record of a closed window, whatever the other items
+  queries | 'GateLateQueries'  the same, on the same schedule: a query of a closed window gets
+                           the closed instance's HALTED refusal (on the answers), whatever the
+                           records (else a record opening the instance decided HALTED vs t=0)
   (both)  | 'MergeInputs'  Flatten
           | 'AnswerQueries'  stateful DoFn keyed by (key, window id): items wait in a Bag and are
                            processed in event-time order on a watermark timer
@@ -27,8 +30,10 @@ item arms, so without the gate another record of the same (key, window) decides 
 arriving after the deadline is dead-lettered or counted (docs/privacy_model.md, "Lateness"). With
 ``start=`` the gate decides it first; its passed records reach 'AnswerQueries' before the
 deadline (the argument: ``lateness._DropLateFn``), where the closed-instance check stays as a
-backstop. Update note: 'GateLateRecords' is a new stage (only with ``start=``): drain a running
-job and restart it to add ``start``.
+backstop. Queries are gated too ('GateLateQueries'): otherwise a query arriving after its
+window's deadline was refused HALTED when a record had opened the instance and answered by a
+fresh, empty instance (NOT_STARTED, t = 0) when none had. Update note: 'GateLateRecords' and
+'GateLateQueries' are new stages (only with ``start=``): drain a running job and restart it.
 
 The DoFn holds state and sets timers; every decision is the driver's
 (``beam_dp.drivers.growing``: the engine adapters around the pure mechanisms, the order, the
@@ -202,15 +207,30 @@ class _WindowSchedule:
         """The window index of a tagged record ``((key, wid), item)``."""
         return (item[0][1][0] - self.first) // self.size
 
+    def _reason(self, wid, step) -> str:
+        if step < 0:
+            return (f'event time is before the release start: window [{wid[0]}, {wid[1]}) us '
+                    f'starts before the window holding start ({format_micros(self.first)})')
+        return _closed_reason(wid)
+
     def late(self, unused_key, item, step):
         """The dead letter of a gated record: as 'AnswerQueries' words it."""
         (_, wid), (micros, _, _, payload) = item
-        if step < 0:
-            reason = (f'event time is before the release start: window [{wid[0]}, {wid[1]}) us '
-                      f'starts before the window holding start ({format_micros(self.first)})')
-        else:
-            reason = f'late: {_closed_reason(wid)}'
-        return reason, payload, micros
+        reason = self._reason(wid, step)
+        return (reason if step < 0 else f'late: {reason}'), payload, micros
+
+    def refuse(self, mechanism: str):
+        """``refuse_fn`` of the query gate: a late query's HALTED refusal, as a closed
+        instance words it ('AnswerQueries', ``_GrowingFn._closed``)."""
+        def refuse(unused_key, item, step):
+            (_, wid), (micros, _, _, (qid, _)) = item
+            return _halted(qid, mechanism, micros, self._reason(wid, step))
+        return refuse
+
+
+def _halted(qid: str, mechanism: str, micros: int, reason: str) -> QueryAnswer:
+    """The refusal of a query of a closed window (by the gate or by the closed instance)."""
+    return driver.answer_record(qid, mechanism, micros, refusal='HALTED', message=reason)
 
 
 class _GrowingFn(beam.DoFn):
@@ -266,9 +286,7 @@ class _GrowingFn(beam.DoFn):
         micros, kind, _, payload = item
         reason = _closed_reason(wid)
         if kind == QUERY:
-            qid = payload[0]
-            yield driver.answer_record(qid, self._engine.name, micros, refusal='HALTED',
-                                       message=reason)
+            yield _halted(payload[0], self._engine.name, micros, reason)
         else:
             yield dead_letter(self._label, 'AnswerQueries', f'late: {reason}', payload, micros)
 
@@ -381,7 +399,11 @@ class GrowingDatabaseTransform(shell.ShellTransform):
                 DEAD_LETTER, _REFUSED, main='items')
         bounded = bool(data.is_bounded and queries.is_bounded)
         records = tagged_data.items | 'DataToGlobalWindow' >> beam.WindowInto(GlobalWindows())
-        gate_dead = []
+        asked = tagged_queries.items | 'QueriesToGlobalWindow' >> beam.WindowInto(
+            GlobalWindows())
+        refused = tagged_queries[_REFUSED] | 'RefusedToGlobalWindow' >> beam.WindowInto(
+            GlobalWindows())
+        refusals, gate_dead = [refused], []
         if fixed and not bounded and self._start is None:
             raise InvalidParamsError(
                 f'{self.owner}: start must be set for an unbounded input in fixed windows: '
@@ -396,16 +418,20 @@ class GrowingDatabaseTransform(shell.ShellTransform):
             gated = records | 'GateLateRecords' >> LatenessGate(
                 schedule.clock, label, 'AnswerQueries', schedule.step, schedule.late)
             records, gate_dead = gated.passed, [gated.dead_letter]
-        items = (
-            (records,
-             tagged_queries.items | 'QueriesToGlobalWindow' >> beam.WindowInto(GlobalWindows()))
-            | 'MergeInputs' >> beam.Flatten().with_output_types(_INSTANCE_ELEMENT))
+            # A query's fate must not depend on records either: a closed instance refuses it
+            # HALTED, an unopened one would answer it (t = 0). The same schedule decides it.
+            gated_queries = asked | 'GateLateQueries' >> LatenessGate(
+                schedule.clock, label, 'AnswerQueries', schedule.step, schedule.late,
+                refuse_fn=schedule.refuse(name))
+            asked = gated_queries.passed
+            refusals.append(gated_queries.refused)
+            gate_dead.append(gated_queries.dead_letter)
+        items = ((records, asked)
+                 | 'MergeInputs' >> beam.Flatten().with_output_types(_INSTANCE_ELEMENT))
         processed = items | 'AnswerQueries' >> beam.ParDo(_GrowingFn(
             self._engine, label, self.rng, bounded, self._granularity,
             self._lateness)).with_outputs(DEAD_LETTER, RELEASES, main='answers')
-        refused = tagged_queries[_REFUSED] | 'RefusedToGlobalWindow' >> beam.WindowInto(
-            GlobalWindows())
-        answers = (processed.answers, refused) | 'MergeAnswers' >> beam.Flatten()
+        answers = (processed.answers, *refusals) | 'MergeAnswers' >> beam.Flatten()
         answers.element_type = QueryAnswer
         dead = shell.merge_dead_letters([
             tagged_data[DEAD_LETTER]

@@ -15,7 +15,9 @@ holds ``(released_through, armed step)``; the armed step is None once the chain 
 ``LatenessGate`` puts that decision in front of a keyed stage whose own late check depends on
 the key's other records ('ReleaseSegments' of the sparse and dynamic transforms, whose key wakes
 at its data steps; 'AnswerQueries' of the growing-database transforms, whose fixed-window
-instance is closed by a timer its first item arms). Wiring (labels inside the gate's own label):
+instance is closed by a timer its first item arms: its records and, with ``refuse_fn``, its
+queries, which get a refusal on a ``refused`` output instead of a dead letter). Wiring (labels
+inside the gate's own label):
 
   (key, (step, ...)) records
     | 'GroupByShardInBundle'  bundle-local: (shard, ((key, item, micros), ...)) per shard
@@ -62,6 +64,7 @@ __all__ = [
     'GATE_SHARDS',
     'GateOutputs',
     'LatenessGate',
+    'REFUSED',
     'advance_chain',
     'end_chain',
     'released_through',
@@ -72,6 +75,8 @@ CHAIN_START = (NOTHING_RELEASED, 0)
 #: The gate's shards: as many as the unit shards of 'BoundPerUnit' (the same parallelism, and
 #: ``GATE_SHARDS`` timer firings per step).
 GATE_SHARDS = UNIT_SHARDS
+#: The tag of the gate's ``refused`` output (only with ``refuse_fn``).
+REFUSED = 'refused'
 
 
 def released_through(clock: StepClock, state, release_timer, end_timer) -> int:
@@ -106,9 +111,11 @@ def end_chain(state, release_timer) -> None:
 
 class GateOutputs(NamedTuple):
     """The outputs of ``LatenessGate``: ``passed`` (the records not late, with their own
-    timestamps) and ``dead_letter`` (the late ones)."""
+    timestamps), ``dead_letter`` (the late ones) and, with ``refuse_fn`` only, ``refused`` (what
+    it made of the late ones instead of dead letters; else None)."""
     passed: beam.PCollection
     dead_letter: beam.PCollection
+    refused: Optional[beam.PCollection] = None
 
 
 def _step(item) -> int:
@@ -193,12 +200,13 @@ class _DropLateFn(beam.DoFn):
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     def __init__(self, clock: StepClock, transform_label: str, stage: str, step_fn: Callable,
-                 late_fn: Callable):
+                 late_fn: Callable, refuse_fn: Optional[Callable] = None):
         self._clock = clock
         self._label = transform_label
         self._stage = stage
         self._step_fn = step_fn
         self._late_fn = late_fn
+        self._refuse_fn = refuse_fn
 
     def process(self, element, released_state=beam.DoFn.StateParam(RELEASED),
                 released_timer=beam.DoFn.TimerParam(RELEASED_TIMER),
@@ -209,7 +217,9 @@ class _DropLateFn(beam.DoFn):
             return
         for key, item, micros in records:
             step = self._step_fn(item)
-            if step <= released:
+            if step <= released and self._refuse_fn is not None:
+                yield beam.pvalue.TaggedOutput(REFUSED, self._refuse_fn(key, item, step))
+            elif step <= released:
                 reason, record, event_micros = self._late_fn(key, item, step)
                 yield dead_letter(self._label, self._stage, reason, record, event_micros)
             else:
@@ -246,12 +256,15 @@ class LatenessGate(beam.PTransform):
       step_fn: item → its step on ``clock``.
       late_fn: ``(key, item, step)`` → (reason, record, event time µs) of its dead letter
         (default: as 'ReleaseSegments' words a late ``(key, (step, payload))``).
+      refuse_fn: optional ``(key, item, step)`` → the element a late record becomes on the
+        ``refused`` output instead of a dead letter (a late query's refusal: an answer, not an
+        error); ``late_fn`` is then unused.
       shards: the number of gate shards (default ``GATE_SHARDS``).
     """
 
     def __init__(self, clock: StepClock, transform_label: str, stage: str,
                  step_fn: Callable = _step, late_fn: Optional[Callable] = None,
-                 shards: int = GATE_SHARDS):
+                 shards: int = GATE_SHARDS, refuse_fn: Optional[Callable] = None):
         super().__init__()
         self._clock = clock
         self._transform_label = transform_label
@@ -259,6 +272,7 @@ class LatenessGate(beam.PTransform):
         self._step_fn = step_fn
         self._late_fn = late_fn or _segment_late(clock)
         self._shards = shards
+        self._refuse_fn = refuse_fn
 
     def expand(self, pcoll):
         label, stage = self._transform_label, self._stage
@@ -267,9 +281,11 @@ class LatenessGate(beam.PTransform):
                 typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
         shards = merge_seeds(grouped.grouped, seeds_at_start(
             pcoll.pipeline, range(self._shards), self._clock.start_micros))
+        refusing = self._refuse_fn is not None
+        tags = (DEAD_LETTER, REFUSED) if refusing else (DEAD_LETTER,)
         gated = shards | 'DropLate' >> beam.ParDo(_DropLateFn(
-            self._clock, label, stage, self._step_fn, self._late_fn)).with_outputs(
-                DEAD_LETTER, main='passed')
+            self._clock, label, stage, self._step_fn, self._late_fn,
+            self._refuse_fn)).with_outputs(*tags, main='passed')
         dead = ((grouped[DEAD_LETTER], gated[DEAD_LETTER])
                 | 'MergeGateDeadLetters' >> beam.Flatten())
-        return GateOutputs(gated.passed, dead)
+        return GateOutputs(gated.passed, dead, gated[REFUSED] if refusing else None)

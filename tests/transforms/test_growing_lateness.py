@@ -19,10 +19,13 @@ from apache_beam.transforms import window
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import InvalidParamsError
+from beam_dp.queries import LinearQuery
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
 from beam_dp.transforms.growing_database import _closed_reason
 from tests import runners
+from tests.transforms.test_bb_transforms import N as BB_DOMAIN
 from tests.transforms.test_bb_transforms import scheduler_args
+from tests.transforms.test_pmwg_transform import N as PMWG_DOMAIN
 from tests.transforms.test_pmwg_transform import make_stream
 from tests.transforms.test_pmwg_transform import pmwg
 from tests.transforms.test_segment_lateness import direct_pipeline
@@ -135,3 +138,32 @@ def test_a_bad_start_is_refused_at_construction_naming_it(start, match):
     for family in FAMILIES.values():
         with pytest.raises(InvalidParamsError, match=match):
             family(start=start)
+
+
+DOMAIN = {'pmwg': PMWG_DOMAIN, 'bb_scheduler': BB_DOMAIN}
+
+
+def _late_query_batches(family, with_record):
+    """A record (t = 150) of the window before its deadline (optionally); the watermark passes
+    the deadline; then a query of that window (t = 160)."""
+    first = [('data', 2, 150.0)] if with_record else []
+    query = LinearQuery.range(DOMAIN[family], 0, DOMAIN[family])
+    return [(120, first), (250, []), (260, [('queries', ('late_q', query), 160.0)])]
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+@pytest.mark.parametrize('with_record', [False, True])
+def test_a_late_query_is_refused_halted_with_or_without_a_record_of_its_window(
+        family, with_record):
+    # Before 'GateLateQueries': HALTED with the record (it opened the instance, closed at the
+    # deadline), NOT_STARTED at t = 0 without (the query opened a fresh instance).
+    halted = ('late_q', 'HALTED', _closed_reason(WID), 160_000_000, 0.0)
+    with direct_pipeline() as p:
+        streams = p | make_stream(_late_query_batches(family, with_record))
+        data = streams['data'] | 'WD' >> beam.WindowInto(window.FixedWindows(100))
+        queries = streams['queries'] | 'WQ' >> beam.WindowInto(window.FixedWindows(100))
+        out = (data, queries) | 'T' >> FAMILIES[family](start=START_S)
+        assert_that(out.answers | beam.Map(lambda a: (
+            a.query_id, a.refusal, a.message, a.timestamp, a.epsilon_spent)), equal_to([halted]))
+        assert_that(out.dead_letter, equal_to([]), label='NoDeadLetters')
