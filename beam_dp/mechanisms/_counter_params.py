@@ -47,7 +47,7 @@ class CounterPrivacy:
             raise UnsupportedMechanismError(
                 f'{type(self).__name__}: horizon {self.horizon} reached; releasing step '
                 f'{t_done + 1} would exceed the declared privacy cost.')
-        return t_done + 1, np.asarray(value, dtype=np.int64).reshape(self.dimension)
+        return t_done + 1, _dyadic.exact_ints(value, self.dimension)
 
     def noise_for_share(self, share: float) -> _dyadic.NodeNoise:
         """Noise for a set of disjoint cells that together get ``share`` of the budget."""

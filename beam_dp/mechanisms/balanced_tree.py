@@ -212,13 +212,13 @@ class BalancedTreeCounter(CounterPrivacy):
              rng: RandomSource) -> Tuple[np.ndarray, BalancedTreeState]:
         """Consumes step t+1's integer vector (already bounded); returns the noisy prefix sum."""
         t, value = self.next_step(state.t, value)
-        prefix = state.prefix + value
+        prefix = _dyadic.exact_add(state.prefix, value)     # exact past int64 (exact_int.py)
         release, rows = prefix.copy(), []
         old_rows = state.level_rows()
         runs = segments(t, self.k, self.levels)
         for h, (run, old, kept) in enumerate(zip(runs, state.runs.tolist(), old_rows)):
             level_rows = self._level_rows(h, run, tuple(old), kept, rng)
-            release += run[2] * level_rows.sum(axis=0)
+            release = _dyadic.exact_add(release, run[2] * level_rows.sum(axis=0))
             rows.append(level_rows)
         noise = np.concatenate(rows)
         new_state = BalancedTreeState(t, _dyadic.readonly(prefix),

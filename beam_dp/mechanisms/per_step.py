@@ -71,8 +71,10 @@ class PerStepCounter(CounterPrivacy):
 
     def step(self, state: PerStepState, value, rng: RandomSource) -> Tuple[np.ndarray, PerStepState]:
         """Consumes step t+1's integer vector (already bounded); returns the noisy prefix sum."""
-        value = np.asarray(value, dtype=np.int64).reshape(self.dimension)
-        total = state.total + value + self.step_noise.sample(rng, self.dimension)
+        value = _dyadic.exact_ints(value, self.dimension)
+        # Exact past int64 (grid units of large sums): exact_int.py.
+        total = _dyadic.exact_add(_dyadic.exact_add(state.total, value),
+                                  self.step_noise.sample(rng, self.dimension))
         new_state = PerStepState(state.t + 1, _dyadic.readonly(total))
         return total.copy(), new_state
 

@@ -96,3 +96,33 @@ def test_keyed_driver_sums_bundles_exactly():
                                       [([0], [6 * 10 ** 18]), ([0], [6 * 10 ** 18])],
                                       noise.seeded(2))
     assert released[0, 0] == pytest.approx(12e18 / GRID, abs=200)
+
+
+def _new_counters():
+    from beam_dp.mechanisms import BalancedTreeCounter  # pylint: disable=import-outside-toplevel
+    from beam_dp.mechanisms import BLTCounter
+    from beam_dp.mechanisms import KaryTreeCounter
+    from beam_dp.mechanisms import PerStepCounter
+    return {
+        'per_step': PerStepCounter(epsilon=1.0, l1_sensitivity=GRID),
+        'balanced_tree': BalancedTreeCounter(epsilon=1.0, l1_sensitivity=GRID, horizon=16),
+        'kary_tree': KaryTreeCounter(epsilon=1.0, l1_sensitivity=GRID, horizon=16),
+        'blt': BLTCounter(rho=0.5, l1_sensitivity=GRID, l2_sensitivity=GRID),
+    }
+
+
+@pytest.mark.parametrize('name', ['per_step', 'balanced_tree', 'kary_tree', 'blt'])
+def test_the_other_counters_do_not_wrap_either(name):
+    """The counters ``mechanism='auto'`` picks (per-step, balanced tree, k-ary, BLT) at the old
+    wrap point: releases stay within noise of the true sums (per-step and the balanced tree
+    wrapped by 2^64 before) and neighbours differ by one record."""
+    counter = _new_counters()[name]
+    a = [PER_STEP] * STEPS
+    b = list(a)
+    b[3] += GRID
+    ra, _ = _releases(counter, a)
+    rb, _ = _releases(counter, b)
+    for t in range(STEPS):
+        assert abs(int(ra[t]) - PER_STEP * (t + 1)) < 200 * GRID, (name, t)
+        assert abs(int(rb[t]) - int(ra[t]) - GRID * (t >= 3)) < 200 * GRID, (name, t)
+    assert PER_STEP * STEPS > np.iinfo(np.int64).max
