@@ -7,7 +7,9 @@ lateness), armed by the instance's first item: without the gate, a record arrivi
 deadline was dead-lettered when an earlier record had opened the instance (it is closed) and
 counted when none had (it opens the instance). With ``start=`` a 'GateLateRecords' stage
 (``beam_dp.transforms.lateness``) dead-letters it in both cases, at stage 'AnswerQueries' with
-the same reason; DirectRunner (streaming, TestStream) and Prism.
+the same reason; DirectRunner (streaming, TestStream) and Prism. Likewise a query arriving
+after its window's deadline was refused HALTED when a record had opened the instance and
+answered at t = 0 (NOT_STARTED) when none had: 'GateLateQueries' refuses it HALTED in both.
 """
 
 import apache_beam as beam
@@ -151,19 +153,40 @@ def _late_query_batches(family, with_record):
     return [(120, first), (250, []), (260, [('queries', ('late_q', query), 160.0)])]
 
 
+def _late_query_inputs(p, family, with_record, tagged):
+    """(data, queries) in fixed windows: from a multi-output TestStream, or (Prism) from one
+    TestStream of (tag, value) split in two."""
+    batches = _late_query_batches(family, with_record)
+    if tagged:
+        streams = p | make_stream(batches)
+        data, queries = streams['data'], streams['queries']
+    else:
+        stream = TestStream().advance_watermark_to(0)
+        for watermark, events in batches:
+            if events:
+                stream = stream.add_elements(
+                    [TimestampedValue((t, v), ts) for t, v, ts in events])
+            stream = stream.advance_watermark_to(watermark)
+        both = p | stream.advance_watermark_to_infinity()
+        data, queries = (both | f'Split{tag}' >> beam.FlatMap(
+            lambda e, tag=tag: [e[1]] if e[0] == tag else []) for tag in ('data', 'queries'))
+    return (data | 'WD' >> beam.WindowInto(window.FixedWindows(100)),
+            queries | 'WQ' >> beam.WindowInto(window.FixedWindows(100)))
+
+
 @pytest.mark.pipeline
-@pytest.mark.parametrize('family', sorted(FAMILIES))
+@pytest.mark.parametrize('runner, family', [('direct', f) for f in sorted(FAMILIES)]
+                         + [ON_PRISM])
 @pytest.mark.parametrize('with_record', [False, True])
 def test_a_late_query_is_refused_halted_with_or_without_a_record_of_its_window(
-        family, with_record):
+        runner, family, with_record):
     # Before 'GateLateQueries': HALTED with the record (it opened the instance, closed at the
     # deadline), NOT_STARTED at t = 0 without (the query opened a fresh instance).
     halted = ('late_q', 'HALTED', _closed_reason(WID), 160_000_000, 0.0)
-    with direct_pipeline() as p:
-        streams = p | make_stream(_late_query_batches(family, with_record))
-        data = streams['data'] | 'WD' >> beam.WindowInto(window.FixedWindows(100))
-        queries = streams['queries'] | 'WQ' >> beam.WindowInto(window.FixedWindows(100))
-        out = (data, queries) | 'T' >> FAMILIES[family](start=START_S)
+    direct = runner == 'direct'
+    with (direct_pipeline() if direct else prism_pipeline()) as p:
+        inputs = _late_query_inputs(p, family, with_record, tagged=direct)
+        out = inputs | 'T' >> FAMILIES[family](start=START_S)
         assert_that(out.answers | beam.Map(lambda a: (
             a.query_id, a.refusal, a.message, a.timestamp, a.epsilon_spent)), equal_to([halted]))
         assert_that(out.dead_letter, equal_to([]), label='NoDeadLetters')
