@@ -201,7 +201,7 @@ class _WindowSchedule:
         size, offset = windowfn.size.micros, windowfn.offset.micros
         self.first = start_micros - (start_micros - offset) % size
         self.size = size
-        self.clock = StepClock(max(self.first - 1, 0), size, lateness_micros)
+        self.clock = StepClock(max(self.first - 1, 0), size, lateness_micros)  # first ≥ 1: expand
 
     def step(self, item) -> int:
         """The window index of a tagged record ``((key, wid), item)``."""
@@ -415,6 +415,12 @@ class GrowingDatabaseTransform(shell.ShellTransform):
             # Whether a record's instance is closed depends on its (key, window)'s other items
             # (the first one arms 'expire'): the gate decides it on the public deadlines first.
             schedule = _WindowSchedule(data.windowing.windowfn, self._start, self._lateness)
+            if schedule.first < 1:
+                raise InvalidParamsError(
+                    f'{self.owner}: start must fall in a window that begins after the epoch '
+                    f'(the window holding start={self._start / 1e6:g} s begins at '
+                    f'{schedule.first / 1e6:g} s): the deadlines would then run later than the '
+                    f"windows' own.")
             gated = records | 'GateLateRecords' >> LatenessGate(
                 schedule.clock, label, 'AnswerQueries', schedule.step, schedule.late)
             records, gate_dead = gated.passed, [gated.dead_letter]

@@ -232,13 +232,13 @@ def test_keys_run_independent_instances():
 
 def test_fixed_windows_run_independent_instances_and_close():
     q = LinearQuery.range(N, 0, 4)
-    w1 = [('data', i % N, 1 + i * 0.1) for i in range(40)]          # window [0, 100)
-    w2 = [('data', i % N, 101 + i * 0.1) for i in range(35)]        # window [100, 200)
-    queries = [('queries', ('w1', q), 50), ('queries', ('w2', q), 150)]
-    late = [('queries', ('late', q), 60), ('data', 1, 61)]           # window 1 is closed
+    w1 = [('data', i % N, 1001 + i * 0.1) for i in range(40)]     # window [1000, 1100)
+    w2 = [('data', i % N, 1101 + i * 0.1) for i in range(35)]     # window [1100, 1200)
+    queries = [('queries', ('w1', q), 1050), ('queries', ('w2', q), 1150)]
+    late = [('queries', ('late', q), 1060), ('data', 1, 1061)]     # window 1 is closed
     mech = PMWG(epsilon=50.0, alpha=0.3, n=30, domain_size=N)
-    exp1 = reference(mech, w1 + queries[:1], wid=(0, 100_000_000))
-    exp2 = reference(mech, w2 + queries[1:], wid=(100_000_000, 200_000_000))
+    exp1 = reference(mech, w1 + queries[:1], wid=(1_000_000_000, 1_100_000_000))
+    exp2 = reference(mech, w2 + queries[1:], wid=(1_100_000_000, 1_200_000_000))
 
     def check(answers):
         got = as_dict(answers)
@@ -250,8 +250,8 @@ def test_fixed_windows_run_independent_instances_and_close():
     def check_dead(dead):
         assert [d.reason.startswith('late: window') for d in dead] == [True]
 
-    run([(60, w1 + queries[:1]), (250, w2 + queries[1:]), (300, late)], pmwg(start=1), check,
-        check_dead, windowfn=window.FixedWindows(100))
+    run([(1060, w1 + queries[:1]), (1250, w2 + queries[1:]), (1300, late)], pmwg(start=1000),
+        check, check_dead, windowfn=window.FixedWindows(100))
 
 
 def test_unbounded_fixed_windows_without_start_are_refused():
@@ -295,3 +295,9 @@ def test_budget_exceeded_at_construction_before_any_data():
 def test_constructor_validation(kwargs, match):
     with pytest.raises(InvalidParamsError, match=match):
         pmwg(**kwargs)
+
+
+def test_a_start_in_the_window_at_the_epoch_is_refused():
+    with pytest.raises(InvalidParamsError, match='begins after the epoch'):
+        run([(60, [('data', 1, 1.0)])], pmwg(start=50), None, None,
+            windowfn=window.FixedWindows(100))
