@@ -59,6 +59,7 @@ from beam_dp.drivers.bounding import unit_cap_reason
 from beam_dp.drivers.clock import StepClock
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms.lateness import advance_chain
+from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.lateness import end_chain
 from beam_dp.transforms.lateness import released_through
 from beam_dp.transforms.shell import DEAD_LETTER
@@ -418,9 +419,9 @@ class BoundContributions(beam.PTransform):
         fn = (_BoundContributionsFn if self._unit.max_units is None
               else _CappedBoundContributionsFn)
         shards, clock = grouped.grouped, self._clock
-        if pcoll.is_bounded:
-            # A bounded input: on a batch runner no release time passes before the whole input
-            # is bounded, so the chain would only cost UNIT_SHARDS firings per step; no step is
+        if batch_input(pcoll):
+            # A bounded input in a batch pipeline: no release time passes before the whole input
+            # is read, so the chain would only cost UNIT_SHARDS firings per step; no step is
             # released here (late records are left to the release stage), data-independently.
             clock = None
         if clock is not None:    # every shard's clock starts at launch, whatever the data

@@ -39,6 +39,7 @@ from typing import Callable, NamedTuple, Optional
 
 import apache_beam as beam
 from apache_beam.coders import PickleCoder
+from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.transforms.userstate import TimerSpec
@@ -66,6 +67,7 @@ __all__ = [
     'LatenessGate',
     'REFUSED',
     'advance_chain',
+    'batch_input',
     'end_chain',
     'released_through',
 ]
@@ -77,6 +79,15 @@ CHAIN_START = (NOTHING_RELEASED, 0)
 GATE_SHARDS = UNIT_SHARDS
 #: The tag of the gate's ``refused`` output (only with ``refuse_fn``).
 REFUSED = 'refused'
+
+
+def batch_input(pcoll) -> bool:
+    """True when nothing can be late: a bounded input in a batch pipeline, where no release time
+    passes before the whole input is read. A bounded input in a *streaming* pipeline gets the
+    chain or gate too: its source may advance the watermark part-way through (runner-dependent),
+    and then another record must not decide lateness either."""
+    streaming = pcoll.pipeline.options.view_as(StandardOptions).streaming
+    return bool(pcoll.is_bounded) and not streaming
 
 
 def released_through(clock: StepClock, state, release_timer, end_timer) -> int:

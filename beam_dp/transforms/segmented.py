@@ -81,6 +81,7 @@ from beam_dp.io.records import Release
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import LatenessGate
+from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import ContinualOutputs
 
@@ -304,7 +305,7 @@ class SegmentedPerKey(shell.ShellTransform):
                 _ExtractFn(label, clock, self._key_fn, self._parse,
                            self._public_keys)).with_outputs(DEAD_LETTER, main='valid'))
         valid, dead = extracted.valid, [extracted[DEAD_LETTER]]
-        if not records.is_bounded:
+        if not batch_input(records):
             # The key's late check depends on its other records (it wakes at their steps): the
             # gate decides lateness on the public schedule first (``LatenessGate``).
             gated = valid | 'GateLateRecords' >> LatenessGate(clock, label, 'ReleaseSegments')
