@@ -1,5 +1,7 @@
 """The only source of randomness in beam_dp: random sources and exact discrete samplers."""
 
+from beam_dp.noise.address import canonical_key
+from beam_dp.noise.address import encode_address
 from beam_dp.noise.keyed import KeyedRandom
 from beam_dp.noise.l2_laplace import l2_laplace
 from beam_dp.noise.pmf import discrete_gaussian_pmf
@@ -30,6 +32,7 @@ __all__ = [
     'SeededRandom',
     'as_rational_up',
     'bernoulli_exp',
+    'canonical_key',
     'check_noise_scale',
     'check_runner',
     'discrete_gaussian',
@@ -38,6 +41,7 @@ __all__ = [
     'discrete_laplace',
     'discrete_laplace_pmf',
     'discrete_laplace_variance',
+    'encode_address',
     'l2_laplace',
     'noise_source',
     'secure_rng',

@@ -25,13 +25,12 @@ call counter; pickling, ``repr`` and display data never contain the key or a der
 """
 
 import hashlib
-import math
-import numbers
 import struct
 from typing import Union
 
 import numpy as np
 
+from beam_dp.noise.address import encode_address
 from beam_dp.noise.rng import RandomSource
 from beam_dp.noise.secret_key import NoiseKeyRef
 
@@ -43,42 +42,9 @@ __all__ = [
 _PERSON = b'beam_dp.noise.v1'
 
 
-def _field(out: bytearray, tag: bytes, data: bytes) -> None:
-    out += tag
-    out += struct.pack('<Q', len(data))
-    out += data
-
-
-def _encode(x, out: bytearray) -> None:
-    if x is None:
-        _field(out, b'N', b'')
-    elif isinstance(x, (bool, np.bool_)):
-        _field(out, b'T' if x else b'F', b'')
-    elif isinstance(x, numbers.Integral):
-        i = int(x)
-        _field(out, b'I', i.to_bytes(i.bit_length() // 8 + 1, 'little', signed=True))
-    elif isinstance(x, str):
-        _field(out, b'S', x.encode('utf-8', 'surrogatepass'))
-    elif isinstance(x, (bytes, bytearray)):
-        _field(out, b'B', bytes(x))
-    elif isinstance(x, numbers.Real) and math.isfinite(float(x)):
-        _field(out, b'D', float(x).hex().encode('ascii'))
-    elif isinstance(x, (tuple, list)):
-        inner = bytearray()
-        for item in x:
-            _encode(item, inner)
-        _field(out, b'L', bytes(inner))
-    else:
-        # Anything else (rare): its type and repr, as the seeded source addresses everything.
-        _field(out, b'R', f'{type(x).__qualname__}:{x!r}'.encode('utf-8', 'surrogatepass'))
-
-
 def encode_labels(labels: tuple) -> bytes:
-    """An injective byte encoding of an address (numpy and Python integers encode alike)."""
-    out = bytearray()
-    for label in labels:
-        _encode(label, out)
-    return bytes(out)
+    """The injective encoding of an address (``address.encode_address``)."""
+    return encode_address(labels)
 
 
 class KeyedRandom(RandomSource):
@@ -107,8 +73,10 @@ class KeyedRandom(RandomSource):
 
     def _key(self) -> bytes:
         if self._address_key is None:
+            stream = self._ref.stream_id
+            root = () if stream is None else ('beam_dp.stream', stream)
             self._address_key = hashlib.blake2b(
-                encode_labels(self._labels), key=self._ref.master_key(), digest_size=32,
+                encode_address(root + self._labels), key=self._ref.master_key(), digest_size=32,
                 person=_PERSON).digest()
         return self._address_key
 
@@ -123,10 +91,12 @@ class KeyedRandom(RandomSource):
         return child
 
     def __getstate__(self):
-        return {'noise_key': self._ref.reference, 'labels': self._labels, 'calls': self._calls}
+        return {'noise_key': self._ref.reference, 'stream_id': self._ref.stream_id,
+                'labels': self._labels, 'calls': self._calls}
 
     def __setstate__(self, state):
-        self.__init__(state['noise_key'], state['labels'], state['calls'])
+        self.__init__(NoiseKeyRef(state['noise_key'], state.get('stream_id')), state['labels'],
+                      state['calls'])
 
     def __repr__(self) -> str:
         return f'KeyedRandom(noise_key={self._ref.reference!r}, depth={len(self._labels)})'

@@ -21,7 +21,7 @@ import hashlib
 import os
 import re
 import threading
-from typing import Dict, Union
+from typing import Dict, Optional, Union
 
 from beam_dp.errors import InvalidParamsError
 
@@ -56,13 +56,25 @@ def _bad(owner: str, why: str) -> InvalidParamsError:
 class NoiseKeyRef:
     """A validated reference to a noise key; ``master_key()`` resolves it (once per process).
 
+    ``stream_id`` names the stream the key's noise is for (a job identity such as
+    ``'rides-eu/2026'``, public): it is the root of every noise address (``keyed.py``), so one
+    key used by two jobs over different streams never draws the same noise. The transforms
+    require it with a noise key.
+
     Raises:
-      InvalidParamsError: for a malformed reference (at construction), or, on first use, for a
-        missing, unreadable or too short key.
+      InvalidParamsError: for a malformed reference or stream id (at construction), or, on first
+        use, for a missing, unreadable or too short key.
     """
     reference: str
+    stream_id: Optional[str] = None
 
     def __post_init__(self):
+        sid = self.stream_id
+        if sid is not None and (not isinstance(sid, str) or not sid.strip() or len(sid) > 512
+                                or not sid.isprintable()):
+            raise InvalidParamsError(
+                f'NoiseKeyRef: stream_id must be a non-empty printable string of at most 512 '
+                f'characters naming the stream (e.g. the job identity), got {sid!r}.')
         ref = self.reference
         if not isinstance(ref, str):
             raise _bad('NoiseKeyRef', f'must be a string, got a {type(ref).__name__}')
@@ -77,11 +89,20 @@ class NoiseKeyRef:
             raise _bad('NoiseKeyRef', f'is not projects/P/secrets/S/versions/V: {ref!r}')
 
     @classmethod
-    def of(cls, value: Union['NoiseKeyRef', str], owner: str = 'NoiseKeyRef') -> 'NoiseKeyRef':
-        if isinstance(value, cls):
-            return value
+    def of(cls, value: Union['NoiseKeyRef', str], owner: str = 'NoiseKeyRef',
+           stream_id: Optional[str] = None) -> 'NoiseKeyRef':
+        """``value`` as a reference; ``stream_id`` sets the stream of a reference that has none
+        (a different one than the reference's own is refused)."""
         try:
-            return cls(value)
+            if isinstance(value, cls):
+                if stream_id is None or stream_id == value.stream_id:
+                    return value
+                if value.stream_id is not None:
+                    raise InvalidParamsError(
+                        f'NoiseKeyRef: the noise key already names stream '
+                        f'{value.stream_id!r}; cannot use it for stream {stream_id!r}.')
+                return cls(value.reference, stream_id)
+            return cls(value, stream_id)
         except InvalidParamsError as e:
             raise InvalidParamsError(str(e).replace('NoiseKeyRef:', f'{owner}:', 1)) from None
 
@@ -90,7 +111,9 @@ class NoiseKeyRef:
         return self.reference.partition(':')[0]
 
     def __repr__(self) -> str:
-        return f'NoiseKeyRef({self.reference!r})'
+        if self.stream_id is None:
+            return f'NoiseKeyRef({self.reference!r})'
+        return f'NoiseKeyRef({self.reference!r}, stream_id={self.stream_id!r})'
 
     def master_key(self) -> bytes:
         """64 bytes derived from the secret (BLAKE2b), the key of every address derivation."""

@@ -38,10 +38,11 @@ _scope = threading.local()
 
 
 @contextlib.contextmanager
-def using_noise_key(noise_key):
+def using_noise_key(noise_key, stream_id: Optional[str] = None):
     """Transforms built inside this block (in this thread) use ``KeyedRandom(noise_key)`` unless
-    given their own source; ``None`` changes nothing. The reference is validated here."""
-    ref = None if noise_key is None else NoiseKeyRef.of(noise_key, 'using_noise_key')
+    given their own source; ``None`` changes nothing. ``stream_id`` names the stream (the root
+    of every noise address: see ``NoiseKeyRef``); a key needs one. Validated here."""
+    ref = None if noise_key is None else NoiseKeyRef.of(noise_key, 'using_noise_key', stream_id)
     previous = getattr(_scope, 'ref', None)
     _scope.ref = ref if ref is not None else previous
     try:
@@ -84,10 +85,21 @@ def noise_source(owner: str, noise_key=None, testing_seed: Optional[int] = None)
             raise InvalidParamsError(f'{owner}: refusing testing_seed={testing_seed}. '
                                      f'{_HOW_TO_OPT_IN}')
         return SeededRandom(testing_seed)
+    scoped = getattr(_scope, 'ref', None)
     if noise_key is None:
-        noise_key = getattr(_scope, 'ref', None)
+        noise_key = scoped
     if noise_key is not None:
-        return KeyedRandom(NoiseKeyRef.of(noise_key, owner))
+        ref = NoiseKeyRef.of(noise_key, owner)
+        if ref.stream_id is None and scoped is not None and scoped.stream_id is not None:
+            ref = NoiseKeyRef(ref.reference, scoped.stream_id)   # the enclosing block's stream
+        if ref.stream_id is None:
+            raise InvalidParamsError(
+                f'{owner}: a noise key needs the identity of the stream it is for, so that two '
+                f'jobs over different streams never draw the same noise: write '
+                f"noise_key=beam_dp.noise.NoiseKeyRef({ref.reference!r}, stream_id='<stream "
+                f"name>') or beam_dp.noise.using_noise_key({ref.reference!r}, "
+                f"stream_id='<stream name>').")
+        return KeyedRandom(ref)
     return secure_rng()
 
 

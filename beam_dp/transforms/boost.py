@@ -194,8 +194,8 @@ class _AnswerFn(shell.DriverFn):
     WAKE_TIMER = TimerSpec('wake', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
-    def __init__(self, drivers, label: str, rng, clock):
-        super().__init__(drivers, label, rng)
+    def __init__(self, drivers, label: str, rng, clock, noise_label=None):
+        super().__init__(drivers, label, rng, noise_label)
         self._step_clock = clock
 
     def setup(self):
@@ -250,7 +250,7 @@ class _AnswerFn(shell.DriverFn):
             return
         items = list(pending.read())
         state, out, rest = run_events(self._driver[key], self._clock, state, items, fired.micros,
-                                      self._rng.derive(self._label))
+                                      self._rng.derive(self._noise_label))
         driver_state.write(state)
         pending.clear()
         for item in rest:
@@ -392,7 +392,7 @@ class BoostQueries(shell.ShellTransform):
             else inputs
         require_public_end(self.owner, bool(data.is_bounded and queries.is_bounded),
                            self._clock)
-        self.spend_budget((data, queries))
+        noise_label = self.spend_budget((data, queries))
         label, clock = self.label, self._clock
         any_driver = self._drivers[self._datasets[0]]
         extracted = {}
@@ -408,7 +408,7 @@ class BoostQueries(shell.ShellTransform):
         merged = (extracted[ROW].valid, extracted[QUERY].valid, seeds) | 'MergeSeeds' >> \
             beam.Flatten().with_output_types(typing.Tuple[str, typing.Any])
         answered = merged | 'AnswerQueries' >> beam.ParDo(_AnswerFn(
-            dict(self._drivers), label, self.rng, clock)).with_outputs(
+            dict(self._drivers), label, self.rng, clock, noise_label)).with_outputs(
                 DEAD_LETTER, REFUSALS, LEDGER, BLOCKS, main='answers')
         answered.answers.element_type = BoostAnswerRecord
         refusals = (answered[REFUSALS], extracted[QUERY][REFUSALS]) | 'MergeRefusals' >> \

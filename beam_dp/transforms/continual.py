@@ -130,7 +130,7 @@ class _ReleaseFn(shell.DriverFn):
         if state.input_ended or not self._clock.is_released(step):
             return
         keys, estimates, stddev, new_state = self._driver.release_public_arrays(
-            key, state, self._rng.derive(self._label, key, step))
+            key, state, self._rng.derive(self._noise_label, key, step))
         shard_state.write(new_state)
         shell.next_release_time(self._clock, step, release_timer)
         return _releases(self._clock, step, keys, estimates, stddev, self._fields,
@@ -202,11 +202,11 @@ class _ContinualPerKey(shell.ShellTransform):
 
     def expand(self, records):
         require_public_end(self.owner, records.is_bounded, self._driver.clock)
-        self.spend_budget(records)
+        noise_label = self.spend_budget(records)
         driver = self._driver
         valid, dead = self._extract_and_bound(records)
         if driver.private_keys is not None:
-            released = release_private_keys(valid, driver, self.label, self.rng)
+            released = release_private_keys(valid, driver, self.label, self.rng, noise_label)
         else:
             if self._aggregates_in_extract:   # valid: (None, partial sums) per bundle
                 partials = (valid
@@ -217,7 +217,7 @@ class _ContinualPerKey(shell.ShellTransform):
             seeds = shell.seeds_at_start(records.pipeline, range(driver.num_shards),
                                          driver.clock.start_micros)
             released = shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(
-                _ReleaseFn(driver, self.label, self.rng)).with_outputs(DEAD_LETTER,
+                _ReleaseFn(driver, self.label, self.rng, noise_label)).with_outputs(DEAD_LETTER,
                                                                       main='releases')
         releases = released.releases
         releases.element_type = Release

@@ -22,6 +22,7 @@ The state machine is ``beam_dp.drivers.private_keys.PrivateKeysShard``.
 
 import collections
 import operator
+from typing import Optional
 
 import apache_beam as beam
 from apache_beam.coders import BooleanCoder
@@ -211,7 +212,7 @@ class _ReleaseFn(shell.DriverFn):
             for item in rest:
                 pending.add(_CachedPayload(item))
         rows, new_state = self._shard.release_step(
-            state, self._shard.merge(per_key for _, per_key in due), self._rng.derive(self._label))
+            state, self._shard.merge(per_key for _, per_key in due), self._rng.derive(self._noise_label))
         shard_state.write(_CachedState(new_state))
         shell.next_release_time(self._clock, step, release_timer)
         yield from shell.releases(self._clock, step, rows, self._metadata, self._histogram)
@@ -224,9 +225,9 @@ class _ReleaseFn(shell.DriverFn):
 
 
 def release_private_keys(valid: beam.PCollection, driver: KeyedReleaseDriver, label: str,
-                         rng: noise.RandomSource):
+                         rng: noise.RandomSource, noise_label: Optional[str] = None):
     """Applies the private-keys stages to the extracted (and bounded) records of the transform
-    ``label``; returns the 'ReleaseNoisyValues' outputs (``releases`` and ``DEAD_LETTER``)."""
+    ``label`` (noise addressed by ``noise_label``, its full path); returns the 'ReleaseNoisyValues' outputs (``releases`` and ``DEAD_LETTER``)."""
     if isinstance(driver.privacy_unit, UserLevel):
         # The first kept record of a unit for a key, flagged by 'BoundContributions' (which
         # holds every key a unit kept): the selection counts distinct units.
@@ -240,4 +241,4 @@ def release_private_keys(valid: beam.PCollection, driver: KeyedReleaseDriver, la
     seeds = shell.seeds_at_start(valid.pipeline, range(driver.num_shards),
                                  driver.clock.start_micros)
     return shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(
-        _ReleaseFn(driver, label, rng)).with_outputs(DEAD_LETTER, main='releases')
+        _ReleaseFn(driver, label, rng, noise_label)).with_outputs(DEAD_LETTER, main='releases')

@@ -162,8 +162,8 @@ class _TrainBlocksFn(shell.DriverFn):
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     def __init__(self, driver: ERMStreamDriver, label: str, rng: noise.RandomSource,
-                 epsilon_total: float, num_classes: int):
-        super().__init__(driver, label, rng)
+                 epsilon_total: float, num_classes: int, noise_label=None):
+        super().__init__(driver, label, rng, noise_label)
         self._epsilon_total = epsilon_total
         self._num_classes = num_classes
 
@@ -207,7 +207,7 @@ class _TrainBlocksFn(shell.DriverFn):
                 rest.append(item)
         state = dataclasses.replace(state, pending=tuple(
             (b, tuple(records)) for b, records in sorted(due.items())))
-        events, state = self._driver.close_through(state, through, self._rng.derive(self._label),
+        events, state = self._driver.close_through(state, through, self._rng.derive(self._noise_label),
                                                    key)
         stream_state.write(state)
         if due:
@@ -321,7 +321,7 @@ class _ERMTransform(shell.ShellTransform):
     def expand(self, records):
         check_unwindowed(self.owner, records)
         require_public_end(self.owner, records.is_bounded, self._clock)
-        self.spend_budget(records)
+        noise_label = self.spend_budget(records)
         label, clock = self.label, self._clock
         extracted = (
             records
@@ -334,7 +334,8 @@ class _ERMTransform(shell.ShellTransform):
         inputs = shell.merge_seeds(extracted.valid, seeds, key_type=str)
         trained = inputs | 'TrainBlocks' >> beam.ParDo(_TrainBlocksFn(
             self._driver, label, self.rng, float(self._budget.epsilon),
-            self._psgd.loss.num_classes)).with_outputs(DEAD_LETTER, LEDGER, main='releases')
+            self._psgd.loss.num_classes, noise_label)).with_outputs(DEAD_LETTER, LEDGER,
+                                                                    main='releases')
         releases, ledger = trained.releases, trained[LEDGER]
         releases.element_type = ModelRelease
         ledger.element_type = ERMLedgerRow

@@ -245,9 +245,10 @@ class _GrowingFn(beam.DoFn):
     EXPIRE_TIMER = TimerSpec('expire', TimeDomain.WATERMARK)
 
     def __init__(self, engine: GrowingEngine, label: str, rng: noise.RandomSource, bounded: bool,
-                 granularity_micros: int, lateness_micros: int):
+                 granularity_micros: int, lateness_micros: int, noise_label: str = None):
         self._engine = engine
         self._label = label
+        self._noise_label = label if noise_label is None else noise_label
         self._rng = rng
         self._bounded = bounded
         self._granularity = granularity_micros
@@ -315,7 +316,7 @@ class _GrowingFn(beam.DoFn):
             state = instance.read()
             if state is None:
                 state = self._engine.init_state()
-            base = driver.instance_rng(self._rng, self._label, user_key, wid)
+            base = driver.instance_rng(self._rng, self._noise_label, user_key, wid)
             state, info['queries'], out = driver.process(
                 self._engine, state, due, base, info.get('queries', 0), user_key, wid)
             yield from out.answers
@@ -389,7 +390,7 @@ class GrowingDatabaseTransform(shell.ShellTransform):
         else:
             data, queries = inputs
         fixed = check_windowing(self.owner, data, queries)
-        self.spend_budget((data, queries))
+        noise_label = self.spend_budget((data, queries))
         label, name, n_dom = self.label, self._engine.name, self._domain_size
         tagged_data = data | 'TagData' >> beam.ParDo(_TagFn(
             RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom)).with_outputs(
@@ -436,7 +437,7 @@ class GrowingDatabaseTransform(shell.ShellTransform):
                  | 'MergeInputs' >> beam.Flatten().with_output_types(_INSTANCE_ELEMENT))
         processed = items | 'AnswerQueries' >> beam.ParDo(_GrowingFn(
             self._engine, label, self.rng, bounded, self._granularity,
-            self._lateness)).with_outputs(DEAD_LETTER, RELEASES, main='answers')
+            self._lateness, noise_label)).with_outputs(DEAD_LETTER, RELEASES, main='answers')
         answers = (processed.answers, *refusals) | 'MergeAnswers' >> beam.Flatten()
         answers.element_type = QueryAnswer
         dead = shell.merge_dead_letters([

@@ -136,8 +136,8 @@ class _SegmentReleaseFn(shell.DriverFn):
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     def __init__(self, driver: KeyDriver, label: str, rng: noise.RandomSource, metadata: dict,
-                 histogram: bool):
-        super().__init__(driver, label, rng)
+                 histogram: bool, noise_label: Optional[str] = None):
+        super().__init__(driver, label, rng, noise_label)
         self._metadata = metadata
         self._histogram = histogram
 
@@ -160,7 +160,7 @@ class _SegmentReleaseFn(shell.DriverFn):
             if self._driver.selection is None:
                 # A public key runs from step 0, whether its seed or its data arrives first
                 # (Flatten gives no order between them).
-                state = self._driver.init_state(None, self._rng.derive(self._label, key), False)
+                state = self._driver.init_state(None, self._rng.derive(self._noise_label, key), False)
                 stored = (state, self._arm(release_timer, self._driver.next_wake(state, [])))
                 key_state.write(stored)
         if item is None:                             # a public key's seed at ``start``
@@ -194,8 +194,9 @@ class _SegmentReleaseFn(shell.DriverFn):
         pending.clear()
         for item in rest:
             pending.add(item)
-        out, state = self._driver.process(state, due, wake, self._rng.derive(self._label, key),
-                                          self._rng.derive(self._label, 'select', key))
+        out, state = self._driver.process(state, due, wake,
+                                          self._rng.derive(self._noise_label, key),
+                                          self._rng.derive(self._noise_label, 'select', key))
         key_state.write((state, self._arm(release_timer,
                                           self._driver.next_wake(state, [s for s, _ in rest]))))
         for step, reason, update in out.rejected:
@@ -296,7 +297,7 @@ class SegmentedPerKey(shell.ShellTransform):
 
     def expand(self, records):
         require_public_end(self.owner, records.is_bounded, self._clock)
-        self.spend_budget(records)
+        noise_label = self.spend_budget(records)
         label, clock = self.label, self._clock
         extracted = (
             records
@@ -319,7 +320,7 @@ class SegmentedPerKey(shell.ShellTransform):
         inputs = shell.merge_seeds(valid, seeds, key_type=str)
         released = inputs | 'ReleaseSegments' >> beam.ParDo(_SegmentReleaseFn(
             self.driver, label, self.rng, self._metadata(),
-            self._metric == 'histogram')).with_outputs(DEAD_LETTER, main='releases')
+            self._metric == 'histogram', noise_label)).with_outputs(DEAD_LETTER, main='releases')
         releases = released.releases
         releases.element_type = Release
         return ContinualOutputs(releases, shell.merge_dead_letters(

@@ -96,9 +96,9 @@ class _BoundKeysFn(beam.DoFn):
 
 class _SelectFn(beam.DoFn):
 
-    def __init__(self, rule, label: str, rng: noise.RandomSource):
+    def __init__(self, rule, noise_label: str, rng: noise.RandomSource):
         self._rule = rule
-        self._label = label
+        self._label = noise_label         # the transform's full path: noise addresses only
         self._rng = rng
 
     def process(self, element):
@@ -197,7 +197,7 @@ class SelectKeys(shell.ShellTransform):
                 'max_keys_per_unit': self._max_keys}
 
     def expand(self, records):
-        self.spend_budget(records)
+        noise_label = self.spend_budget(records)
         label = self.label
         extracted = records | 'ExtractAndValidate' >> beam.ParDo(
             _ExtractFn(label, self._key_fn, self._unit_fn)).with_output_types(
@@ -217,7 +217,7 @@ class SelectKeys(shell.ShellTransform):
         keys = (
             ones
             | 'CountUnitsPerKey' >> beam.CombinePerKey(sum)
-            | 'SelectPartitions' >> beam.ParDo(_SelectFn(self._rule, label, self.rng)))
+            | 'SelectPartitions' >> beam.ParDo(_SelectFn(self._rule, noise_label, self.rng)))
         keys.element_type = str
         return KeySelectionOutputs(keys, shell.merge_dead_letters(dead, self.debug_metrics,
                                                                   self.label))

@@ -253,21 +253,36 @@ class ShellTransform(beam.PTransform):
         if self._accountant is not None:
             self._accountant.check(self.privacy_costs(), self.owner)
 
-    def spend_budget(self, inputs=None) -> None:
+    def spend_budget(self, inputs=None) -> str:
         """At expand (``inputs``: what ``expand`` was given): refuses a seeded noise source on a
         production runner (``beam_dp.noise.check_runner``), then records all costs on the
-        accountant, once.
+        accountant, once. Returns (and sets ``self.noise_label`` to) the transform's full path
+        in the pipeline, the first label of every noise address it draws (unique in a Beam
+        pipeline: a composite applied twice has two paths, so its draws never coincide).
 
         Raises:
           InvalidParamsError: for a seeded source on a runner that is not a local test runner.
         """
         pipeline = _pipeline_of(inputs)
+        self.noise_label = _full_label(pipeline, self)
         if pipeline is not None:
             options = getattr(pipeline, '_options', None)
             noise.check_runner(self.owner, self.rng, getattr(pipeline, 'runner', None),
                                options.get_all_options() if options is not None else None)
         if self._accountant is not None:
             self._accountant.spend_all(self.privacy_costs(), self.owner)
+        return self.noise_label
+
+
+def _full_label(pipeline: Optional[beam.Pipeline], transform: beam.PTransform) -> str:
+    """The full label ('Composite/Inner/Label') of ``transform`` while Beam expands it: Beam
+    refuses two transforms with one full label in a pipeline. Outside an application (a direct
+    ``expand`` call in a test) its own label."""
+    current = getattr(pipeline, '_current_transform', None)
+    node = current() if current is not None else None
+    if node is not None and node.transform is transform and node.full_label:
+        return node.full_label
+    return transform.label
 
 
 def check_callable(owner: str, name: str, fn, optional: bool = False) -> None:
@@ -309,15 +324,18 @@ def dead_letter(transform: str, stage: str, reason: str, record,
 
 
 def extract_key(key_fn, record):
-    """``key_fn(record)``.
+    """``key_fn(record)`` in canonical form (``beam_dp.noise.canonical_key``: the key a
+    transform keeps and addresses its noise by).
 
     Raises:
-      InvalidRecordError: 'key_fn raised ...' (the record goes to the dead letter).
+      InvalidRecordError: 'key_fn raised ...', or a key with no canonical encoding (the record
+        goes to the dead letter).
     """
     try:
-        return key_fn(record)
+        key = key_fn(record)
     except Exception as e:  # pylint: disable=broad-except
         raise InvalidRecordError(f'key_fn raised {e!r}') from e
+    return noise.canonical_key(key)
 
 
 def extract_unit(unit_fn, record):
@@ -404,11 +422,15 @@ def _count_dead_letter(dead: DeadLetter, namespace: str) -> DeadLetter:
 
 class DriverFn(beam.DoFn):
     """Base of a stateful DoFn that runs a driver: it keeps the driver, the transform label
-    (dead letters, noise addresses) and the noise source, and caches the driver's ``clock``."""
+    (dead letters), the noise label (the transform's full path, ``ShellTransform.noise_label``:
+    the first label of every noise address; default the label) and the noise source, and caches
+    the driver's ``clock``."""
 
-    def __init__(self, driver, label: str, rng: noise.RandomSource):
+    def __init__(self, driver, label: str, rng: noise.RandomSource,
+                 noise_label: Optional[str] = None):
         self._driver = driver
         self._label = label
+        self._noise_label = label if noise_label is None else noise_label
         self._rng = rng
 
     def setup(self):

@@ -26,7 +26,7 @@ from beam_dp import PrivacyBudget
 from beam_dp.io import boost as records
 from beam_dp.io.records import DEAD_LETTER_SCHEMA
 from beam_dp.io.records import dead_letter_to_avro
-from beam_dp.noise import using_noise_key
+from pipelines.common.launch import noise_key_scope
 from pipelines.boost_queries import sample_data
 from pipelines.common import sinks
 from pipelines.common.pubsub_codec import decode
@@ -108,7 +108,7 @@ def build_job(pipeline, args) -> JobOutputs:
     gaussian = args.noise == 'gaussian'
     budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta if gaussian else 0.0)
     start = sample_data.START_SECONDS
-    with using_noise_key(args.noise_key):
+    with noise_key_scope(args):
         boost = BoostQueries(
             public_datasets=[sample_data.DATASET], shape=list(sample_data.SHAPE), budget=budget,
             start=start, step=sample_data.BLOCK_SECONDS,

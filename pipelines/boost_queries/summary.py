@@ -22,6 +22,7 @@ from beam_dp.mechanisms.boost import preset
 from beam_dp.transforms.boost import QUERY
 from beam_dp.transforms.boost import ROW
 from beam_dp.transforms.boost import run_events
+from pipelines.common.launch import noise_key_scope
 from pipelines.boost_queries import pipeline as job
 from pipelines.boost_queries import sample_data
 
@@ -150,7 +151,9 @@ def summarize(args) -> Summary:
     curves = {job_name: _cumulative(
         [(r['query_id'], r['epsilon']) for r in ledger], order, args.blocks)}
     if not args.no_baselines:
-        rng = noise.noise_source('boost_queries.summary', noise_key=args.noise_key)
+        with noise_key_scope(args):
+            rng = noise.noise_source('boost_queries.summary').derive('boost_queries.summary',
+                                                                    'baselines')
         for name in BASELINES:
             if name != args.preset or gaussian:
                 curves[name] = _cumulative(run_baseline(name, args, rows, queries, rng), order,

@@ -15,12 +15,14 @@ from apache_beam.options.pipeline_options import StandardOptions
 
 from beam_dp.errors import InvalidParamsError
 from beam_dp.noise import NoiseKeyRef
+from beam_dp.noise import using_noise_key
 
 __all__ = [
     'FLINK_FINISH_BUNDLE',
     'LOCAL_RUNNERS',
     'add_debug_metrics_argument',
     'add_noise_key_argument',
+    'noise_key_scope',
     'configure_logging',
     'is_local_runner',
     'optional_int',
@@ -58,8 +60,34 @@ def add_noise_key_argument(group) -> None:
                             "'gcpsm:projects/P/secrets/S/versions/V' (read on the workers, "
                             'never put in the graph). Never the key itself. Default: fresh OS '
                             'randomness (a replay redraws noise).')
+    group.add_argument('--stream_id', default=None,
+                       help='The identity of the stream this job releases (public, e.g. '
+                            "'rides-eu'); required with --noise_key. It is the root of every "
+                            'noise address, so one key used by two jobs over different streams '
+                            'never draws the same noise. Keep it when the job is restarted or '
+                            'updated over the same stream.')
     group.add_argument('--testing_seed', type=_refuse_seed, default=argparse.SUPPRESS,
                        help=argparse.SUPPRESS)
+
+
+def noise_key_scope(args):
+    """``beam_dp.noise.using_noise_key`` for the job's ``--noise_key`` and ``--stream_id``.
+
+    Raises:
+      SystemExit: for a noise key without a stream id (or a malformed stream id), with the
+        option to add.
+    """
+    stream_id = getattr(args, 'stream_id', None)
+    if args.noise_key is not None:
+        if stream_id is None or not str(stream_id).strip():
+            raise SystemExit('error: --noise_key needs --stream_id=<the identity of the stream '
+                             'this job releases> (the root of every noise address, so that one '
+                             'key never gives two streams the same noise).')
+        try:
+            NoiseKeyRef(args.noise_key, stream_id)
+        except InvalidParamsError as e:
+            raise SystemExit(f'error: --stream_id: {str(e).split(": ", 1)[-1]}') from None
+    return using_noise_key(args.noise_key, stream_id=stream_id if args.noise_key else None)
 
 
 def add_debug_metrics_argument(group) -> None:

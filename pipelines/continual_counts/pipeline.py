@@ -42,7 +42,7 @@ from beam_dp.io.records import DEAD_LETTER_SCHEMA
 from beam_dp.io.records import RELEASE_SCHEMA
 from beam_dp.io.records import dead_letter_to_avro
 from beam_dp.io.records import release_to_avro
-from beam_dp.noise import using_noise_key
+from pipelines.common.launch import noise_key_scope
 from pipelines.common import pubsub_codec
 from pipelines.common import sinks
 from pipelines.continual_counts import sample_data
@@ -222,7 +222,7 @@ def count_per_station(events: beam.PCollection, args,
                      max_keys_per_unit=args.max_keys_per_unit,
                      max_contributions_per_step=args.max_contributions_per_step,
                      max_steps_per_unit=args.max_steps_per_unit)
-    with using_noise_key(args.noise_key):
+    with noise_key_scope(args):
         counts = ContinualCountPerKey(
             public_keys=public_keys(args), start=args.start, step=args.step_seconds,
             budget=budget, privacy_unit=unit, key_fn=operator.attrgetter('station'),

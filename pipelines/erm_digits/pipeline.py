@@ -35,7 +35,7 @@ from beam_dp.io.erm import ledger_row_to_avro
 from beam_dp.io.erm import model_release_to_avro
 from beam_dp.io.records import DEAD_LETTER_SCHEMA
 from beam_dp.io.records import dead_letter_to_avro
-from beam_dp.noise import using_noise_key
+from pipelines.common.launch import noise_key_scope
 from pipelines.common import sinks
 from pipelines.common.pubsub_codec import decode
 from pipelines.erm_digits import data
@@ -139,7 +139,7 @@ def build_job(pipeline, args) -> JobOutputs:
     dead = [dead_parse, parts[len(data.DATASETS)] | 'UnknownStream' >> beam.Map(
         _unknown_stream).with_output_types(DeadLetter)]
     embedded = not (args.input_subscription or args.input_avro)
-    with using_noise_key(args.noise_key):
+    with noise_key_scope(args):
         for i, ds in enumerate(data.DATASETS):
             end = data.end_seconds(ds) if embedded and args.end_seconds is None else (
                 args.end_seconds)

@@ -26,9 +26,9 @@ from beam_dp.io.queries import ANSWER_SCHEMA
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.io.queries import answer_to_avro
 from beam_dp.io.records import DEAD_LETTER_SCHEMA
-from beam_dp.noise import using_noise_key
 from beam_dp.io.records import dead_letter_to_avro
 from beam_dp.transforms.pmwg import WindowedPMWG
+from pipelines.common.launch import noise_key_scope
 from pipelines.common import sinks
 from pipelines.common.pubsub_codec import decode
 from pipelines.pmwg_queries import sample_data
@@ -116,7 +116,7 @@ def build_job(pipeline, args) -> JobOutputs:
         queries = queries | 'WindowQueries' >> beam.WindowInto(
             window.FixedWindows(args.window_seconds))
     budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta)
-    with using_noise_key(args.noise_key):
+    with noise_key_scope(args):
         pmwg = WindowedPMWG(
             epsilon=args.epsilon, delta=args.delta, alpha=args.alpha, n=INITIAL_SIZE,
             domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),

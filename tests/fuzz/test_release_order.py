@@ -10,6 +10,7 @@
 
 import pytest
 
+from beam_dp.noise import NoiseKeyRef
 from beam_dp import Release
 from beam_dp import noise
 from tests.fuzz.harness import Harness
@@ -92,7 +93,7 @@ def test_a_replayed_release_timer_is_bit_identical_under_a_noise_key(name, monke
     monkeypatch.setenv(KEY_ENV, '5c' * 32)
     noise.secret_key.clear_key_cache()
     stage, shard, elements = _keyed(name)
-    first, replay = _replay(name, stage, shard, elements, 9 * S, noise_key=f'env:{KEY_ENV}')
+    first, replay = _replay(name, stage, shard, elements, 9 * S, noise_key=NoiseKeyRef(f'env:{KEY_ENV}', 'tests'))
     assert first and first == replay
     # Power: with fresh OS randomness a replayed step redraws its noise.
     differ = False

@@ -28,6 +28,7 @@ import requests
 from apache_beam.io.kafka import WriteToKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_dp.noise import NoiseKeyRef
 from beam_dp import ContinualCountPerKey
 from beam_dp import PrivacyBudget
 from beam_dp.testing import reference_releases
@@ -88,7 +89,7 @@ def check_delivery(log, events):
 def counts(start):
     return ContinualCountPerKey(public_keys=kf.KEYS, start=start, step=kf.STEP,
                                 end=start + SECONDS, allowed_lateness=LATENESS,
-                                budget=PrivacyBudget(epsilon=1.0), noise_key='env:' + KEY_ENV,
+                                budget=PrivacyBudget(epsilon=1.0), noise_key=NoiseKeyRef('env:' + KEY_ENV, 'tests'),
                                 label=LABEL)
 
 

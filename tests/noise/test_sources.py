@@ -43,8 +43,15 @@ def test_opt_in_is_scoped(no_opt_in):
 
 def test_key_secure_and_bad_arguments(no_opt_in):
     assert isinstance(noise.noise_source('T'), SecureRandom)
-    keyed = noise.noise_source('T', noise_key='env:SOME_VAR')
+    keyed = noise.noise_source('T', noise_key=noise.NoiseKeyRef('env:SOME_VAR', 'stream-a'))
     assert isinstance(keyed, KeyedRandom) and keyed.is_secure
+    assert keyed.noise_key.stream_id == 'stream-a'
+    with pytest.raises(InvalidParamsError, match="T: a noise key needs the identity of the "
+                                                 "stream.*stream_id="):
+        noise.noise_source('T', noise_key='env:SOME_VAR')
+    for bad in ('', '  ', 7, 'a\nb', 'x' * 513):
+        with pytest.raises(InvalidParamsError, match='stream_id must be'):
+            noise.NoiseKeyRef('env:SOME_VAR', bad)
     with pytest.raises(InvalidParamsError, match='T: noise_key'):
         noise.noise_source('T', noise_key='0123456789abcdef0123456789abcdef')
     with pytest.raises(InvalidParamsError, match='at most one'):
@@ -84,14 +91,19 @@ def test_runner_objects_are_recognised():
 
 
 def test_using_noise_key_scopes_a_default_key(no_opt_in):
-    with noise.using_noise_key('env:OUTER') as ref:
-        assert ref.reference == 'env:OUTER'
-        assert noise.noise_source('T').noise_key.reference == 'env:OUTER'
+    with noise.using_noise_key('env:OUTER', stream_id='s1') as ref:
+        assert ref.reference == 'env:OUTER' and ref.stream_id == 's1'
+        assert noise.noise_source('T').noise_key == noise.NoiseKeyRef('env:OUTER', 's1')
         with noise.using_noise_key(None):
             assert noise.noise_source('T').noise_key.reference == 'env:OUTER'
-        with noise.using_noise_key('env:INNER'):
-            assert noise.noise_source('T').noise_key.reference == 'env:INNER'
-        assert noise.noise_source('T', noise_key='env:OWN').noise_key.reference == 'env:OWN'
+        with noise.using_noise_key('env:INNER', stream_id='s2'):
+            assert noise.noise_source('T').noise_key == noise.NoiseKeyRef('env:INNER', 's2')
+        # A transform's own key without a stream takes the block's stream.
+        assert noise.noise_source('T', noise_key='env:OWN').noise_key == noise.NoiseKeyRef(
+            'env:OWN', 's1')
+    with noise.using_noise_key('env:OUTER'):            # a block without a stream id
+        with pytest.raises(InvalidParamsError, match='needs the identity of the stream'):
+            noise.noise_source('T')
     assert isinstance(noise.noise_source('T'), SecureRandom)
     with pytest.raises(InvalidParamsError, match='using_noise_key: noise_key is not a reference'):
         with noise.using_noise_key('the-key-itself-0123456789abcdef0123456789'):
@@ -106,6 +118,6 @@ def test_a_transform_refuses_a_seed_outside_the_opt_in(no_opt_in):
         beam_dp.ContinualCountPerKey(testing_seed=7, **kwargs)
     with testing.allow_seeded_noise():
         assert isinstance(beam_dp.ContinualCountPerKey(testing_seed=7, **kwargs).rng, SeededRandom)
-    with noise.using_noise_key('env:BDP_NOISE_KEY'):
+    with noise.using_noise_key('env:BDP_NOISE_KEY', stream_id='tests'):
         assert isinstance(beam_dp.ContinualCountPerKey(**kwargs).rng, KeyedRandom)
     assert isinstance(beam_dp.ContinualCountPerKey(**kwargs).rng, SecureRandom)

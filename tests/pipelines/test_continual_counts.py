@@ -180,8 +180,8 @@ def _streaming_args(tmp_path, extra=()):
         '--input_subscription=projects/p/subscriptions/s', f'--public_keys={",".join(KEYS)}',
         f'--start={START_S}', f'--step_seconds={STEP_S}', f'--end={START_S + 3 * STEP_S}',
         '--max_keys_per_unit=1', '--max_steps_per_unit=3', '--max_contributions_per_step=1',
-        f'--noise_key=env:{TEST_KEY_VAR}', f'--output_avro={tmp_path / "out"}',
-        f'--dead_letter_avro={tmp_path / "dead"}', *extra])
+        f'--noise_key=env:{TEST_KEY_VAR}', '--stream_id=tests',
+        f'--output_avro={tmp_path / "out"}', f'--dead_letter_avro={tmp_path / "dead"}', *extra])
     return args
 
 
@@ -245,7 +245,8 @@ def test_input_avro_without_end_releases_every_step_of_the_default_range(tmp_pat
         fastavro.writer(f, EVENT_SCHEMA, [event_to_avro(e) for e in events])
     args, beam_args = job_options.parse_args([
         f'--input_avro={rides}', f'--public_keys={",".join(KEYS)}', f'--start={START_S}',
-        f'--noise_key=env:{TEST_KEY_VAR}', f'--output_avro={tmp_path / "out"}', '--plot=none'])
+        f'--noise_key=env:{TEST_KEY_VAR}', '--stream_id=tests', f'--output_avro={tmp_path / "out"}',
+        '--plot=none'])
     assert args.end == START_S + 48 * 3600
 
     def outputs_fn(outputs):

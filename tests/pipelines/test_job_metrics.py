@@ -55,6 +55,7 @@ def _run_job(tmp_path, extra):
     args, beam_args = job_options.parse_args([
         f'--input_avro={_rides(tmp_path)}', f'--public_keys={",".join(KEYS)}',
         f'--start={START_S}', '--max_keys_per_unit=1', f'--noise_key=env:{TEST_KEY_VAR}',
+        '--stream_id=tests',
         f'--output_avro={tmp_path / "out"}', '--plot=none', '--progress_every=1', *extra])
     result = job.build_pipeline(args, PipelineOptions(['--runner=DirectRunner'] + beam_args)
                                 ).run()

@@ -28,12 +28,12 @@ EXPECTED_PARAMETERS = {
         "step_seconds", "allowed_lateness_seconds", "public_keys", "max_contributions_per_step",
         "max_keys_per_unit", "max_steps_per_unit", "horizon_steps", "mechanism", "estimator",
         "timestamp_attribute", "input_avro", "output_avro", "dead_letter_avro", "public_keys_file",
-        "start", "end", "num_shards", "progress_every", "noise_key",
+        "start", "end", "num_shards", "progress_every", "noise_key", "stream_id",
     },
     "pmwg_queries": {
         "data_subscription", "query_subscription", "output_topic", "dead_letter_topic", "epsilon",
         "delta", "alpha", "beta", "domain_size", "window_seconds", "start", "data_avro",
-        "query_avro", "output_avro", "dead_letter_avro", "noise_key",
+        "query_avro", "output_avro", "dead_letter_avro", "noise_key", "stream_id",
     },
     "erm_digits": {
         "input_subscription", "output_topic", "ledger_topic", "dead_letter_topic", "epsilon",
@@ -42,8 +42,8 @@ EXPECTED_PARAMETERS = {
     "boost_queries": {
         "data_subscription", "query_subscription", "output_topic", "dead_letter_topic", "epsilon",
         "alpha", "beta", "preset", "blocks", "data_avro", "query_avro", "output_avro",
-        "dead_letter_avro", "noise_key", "noise", "delta", "cache_capacity", "retention_blocks",
-        "replay_retention_seconds",
+        "dead_letter_avro", "noise_key", "stream_id", "noise", "delta", "cache_capacity",
+        "retention_blocks", "replay_retention_seconds",
     },
 }
 OPTIONAL_PARAMETERS = {
@@ -51,17 +51,17 @@ OPTIONAL_PARAMETERS = {
                          "timestamp_attribute", "input_subscription", "output_topic",
                          "dead_letter_topic", "public_keys", "input_avro", "output_avro",
                          "dead_letter_avro", "public_keys_file", "start", "end", "num_shards",
-                         "progress_every", "noise_key"},
+                         "progress_every", "noise_key", "stream_id"},
     "pmwg_queries": {"window_seconds", "start", "data_subscription", "query_subscription",
                      "output_topic",
                      "dead_letter_topic", "data_avro", "query_avro", "output_avro",
-                     "dead_letter_avro", "noise_key"},
+                     "dead_letter_avro", "noise_key", "stream_id"},
     "erm_digits": {"input_subscription", "output_topic", "ledger_topic", "dead_letter_topic",
                    "end_seconds", "input_avro", "output_avro", "dead_letter_avro"},
     "boost_queries": {"data_subscription", "query_subscription", "output_topic",
                       "dead_letter_topic", "alpha", "beta", "preset", "blocks", "data_avro",
-                      "query_avro", "output_avro", "dead_letter_avro", "noise_key", "noise",
-                      "delta", "cache_capacity", "retention_blocks",
+                      "query_avro", "output_avro", "dead_letter_avro", "noise_key", "stream_id",
+                      "noise", "delta", "cache_capacity", "retention_blocks",
                       "replay_retention_seconds"},
 }
 
@@ -207,6 +207,8 @@ GCS_BAD = ["", "/tmp/out", "s3://bucket/x", "gs://", "gs://ab/x", "gs://My-Bucke
            "gs://bucket/a b", " gs://bucket/x"]
 TIME_GOOD = ["2024-06-02T00:00:00Z", "2024-06-02T00:00:00.5+02:00", "1717286400", "1717286400.25"]
 # A reference to the secret, never the secret (a pasted key must not match).
+STREAM_ID_GOOD = ["rides-eu", "my-proj/beam-dp/continual_counts", "a", "x" * 512]
+STREAM_ID_BAD = ["", " rides", "a\tb", "a\nb", "x" * 513]
 NOISE_KEY_GOOD = ["gcpsm:projects/my-proj/secrets/beam-dp-counts-noise-key/versions/latest",
                   "gcpsm:projects/p/secrets/s/versions/3", "env:BEAM_DP_NOISE_KEY",
                   "file:/secrets/noise_key"]
@@ -246,6 +248,7 @@ CASES = {
         "num_shards": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "progress_every": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
+        "stream_id": (STREAM_ID_GOOD, STREAM_ID_BAD),
     },
     "pmwg_queries": {
         "data_subscription": (SUBSCRIPTION_GOOD, SUBSCRIPTION_BAD),
@@ -264,6 +267,7 @@ CASES = {
         "output_avro": (GCS_GOOD, GCS_BAD),
         "dead_letter_avro": (GCS_GOOD, GCS_BAD),
         "noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
+        "stream_id": (STREAM_ID_GOOD, STREAM_ID_BAD),
     },
     "erm_digits": {
         "input_subscription": (SUBSCRIPTION_GOOD, SUBSCRIPTION_BAD),
@@ -292,6 +296,7 @@ CASES = {
         "output_avro": (GCS_GOOD, GCS_BAD),
         "dead_letter_avro": (GCS_GOOD, GCS_BAD),
         "noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
+        "stream_id": (STREAM_ID_GOOD, STREAM_ID_BAD),
         "noise": (["laplace", "gaussian"], ["", "Gaussian", "normal", "laplace ", "gauss"]),
         "delta": (DELTA_GOOD, DELTA_BAD),
         "cache_capacity": (["2", "9", "10", "100000"], ["", "0", "1", "-2", "02", "1.5", "1e3"]),

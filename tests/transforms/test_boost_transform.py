@@ -8,6 +8,7 @@ import pytest
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import TimestampedValue
 
+from beam_dp.noise import NoiseKeyRef
 from beam_dp import PrivacyBudget
 from beam_dp import noise
 from beam_dp.errors import InvalidParamsError
@@ -163,7 +164,7 @@ def test_streaming_late_rows_dead_lettered_and_never_change_a_sealed_block():
                                             budget=PrivacyBudget(epsilon=2.0, delta=1e-6))])
 def test_noise_key_gives_bit_identical_reruns(monkeypatch, extra):
     monkeypatch.setenv('BDP_BOOST_KEY', '0123456789abcdef' * 4)
-    runs = [_run(_transform(testing_seed=None, noise_key='env:BDP_BOOST_KEY', label='B', **extra),
+    runs = [_run(_transform(testing_seed=None, noise_key=NoiseKeyRef('env:BDP_BOOST_KEY', 'tests'), label='B', **extra),
                  _rows(per_block=100), QUERIES[:4], runner='DirectRunner')['answers']
             for _ in range(2)]
     assert sorted(runs[0]) == sorted(runs[1]) and runs[0]

@@ -9,6 +9,7 @@ import pytest
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms import window
 
+from beam_dp.noise import NoiseKeyRef
 from beam_dp import BudgetAccountant
 from beam_dp import BudgetExceededError
 from beam_dp import ContinualERM
@@ -59,7 +60,7 @@ def test_streaming_parity_with_reference_on_every_block(counter, order_seed):
 
 def test_noise_key_replays_bit_identical(monkeypatch):
     monkeypatch.setenv('BDP_ERM_FTRL_TEST_KEY', '0123456789abcdef' * 4)
-    key = dict(testing_seed=None, noise_key='env:BDP_ERM_FTRL_TEST_KEY')
+    key = dict(testing_seed=None, noise_key=NoiseKeyRef('env:BDP_ERM_FTRL_TEST_KEY', 'tests'))
     first = _batch_run(ftrl(**key), 'f1')
     again = _batch_run(ftrl(**key), 'f2')
     fresh = _batch_run(ftrl(testing_seed=None), 'f3')

@@ -13,6 +13,7 @@ from apache_beam.testing.util import assert_that
 from apache_beam.transforms import window
 from apache_beam.transforms.window import TimestampedValue
 
+from beam_dp.noise import NoiseKeyRef
 from beam_dp import BudgetAccountant
 from beam_dp import BudgetExceededError
 from beam_dp import ContinualERM
@@ -197,8 +198,8 @@ def test_reproduce_paper_is_labelled_not_dp_in_every_output():
 
 def test_noise_key_replays_bit_identical(monkeypatch):
     monkeypatch.setenv('BDP_ERM_TEST_KEY', '0123456789abcdef' * 4)
-    first = _batch_run(continual(testing_seed=None, noise_key='env:BDP_ERM_TEST_KEY'), 'k1')
-    again = _batch_run(continual(testing_seed=None, noise_key='env:BDP_ERM_TEST_KEY'), 'k2')
+    first = _batch_run(continual(testing_seed=None, noise_key=NoiseKeyRef('env:BDP_ERM_TEST_KEY', 'tests')), 'k1')
+    again = _batch_run(continual(testing_seed=None, noise_key=NoiseKeyRef('env:BDP_ERM_TEST_KEY', 'tests')), 'k2')
     fresh = _batch_run(continual(testing_seed=None), 'fresh')
     assert first == again
     models = [r for r in first if hasattr(r, 'weights')]

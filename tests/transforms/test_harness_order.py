@@ -26,6 +26,7 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beam_dp.noise import NoiseKeyRef
 from beam_dp import ContinualCountPerKey
 from beam_dp import PrivacyBudget
 from beam_dp.io.records import DeadLetter
@@ -53,7 +54,7 @@ def release_stage(monkeypatch):
                | beam.Map(lambda kv: TimestampedValue(kv, kv[1]))
                | ContinualCountPerKey(public_keys=['a', 'b'], start=START, step=STEP,
                                       end=START + 2 * STEP, budget=PrivacyBudget(epsilon=1.0),
-                                      noise_key='env:' + KEY_ENV, label='Counts'))
+                                      noise_key=NoiseKeyRef('env:' + KEY_ENV, 'tests'), label='Counts'))
         _ = (out.releases | beam.Map(lambda r: (r.key, (r.step, r.value))) | beam.GroupByKey())
     return next(d for d in seen if any('ReleaseNoisyValues' in t.unique_name
                                        for t in d.transforms.values()))

@@ -19,6 +19,7 @@ from apache_beam.runners.runner import PipelineRunner
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import TimestampedValue
 
+from beam_dp.noise import NoiseKeyRef
 import beam_dp
 from beam_dp import InvalidParamsError
 from beam_dp import noise
@@ -50,7 +51,7 @@ def _apply(name, pipeline, transform):
 
 @pytest.mark.parametrize('name', sorted(families.FAMILIES))
 def test_every_transform_takes_a_noise_key_reference_and_refuses_the_key_itself(name):
-    transform = families.build(name, noise_key=f'env:{KEY_ENV}')
+    transform = families.build(name, noise_key=NoiseKeyRef(f'env:{KEY_ENV}', 'tests'))
     assert isinstance(transform.rng, noise.KeyedRandom)
     assert transform.rng.noise_key.reference == f'env:{KEY_ENV}'
     owner = type(transform).__name__
@@ -58,7 +59,7 @@ def test_every_transform_takes_a_noise_key_reference_and_refuses_the_key_itself(
         families.build(name, noise_key=SECRET)
     assert SECRET not in str(e.value)
     with pytest.raises(InvalidParamsError, match='at most one of noise_key and testing_seed'):
-        families.build(name, noise_key=f'env:{KEY_ENV}', testing_seed=1)
+        families.build(name, noise_key=NoiseKeyRef(f'env:{KEY_ENV}', 'tests'), testing_seed=1)
     assert _documents_noise_key(type(transform)), f'{owner} does not document noise_key'
 
 
@@ -86,7 +87,7 @@ def test_a_seeded_source_refuses_to_build_on_a_production_runner(name, runner, a
 
 @pytest.mark.parametrize('name', ['ContinualCountPerKey', 'WindowedPMWG'])
 def test_a_keyed_or_secure_source_builds_on_a_production_runner(name):
-    for kwargs in ({'noise_key': f'env:{KEY_ENV}'}, {}):
+    for kwargs in ({'noise_key': NoiseKeyRef(f'env:{KEY_ENV}', 'tests')}, {}):
         pipeline = beam.Pipeline(runner='FlinkRunner', options=PipelineOptions(
             ['--flink_master=flink.example.com:8081']))
         _apply(name, pipeline, families.build(name, **kwargs))
@@ -123,8 +124,8 @@ def test_a_replayed_pipeline_releases_bit_identical_values_under_one_noise_key(
         name, monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
     noise.secret_key.clear_key_cache()
-    first = _run_once(name, noise_key=f'env:{KEY_ENV}')
-    replay = _run_once(name, noise_key=f'env:{KEY_ENV}')
+    first = _run_once(name, noise_key=NoiseKeyRef(f'env:{KEY_ENV}', 'tests'))
+    replay = _run_once(name, noise_key=NoiseKeyRef(f'env:{KEY_ENV}', 'tests'))
     assert first and first == replay
     # Power: the releases are noisy (not the exact counts) and fresh randomness redraws them
     # (noise-free releases would make the three runs equal). Per-step noise summed, the default
@@ -134,5 +135,5 @@ def test_a_replayed_pipeline_releases_bit_identical_values_under_one_noise_key(
     # Another key, other noise.
     monkeypatch.setenv(KEY_ENV, '4a' * 32)
     noise.secret_key.clear_key_cache()
-    assert _run_once(name, noise_key=f'env:{KEY_ENV}') != first
+    assert _run_once(name, noise_key=NoiseKeyRef(f'env:{KEY_ENV}', 'tests')) != first
     noise.secret_key.clear_key_cache()

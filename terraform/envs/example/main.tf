@@ -148,6 +148,7 @@ module "continual_counts_job" {
     num_shards                 = var.continual_counts.num_shards == null ? null : tostring(var.continual_counts.num_shards)
     progress_every             = var.continual_counts.progress_every == null ? null : tostring(var.continual_counts.progress_every)
     noise_key                  = "gcpsm:${google_secret_manager_secret.continual_counts_noise_key.id}/versions/latest"
+    stream_id                  = coalesce(var.continual_counts.stream_id, "${var.project_id}/${var.name_prefix}/continual_counts")
   }
 
   # The workers' permissions must exist before the launcher VM starts.
@@ -239,6 +240,7 @@ module "pmwg_queries_job" {
     output_avro        = var.pmwg_queries.output_avro
     dead_letter_avro   = var.pmwg_queries.dead_letter_avro
     noise_key          = "gcpsm:${google_secret_manager_secret.pmwg_queries_noise_key[0].id}/versions/latest"
+    stream_id          = coalesce(var.pmwg_queries.stream_id, "${var.project_id}/${var.name_prefix}/pmwg_queries")
   }
 
   depends_on = [module.pmwg_queries_worker]
