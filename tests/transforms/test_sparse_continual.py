@@ -204,5 +204,5 @@ def test_batch_input_data_before_the_key_seeds_and_malformed_keys():
                     equal_to([('a', 1, 0.0), ('a', 3, 0.0), ('a', 5, 3.0),
                               ('b', 1, 0.0), ('b', 2, 1.0), ('b', 8, 1.0)]), label='CheckReleases')
         assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: d.reason.split(':')[0]),
-                    equal_to(['key must be a string, got [\'x\']', 'key is not valid UTF-8 text']),
+                    equal_to(['key must be a string, got (\'x\',)', 'key is not valid UTF-8 text']),
                     label='CheckDead')
