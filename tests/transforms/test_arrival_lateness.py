@@ -18,12 +18,15 @@ is counted with and without u, and w (arriving after its step's release time) is
 in both, with the input record itself.
 """
 
+import random
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
 from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 import beam_dp
 from beam_dp import ArrivalTimeLateness
@@ -188,3 +191,64 @@ def test_construction_checks():
     with pytest.raises(InvalidParamsError, match='looks like milliseconds'):
         ArrivalTimeLateness(event_time_fn=lambda r: 0, start=START * 1e9, step=STEP)
     assert beam_dp.ArrivalTimeLateness is ArrivalTimeLateness
+
+
+def _random_messages(seed, n=48):
+    """n records with random keys and claims over all steps; a third arrive exactly at their
+    deadline or one millisecond before it (TestStream's resolution), the rest anywhere from
+    start to past the end. Times in µs: (arrival, (key, unit, claimed µs))."""
+    rng = random.Random(seed)
+    micros = 1_000_000
+    out = []
+    for i in range(n):
+        step = rng.randrange(STEPS)
+        claim = (START + step * STEP) * micros + rng.randrange(STEP * micros)
+        deadline = CLOCK.release_time_micros(step)
+        edge = rng.random()
+        if edge < 1 / 6:
+            arrival = deadline - 1000
+        elif edge < 1 / 3:
+            arrival = deadline
+        else:
+            arrival = 1000 * rng.randrange(START * 1000, (END + LATENESS + STEP) * 1000)
+        out.append((arrival, (rng.choice('ab'), f'r{i}', claim)))
+    return sorted(out)
+
+
+@pytest.mark.parametrize('seed', [1, 2])
+def test_random_streams_release_exactly_the_records_the_rule_accepts(seed):
+    """Random claims (old, current, far ahead) and arrivals (at the deadline, 1 ms before,
+    anywhere): the releases are the running counts of exactly the records with arrival <
+    end(step(claim)) + D, and the dead letters exactly the others — each record's fate is the
+    closed-form rule on its own two times (a record arriving 1 ms before its deadline counts,
+    one arriving at it does not), so adding or removing any record changes no other
+    record's fate. Nothing is dropped downstream (no other dead letter)."""
+    messages = _random_messages(seed)
+    stream = TestStream().advance_watermark_to(Timestamp(START - 1))
+    watermark = None
+    for arrival, record in messages:
+        if watermark is None or arrival > watermark:
+            stream = stream.advance_watermark_to(Timestamp(micros=arrival))
+            watermark = arrival
+        stream = stream.add_elements([TimestampedValue(record, Timestamp(micros=arrival))])
+    stream = stream.advance_watermark_to(END + LATENESS + STEP + 1).advance_watermark_to_infinity()
+    counted, rejected = [], []
+    for arrival, record in messages:
+        step = CLOCK.step_of(record[2])
+        if arrival < CLOCK.release_time_micros(step):
+            counted.append((record[0], step))
+        else:
+            rejected.append(record)
+    assert counted and rejected and any(
+        a == CLOCK.release_time_micros(CLOCK.step_of(r[2])) - 1000 for a, r in messages)
+    with _pipeline() as p:
+        judged = p | stream | ArrivalTimeLateness(
+            event_time_fn=lambda r: Timestamp(micros=r[2]), **SCHEDULE)
+        out = judged.records | _counts(EventLevel())
+        dead = (judged.dead_letter, out.dead_letter) | beam.Flatten()
+        assert_that(out.releases | 'Values' >> beam.Map(
+            lambda r: (r.key, r.step, round(r.value, 6))), equal_to(_cumulative(counted)),
+            label='CheckReleases')
+        assert_that(dead | 'Dead' >> beam.Map(lambda d: (d.stage, d.record)),
+                    equal_to([('ArrivalTimeLateness', repr(r)) for r in rejected]),
+                    label='CheckDeadLetters')
