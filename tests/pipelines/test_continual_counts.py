@@ -246,12 +246,13 @@ def test_lateness_arrival_counts_by_publish_time(tmp_path):
     rides = [(_event('r1', 'A', 5), 5), (_event('r4', 'A', 170), 10),
              (_event('r2', 'B', 50), 80), (_event('r3', 'C', 20), 95)]
     stream = TestStream().advance_watermark_to(Timestamp(START_S))
+    from apache_beam.io.gcp.pubsub import PubsubMessage  # pylint: disable=import-outside-toplevel
     for event, published in rides:
-        from apache_beam.io.gcp.pubsub import PubsubMessage
         stream = stream.advance_watermark_to(Timestamp(START_S + published)).add_elements(
             [beam.window.TimestampedValue(PubsubMessage(encode_event(event), {}),
                                           START_S + published)])
-    stream = stream.advance_watermark_to(Timestamp(START_S + 4 * STEP_S)).advance_watermark_to_infinity()
+    stream = (stream.advance_watermark_to(Timestamp(START_S + 4 * STEP_S))
+              .advance_watermark_to_infinity())
     expected = {('A', 0): 1, ('A', 1): 1, ('A', 2): 2, ('B', 0): 1, ('B', 1): 1, ('B', 2): 1,
                 ('C', 0): 0, ('C', 1): 0, ('C', 2): 0}
 

@@ -162,7 +162,8 @@ def test_dead_letters_for_bad_event_times_and_out_of_range_claims():
         assert_that(judged.records | beam.Map(lambda r: r[1]), equal_to(['ok']),
                     label='Passed')
         assert_that(judged.dead_letter | beam.Map(lambda d: (d.record, d.reason.split(':')[0])),
-                    equal_to([(repr(records[1][1]), 'event_time_fn raised KeyError(\'event_time\')'),
+                    equal_to([(repr(records[1][1]),
+                               "event_time_fn raised KeyError('event_time')"),
                               (repr(records[2][1]), 'event_time_fn must return seconds since '
                                                      'the epoch, a Beam Timestamp or an aware '
                                                      'datetime, got str'),
@@ -231,7 +232,8 @@ def test_random_streams_release_exactly_the_records_the_rule_accepts(seed):
             stream = stream.advance_watermark_to(Timestamp(micros=arrival))
             watermark = arrival
         stream = stream.add_elements([TimestampedValue(record, Timestamp(micros=arrival))])
-    stream = stream.advance_watermark_to(END + LATENESS + STEP + 1).advance_watermark_to_infinity()
+    stream = (stream.advance_watermark_to(END + LATENESS + STEP + 1)
+              .advance_watermark_to_infinity())
     counted, rejected = [], []
     for arrival, record in messages:
         step = CLOCK.step_of(record[2])
