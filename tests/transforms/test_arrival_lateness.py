@@ -216,6 +216,19 @@ def _random_messages(seed, n=48):
     return sorted(out)
 
 
+def _arrival_source_micros(messages):
+    """``_arrival_source`` with times in µs (millisecond multiples)."""
+    stream = TestStream().advance_watermark_to(Timestamp(START - 1))
+    watermark = None
+    for arrival, record in messages:
+        if watermark is None or arrival > watermark:
+            stream = stream.advance_watermark_to(Timestamp(micros=arrival))
+            watermark = arrival
+        stream = stream.add_elements([TimestampedValue(record, Timestamp(micros=arrival))])
+    return (stream.advance_watermark_to(END + LATENESS + STEP + 1)
+            .advance_watermark_to_infinity())
+
+
 @pytest.mark.parametrize('seed', [1, 2])
 def test_random_streams_release_exactly_the_records_the_rule_accepts(seed):
     """Random claims (old, current, far ahead) and arrivals (at the deadline, 1 ms before,
@@ -225,15 +238,7 @@ def test_random_streams_release_exactly_the_records_the_rule_accepts(seed):
     one arriving at it does not), so adding or removing any record changes no other
     record's fate. Nothing is dropped downstream (no other dead letter)."""
     messages = _random_messages(seed)
-    stream = TestStream().advance_watermark_to(Timestamp(START - 1))
-    watermark = None
-    for arrival, record in messages:
-        if watermark is None or arrival > watermark:
-            stream = stream.advance_watermark_to(Timestamp(micros=arrival))
-            watermark = arrival
-        stream = stream.add_elements([TimestampedValue(record, Timestamp(micros=arrival))])
-    stream = (stream.advance_watermark_to(END + LATENESS + STEP + 1)
-              .advance_watermark_to_infinity())
+    stream = _arrival_source_micros(messages)
     counted, rejected = [], []
     for arrival, record in messages:
         step = CLOCK.step_of(record[2])
@@ -251,6 +256,27 @@ def test_random_streams_release_exactly_the_records_the_rule_accepts(seed):
         assert_that(out.releases | 'Values' >> beam.Map(
             lambda r: (r.key, r.step, round(r.value, 6))), equal_to(_cumulative(counted)),
             label='CheckReleases')
+        assert_that(dead | 'Dead' >> beam.Map(lambda d: (d.stage, d.record)),
+                    equal_to([('ArrivalTimeLateness', repr(r)) for r in rejected]),
+                    label='CheckDeadLetters')
+
+
+def test_the_sparse_transforms_gate_drops_no_record_the_rule_passed():
+    """Through ``SparseContinualCountPerKey`` (its 'GateLateRecords' and 'ReleaseSegments'
+    judge lateness by their own watermark chains): records the rule passed are re-timestamped
+    behind the arrival watermark, yet none is dead-lettered downstream — the only dead letters
+    are the rule's."""
+    from beam_dp import SparseContinualCountPerKey  # pylint: disable=import-outside-toplevel
+    messages = _random_messages(3)
+    stream = _arrival_source_micros(messages)
+    rejected = [r for a, r in messages if a >= CLOCK.release_time_micros(CLOCK.step_of(r[2]))]
+    assert 0 < len(rejected) < len(messages)
+    with _pipeline() as p:
+        judged = p | stream | ArrivalTimeLateness(
+            event_time_fn=lambda r: Timestamp(micros=r[2]), **SCHEDULE)
+        out = judged.records | SparseContinualCountPerKey(
+            public_keys=['a', 'b'], budget=NOISE_FREE, **SCHEDULE)
+        dead = (judged.dead_letter, out.dead_letter) | beam.Flatten()
         assert_that(dead | 'Dead' >> beam.Map(lambda d: (d.stage, d.record)),
                     equal_to([('ArrivalTimeLateness', repr(r)) for r in rejected]),
                     label='CheckDeadLetters')
