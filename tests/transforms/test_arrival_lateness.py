@@ -15,7 +15,9 @@ u claims a time four steps ahead; v's record of step 0 arrives in time by the ar
 the event-time source u's claim pushes the watermark past step 0's release, so v is
 dead-lettered with u and counted without: u decides v's fate. Under ``ArrivalTimeLateness`` v
 is counted with and without u, and w (arriving after its step's release time) is dead-lettered
-in both, with the input record itself.
+in both, with the input record itself. On random streams (deadline edges included) the releases
+count exactly the records the closed-form rule accepts, and before the sparse transform (whose
+own gate judges lateness by its watermark chain) no record the rule passed is dropped.
 """
 
 import random
