@@ -7,9 +7,9 @@ on other records (docs/privacy_model.md, "Lateness"; that the watermark itself d
 depend on the records' claimed times is an assumption on the source: where it is estimated from
 them, ``beam_dp.ArrivalTimeLateness`` decides lateness by arrival time first). A stage learns
 that a step is released from a watermark timer; the *released chain* here is such a timer armed
-on the public schedule only: per shard, seeded at launch (``shell.seeds_at_start``), its first element (seed or data)
-starts it (``shell.start_timers``: step 0's release time, and without a last step the
-'end_of_input' timer); each firing marks the armed step released and arms the next step's
+on the public schedule only: per shard, seeded at launch (``shell.seeds_at_start``), its first
+element (seed or data) starts it (``shell.start_timers``: step 0's release time, and without a
+last step the 'end_of_input' timer); each firing marks the armed step released and arms the next step's
 release time, until the clock's last step (or until the input ends). The chain's state cell
 holds ``(released_through, armed step)``; the armed step is None once the chain ended. Used by
 ``BoundContributions`` ('BoundPerUnit') and by ``LatenessGate``.
