@@ -3,16 +3,19 @@ companion: ``shell.py`` holds the rest of the shared wiring).
 
 A record is late when its step was already released. For that decision to be private it must
 depend on the record's step, the public schedule and the arrival order / watermark only, never
-on other records (docs/privacy_model.md, "Lateness"; that the watermark itself does not
-depend on the records' claimed times is an assumption on the source: where it is estimated from
-them, ``beam_dp.ArrivalTimeLateness`` decides lateness by arrival time first). A stage learns
-that a step is released from a watermark timer; the *released chain* here is such a timer armed
-on the public schedule only: per shard, seeded at launch (``shell.seeds_at_start``), its first
-element (seed or data) starts it (``shell.start_timers``: step 0's release time, and without a
-last step the 'end_of_input' timer); each firing marks the armed step released and arms the next step's
+on other records (docs/privacy_model.md, "Lateness"). A stage learns that a step is released
+from a watermark timer; the *released chain* here is such a timer armed on the public schedule
+only: per shard, seeded at launch (``shell.seeds_at_start``), its first element (seed or data)
+starts it (``shell.start_timers``: step 0's release time, and without a last step the
+'end_of_input' timer); each firing marks the armed step released and arms the next step's
 release time, until the clock's last step (or until the input ends). The chain's state cell
 holds ``(released_through, armed step)``; the armed step is None once the chain ended. Used by
 ``BoundContributions`` ('BoundPerUnit') and by ``LatenessGate``.
+
+That the watermark itself does not depend on the event times records claim is an assumption on
+the source (docs/privacy_model.md, "What the release schedule assumes of the watermark"); where
+the source estimates it from them, ``beam_dp.ArrivalTimeLateness`` (``arrival.py``) decides
+lateness by each record's own arrival time first.
 
 ``LatenessGate`` puts that decision in front of a keyed stage whose own late check depends on
 the key's other records ('ReleaseSegments' of the sparse and dynamic transforms, whose key wakes
