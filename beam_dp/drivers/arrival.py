@@ -44,6 +44,18 @@ def event_time_micros(value) -> int:
       InvalidRecordError: with the dead-letter reason, for anything else (naive datetime,
         NaN, out of range, another type).
     """
+    try:
+        micros = _to_micros(value)
+    except InvalidRecordError:
+        raise
+    except (ArithmeticError, ValueError, TypeError) as e:   # e.g. float(10**400)
+        raise InvalidRecordError(f'event time out of range: {e!r}') from e
+    if abs(micros) > _MAX_ABS_MICROS:
+        raise InvalidRecordError(f'event time out of range: {micros} µs')
+    return micros
+
+
+def _to_micros(value) -> int:
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             raise InvalidRecordError(f'event time is a naive datetime: {value!r}')
@@ -58,8 +70,6 @@ def event_time_micros(value) -> int:
         raise InvalidRecordError(
             f'event_time_fn must return seconds since the epoch, a Beam Timestamp or an aware '
             f'datetime, got {type(value).__name__}')
-    if abs(micros) > _MAX_ABS_MICROS:
-        raise InvalidRecordError(f'event time out of range: {micros} µs')
     return micros
 
 
