@@ -29,6 +29,8 @@ from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery
+from beam_dp.transforms import ArrivalOutputs
+from beam_dp.transforms import ArrivalTimeLateness
 from beam_dp.transforms import BBImproverQueries
 from beam_dp.transforms import BBSchedulerQueries
 from beam_dp.transforms import BoostOutputs
@@ -50,6 +52,8 @@ from beam_dp.transforms import WindowedPMWG
 __version__ = '0.1.0'
 
 __all__ = [
+    'ArrivalOutputs',
+    'ArrivalTimeLateness',
     'BBImproverQueries',
     'BBSchedulerQueries',
     'BLTCounter',

@@ -1,6 +1,8 @@
 """Beam PTransforms of beam_dp (thin: wiring, state and timers around pure drivers, on the one
 shared shell ``beam_dp.transforms.shell``)."""
 
+from beam_dp.transforms.arrival import ArrivalOutputs
+from beam_dp.transforms.arrival import ArrivalTimeLateness
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
 from beam_dp.transforms.boost import BoostOutputs
@@ -22,6 +24,8 @@ from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
 
 __all__ = [
+    'ArrivalOutputs',
+    'ArrivalTimeLateness',
     'BBImproverQueries',
     'BBSchedulerQueries',
     'BoostOutputs',

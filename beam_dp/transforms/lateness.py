@@ -12,6 +12,11 @@ release time, until the clock's last step (or until the input ends). The chain's
 holds ``(released_through, armed step)``; the armed step is None once the chain ended. Used by
 ``BoundContributions`` ('BoundPerUnit') and by ``LatenessGate``.
 
+That the watermark itself does not depend on the event times records claim is an assumption on
+the source (docs/privacy_model.md, "What the release schedule assumes of the watermark"); where
+the source estimates it from them, ``beam_dp.ArrivalTimeLateness`` (``arrival.py``) decides
+lateness by each record's own arrival time first.
+
 ``LatenessGate`` puts that decision in front of a keyed stage whose own late check depends on
 the key's other records ('ReleaseSegments' of the sparse and dynamic transforms, whose key wakes
 at its data steps; 'AnswerQueries' of the growing-database transforms, whose fixed-window

@@ -57,7 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
                          '--dead_letter_topic is given).')
     io.add_argument('--timestamp_attribute', default='event_time',
                     help='Pub/Sub attribute holding the event time (RFC 3339 or epoch millis); '
-                         'empty: the publish time.')
+                         'empty: the publish time. Ignored with --lateness=arrival.')
+    io.add_argument('--lateness', choices=('watermark', 'arrival'), default='watermark',
+                    help="Who decides that a ride is late. 'watermark' (default): Beam's "
+                         'watermark of --timestamp_attribute; on Dataflow it is estimated from '
+                         "the event times of other riders' messages (docs/privacy_model.md). "
+                         "'arrival': read Pub/Sub without a timestamp attribute (the publish "
+                         "time, set by Pub/Sub) and count a ride iff it was published before its "
+                         'step (from the event_time_micros field) ends + '
+                         '--allowed_lateness_seconds (beam_dp.ArrivalTimeLateness): a decision '
+                         'that depends on that message only. Pub/Sub input only.')
     dp = parser.add_argument_group('privacy and schedule')
     dp.add_argument('--epsilon', type=float, default=1.0,
                     help='Total ε of the job for one rider (default 1.0).')
@@ -131,6 +140,9 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
     args, beam_args = parser.parse_known_args(argv)
     if args.input_subscription and args.input_avro:
         parser.error('give at most one of --input_subscription and --input_avro')
+    if args.lateness == 'arrival' and not args.input_subscription:
+        parser.error('--lateness=arrival needs --input_subscription (the publish time is the '
+                     'arrival time; a batch input has none, and nothing in it is late)')
     args.uses_sample_data = not args.input_subscription and not args.input_avro
     if args.end is None and not args.input_subscription:
         # A bounded input needs a public end (beam_dp refuses one without): from public

@@ -17,7 +17,11 @@ are SENSITIVE and reported only with ``--debug_metrics`` (README, "What metrics 
 reveal").
 
 Event time: in batch, from the record's ``event_time_micros``; from Pub/Sub, the message's
-``--timestamp_attribute`` (Beam's watermark tracks it), or the publish time without one.
+``--timestamp_attribute`` (Beam's watermark tracks it), or the publish time without one. With
+``--lateness=arrival`` the subscription is read without a timestamp attribute (element
+timestamp = publish time) and 'ArrivalTimeLateness' (``beam_dp.ArrivalTimeLateness``), between
+'ParseEvents' and the DP stage, assigns each ride to the step of its ``event_time_micros`` and
+dead-letters it iff it was published at or after that step's end + allowed lateness.
 """
 
 import logging
@@ -30,6 +34,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import Timestamp
 
+from beam_dp import ArrivalTimeLateness
 from beam_dp import BudgetAccountant
 from beam_dp import ContinualCountPerKey
 from beam_dp import ContinualOutputs
@@ -185,9 +190,12 @@ def read_events(pipeline: beam.Pipeline, args, source: Optional[beam.PTransform]
     kind = input_kind(args)
     if source is None:
         if kind == 'pubsub':
+            # --lateness=arrival: no timestamp attribute, the element timestamp is the publish
+            # time (and the watermark Pub/Sub's, from publish times).
+            attribute = None if args.lateness == 'arrival' else args.timestamp_attribute or None
             source = beam.io.ReadFromPubSub(subscription=args.input_subscription,
                                             with_attributes=True,
-                                            timestamp_attribute=args.timestamp_attribute or None)
+                                            timestamp_attribute=attribute)
         else:
             source = beam.io.ReadFromAvro(args.input_avro or sample_data.RIDES_PATH)
     raw = pipeline | 'ReadEvents' >> source
@@ -296,15 +304,28 @@ def build_job(pipeline: beam.Pipeline, args, source: Optional[beam.PTransform] =
               accountant: Optional[BudgetAccountant] = None) -> JobOutputs:
     """Source → parse → DP counts; returns the outputs before the sinks."""
     events, parse_dead = read_events(pipeline, args, source)
+    dead_letters = [parse_dead]
+    if getattr(args, 'lateness', 'watermark') == 'arrival':
+        judged = events | 'ArrivalTimeLateness' >> ArrivalTimeLateness(
+            event_time_fn=_event_timestamp, start=args.start, step=args.step_seconds,
+            end=args.end, allowed_lateness=args.allowed_lateness_seconds)
+        events = judged.records
+        events.element_type = RideEvent
+        dead_letters.append(judged.dead_letter)
     counted = count_per_station(events, args, accountant)
     releases = counted.releases | 'LogReleaseProgress' >> beam.ParDo(
         _LogProgress('releases', args.progress_every))
     releases.element_type = Release
-    dead = ((parse_dead, counted.dead_letter)
+    dead = ((*dead_letters, counted.dead_letter)
             | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
     dead = dead | 'CountDeadLetters' >> beam.Map(
         _count_dead_letter, args.debug_metrics).with_output_types(DeadLetter)
     return JobOutputs(releases, dead)
+
+
+def _event_timestamp(event: RideEvent) -> Timestamp:
+    """The ride's claimed event time (``event_time_micros``), for ``ArrivalTimeLateness``."""
+    return Timestamp(micros=event.event_time_micros)
 
 
 def _count_dead_letter(dead: DeadLetter, debug_metrics: bool) -> DeadLetter:

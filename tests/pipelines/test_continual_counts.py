@@ -233,6 +233,57 @@ def test_build_pipeline_streaming_teststream(tmp_path):
                                                 'parse_pubsub']
 
 
+@pytest.mark.pipeline
+def test_lateness_arrival_counts_by_publish_time(tmp_path):
+    """--lateness=arrival: the element timestamp is the publish time (the watermark follows it);
+    'ArrivalTimeLateness' puts each ride in the step of its ``event_time_micros`` and
+    dead-letters it iff it was published at or after that step's end + 30 s. r2 (step 0,
+    published after the step but before 90 s) counts in step 0; r3 (step 0, published at 95 s)
+    is dead-lettered with the record; r4 claims step 2 at 10 s and counts there, making no one
+    late."""
+    args = _streaming_args(tmp_path, ['--lateness=arrival', '--allowed_lateness_seconds=30',
+                                      '--epsilon=1000000'])
+    rides = [(_event('r1', 'A', 5), 5), (_event('r4', 'A', 170), 10),
+             (_event('r2', 'B', 50), 80), (_event('r3', 'C', 20), 95)]
+    stream = TestStream().advance_watermark_to(Timestamp(START_S))
+    from apache_beam.io.gcp.pubsub import PubsubMessage  # pylint: disable=import-outside-toplevel
+    for event, published in rides:
+        stream = stream.advance_watermark_to(Timestamp(START_S + published)).add_elements(
+            [beam.window.TimestampedValue(PubsubMessage(encode_event(event), {}),
+                                          START_S + published)])
+    stream = (stream.advance_watermark_to(Timestamp(START_S + 4 * STEP_S))
+              .advance_watermark_to_infinity())
+    expected = {('A', 0): 1, ('A', 1): 1, ('A', 2): 2, ('B', 0): 1, ('B', 1): 1, ('B', 2): 1,
+                ('C', 0): 0, ('C', 1): 0, ('C', 2): 0}
+
+    def outputs_fn(outputs):
+        assert_that(outputs.releases | 'Values' >> beam.Map(
+            lambda r: ((r.key, r.step), round(r.value))), equal_to(list(expected.items())),
+            label='Counts')
+        assert_that(outputs.dead_letters | 'Dead' >> beam.Map(
+            lambda d: (d.transform, d.stage, d.reason.split(' (')[0], "'r3'" in d.record)),
+            equal_to([('ArrivalTimeLateness', 'ArrivalTimeLateness',
+                       'late: step 0 was already released', True)]), label='Dead')
+
+    options = PipelineOptions(['--runner=DirectRunner'])
+    p = job.build_pipeline(args, options, source=stream, outputs_fn=outputs_fn)
+    labels = []
+
+    class _Labels(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, applied):
+            labels.append(applied.full_label)
+
+    p.visit(_Labels())
+    assert 'ArrivalTimeLateness/JudgeArrival/ParDo(_JudgeArrivalFn)' in labels
+    p.run().wait_until_finish()
+
+
+def test_lateness_arrival_needs_a_subscription(tmp_path):
+    with pytest.raises(SystemExit):
+        job_options.parse_args(['--lateness=arrival'])
+    assert _streaming_args(tmp_path).lateness == 'watermark'
+
+
 # -- batch input without --end ---------------------------------------------------------------------
 
 @pytest.mark.pipeline
