@@ -8,21 +8,18 @@ the raw truth (every valid ride) and the truth after contribution bounding (what
 counts), with the ±2 noise-std band around the bounded truth (where the releases should fall);
 the gap between the two truths is the bias of the bounds, not noise.
 
-The PNG's 'Description' text chunk lists the series drawn (``SERIES_KEY``), so what a plot
-shows can be checked without looking at it.
+The PNG's 'Description' text chunk lists the series drawn (``pipelines.common.plots``), so what
+a plot shows can be checked without looking at it.
 """
 
-import io
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-__all__ = ['SERIES_KEY', 'plot_series', 'series_in_png']
+from pipelines.common.plots import png_bytes
 
-#: PNG text key holding the labels of the series drawn, one per line.
-SERIES_KEY = 'Description'
-_PREFIX = 'series drawn:'
+__all__ = ['plot_series']
 
 
 def _picks(order_by: np.ndarray, num_plots: int):
@@ -76,43 +73,8 @@ def plot_series(path: str, keys: Sequence[str], released: np.ndarray, stddev: np
     axes[0][0].legend(fontsize=6.5, loc='upper left')
     fig.suptitle(title + ('' if evaluate else ' — released values only'), fontsize=10)
     fig.tight_layout()
-    # What the figure draws, read back from the figure itself (not from the arguments).
-    drawn = sorted({artist.get_label() for ax in axes[0]
-                    for artist in (*ax.get_lines(), *ax.collections)
-                    if not artist.get_label().startswith('_')})
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format='png', dpi=110,
-                metadata={SERIES_KEY: '\n'.join([_PREFIX, *drawn])})
+    data = png_bytes(fig, dpi=110)
     plt.close(fig)
     with FileSystems.create(path) as f:
-        f.write(buffer.getvalue())
+        f.write(data)
     return path
-
-
-def series_in_png(data: bytes) -> List[str]:
-    """The series labels a PNG written by ``plot_series`` records (its 'Description' chunk)."""
-    import zlib  # pylint: disable=import-outside-toplevel
-    pos, found = 8, []
-    while pos + 8 <= len(data):
-        length = int.from_bytes(data[pos:pos + 4], 'big')
-        kind = data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
-        pos += 12 + length
-        if kind == b'tEXt':                     # latin-1 text
-            key, _, raw = body.partition(b'\0')
-            text = raw.decode('latin-1')
-        elif kind == b'zTXt':                   # compressed latin-1 text
-            key, _, rest = body.partition(b'\0')
-            text = zlib.decompress(rest[1:]).decode('latin-1')
-        elif kind == b'iTXt':                   # UTF-8 text, optionally compressed
-            key, _, rest = body.partition(b'\0')
-            flag, rest = rest[0], rest[2:]
-            rest = rest.split(b'\0', 2)[2]
-            text = (zlib.decompress(rest) if flag else rest).decode('utf-8', 'replace')
-        else:
-            continue
-        if key.decode('latin-1') == SERIES_KEY:
-            lines = text.splitlines()
-            if lines and lines[0] == _PREFIX:
-                found.extend(lines[1:])
-    return found
