@@ -42,6 +42,7 @@ def test_default_run_prints_budget_per_path_and_block_and_plots_baselines(tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout
     assert 'budget by path' in text and 'budget by block' in text, text
+    assert 'evaluation on: demo data' in text             # issue 21: the public sample
     for b in range(sample_data.JOB_BLOCKS):
         assert f'block {b:>3}  n=   2000' in text, text
     for name in ('tree_pmw_bypass (job)', 'laplace', 'exact_cache', 'tree_exact_cache',

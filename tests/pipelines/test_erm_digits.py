@@ -42,6 +42,7 @@ def test_default_run_prints_accuracy_per_release_and_plots(tmp_path):
                  'drift / Continual', 'drift / Sliding', 'drift / DP-FTRL'):
         assert name in text, text
     assert 'private (non-private)' in text and 'dead letters      : 0' in text
+    assert 'evaluation on: demo data' in text             # issue 21: the public sample
     assert os.path.getsize(out / 'accuracy.png') > 10_000
     assert ' INFO apache_beam' not in proc.stderr, proc.stderr
     models = [model_release_from_avro(r) for r in _read(out, job.MODELS_PREFIX)]

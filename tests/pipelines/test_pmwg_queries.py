@@ -24,6 +24,7 @@ def test_default_run_answers_every_valid_query_and_reports_refusals(tmp_path):
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'answers by status' in proc.stdout
+    assert 'evaluation on: demo data' in proc.stdout      # issue 21: the public sample
     # Every status it reports is explained, and so are the error units and the output paths.
     lines = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith('    ')}
     assert {'easy', 'hard', 'NOT_STARTED', 'INVALID_QUERY'} <= set(lines), proc.stdout
