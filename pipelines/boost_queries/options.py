@@ -4,7 +4,9 @@ to Beam. Every Flex Template parameter in ``metadata.json`` is one of these argu
 With no arguments the job runs the embedded Covid-shaped sample (``sample_data``) on the
 DirectRunner, writes answers/refusals/ledger/blocks/dead letters as Avro to
 ``./out/boost_queries/``, prints the budget per path and per block, and plots cumulative budget vs
-queries for Boost and its baselines (``budget_vs_queries.png``).
+queries for Boost (``budget_vs_queries.png``); its baselines, re-run on the raw rows, and the
+dead-letter count only when evaluation is on (``--evaluate``, or the embedded sample:
+``pipelines.common.evaluation``).
 """
 
 import argparse
@@ -12,6 +14,7 @@ import os
 from typing import List, Optional, Tuple
 
 from pipelines.boost_queries import sample_data
+from pipelines.common import evaluation
 from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import resolve_output_defaults
@@ -76,8 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help='Query ids are kept for at least this many seconds of query event '
                             "time (>= 1); older queries are refused 'replay_window_expired'.")
     add_debug_metrics_argument(dp)
+    evaluation.add_evaluate_arguments(parser)
     parser.add_argument('--no_baselines', action='store_true',
-                        help='Skip the baselines in the summary (pure presets on the same data).')
+                        help='Skip the baselines in the summary (pure presets re-run on the same '
+                             'data: evaluation only, so never shown without it).')
     parser.add_argument('--verbose', action='store_true',
                         help="Show Beam's INFO logs too (default: Beam warnings only).")
     return parser
@@ -100,4 +105,6 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
         if value is not None and value < least:
             parser.error(f'--{name} must be >= {least}')
     resolve_output_defaults(args, DEFAULT_OUTPUT)
+    # The queries are public; the data decides whether this is the demo.
+    evaluation.resolve(args, demo_data=not args.data_avro and not args.data_subscription)
     return args, beam_args

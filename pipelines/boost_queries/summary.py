@@ -1,7 +1,12 @@
 """Summary of a local run: budget consumed per path and per block, and cumulative budget vs
-queries for Boost (the job's ledger) and its baselines (the pure presets of
+queries for Boost (the job's ledger) and, with evaluation, its baselines (the pure presets of
 ``beam_dp.mechanisms.boost`` run by the pure driver on the same blocks and queries, in the same
-order; evaluation only, not part of the DP job: it reads the input rows). The budget of a query
+order; evaluation only, not part of the DP job: it reads the input rows and spends no accounted
+budget, so its curves are NOT private) and the dead-letter count.
+
+Private by default (``pipelines.common.evaluation``): without evaluation everything printed and
+plotted comes from the job's outputs (answers, refusals, ledger, blocks with their public sizes)
+and public parameters; it says where dead letters were written, not how many. The budget of a query
 is the mean over blocks of its per-block charges (Σ ledger ε / number of blocks), the paper's
 "average budget consumed per block". With ``--noise gaussian`` the job's ledger is in ε at
 ``--delta`` (each row its increment of the block's converted ε), next to the Laplace baselines."""
@@ -10,7 +15,7 @@ import collections
 import dataclasses
 import glob
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import fastavro
 import numpy as np
@@ -25,6 +30,8 @@ from beam_dp.transforms.boost import run_events
 from pipelines.common.launch import noise_key_scope
 from pipelines.boost_queries import pipeline as job
 from pipelines.boost_queries import sample_data
+from pipelines.common import evaluation
+from pipelines.common.plots import png_bytes
 
 __all__ = ['BASELINES', 'Summary', 'summarize']
 
@@ -42,15 +49,25 @@ def _read(directory: str, prefix: str) -> List[dict]:
     return out
 
 
-def _inputs(args) -> Tuple[list, list]:
-    rows = (sample_data.job_rows() if not args.data_avro else
-            [r for p in sorted(glob.glob(args.data_avro)) for r in fastavro.reader(open(p, 'rb'))])
+def _rows(args) -> list:
+    """EVALUATION only: the raw input rows."""
+    if not args.data_avro:
+        return sample_data.job_rows()
+    rows = []
+    for path in sorted(glob.glob(args.data_avro)):
+        with open(path, 'rb') as f:
+            rows.extend(fastavro.reader(f))
+    return rows
+
+
+def _queries(args) -> list:
+    """The (public) queries with their event times."""
     if args.query_avro:
         queries = [(job.query_time_micros(q, args.blocks), q) for p in sorted(
             glob.glob(args.query_avro)) for q in fastavro.reader(open(p, 'rb'))]
     else:
         queries = sample_data.job_queries()
-    return rows, queries
+    return queries
 
 
 def _cumulative(ledger: List[Tuple[str, float]], order: List[str], blocks: int) -> np.ndarray:
@@ -85,13 +102,18 @@ class Summary:
     epsilon: float
     preset: str
     plot: str = ''
-    dead_letters: int = 0
+    #: EVALUATION only (an exact count of rejected input records): None when evaluation is off.
+    dead_letters: Optional[int] = None
+    dead_letters_path: str = ''
+    banner: str = ''
 
     def text(self) -> str:
         answered = sum(n for n, _ in self.paths.values())
         lines = [f'Boost queries summary ({answered} answers, {sum(self.refusals.values())} '
-                 f'refusals, preset {self.preset}, ε_G={self.epsilon:g} per block)',
-                 '  budget by path (answers, Σ ε over blocks):']
+                 f'refusals, preset {self.preset}, ε_G={self.epsilon:g} per block)']
+        if self.banner:
+            lines.append(f'  {self.banner}')
+        lines.append('  budget by path (answers, Σ ε over blocks):')
         for path, (n, eps) in sorted(self.paths.items()):
             lines.append(f'    {path:<6} {n:>5}  {eps:9.4f}  {PATHS.get(path, "")}')
         for reason, n in sorted(self.refusals.items()):
@@ -99,10 +121,17 @@ class Summary:
         lines.append('  budget by block (public size, ε consumed of ε_G):')
         for block, (size, eps) in sorted(self.per_block.items()):
             lines.append(f'    block {block:>3}  n={size:>7}  {eps:8.4f} / {self.epsilon:g}')
-        lines.append('  cumulative budget after all queries (mean ε per block):')
+        lines.append('  cumulative budget after all queries (mean ε per block'
+                     + ('; the baselines are evaluation, NOT private' if len(self.curves) > 1
+                        else '') + '):')
         for name, curve in self.curves.items():
             lines.append(f'    {name:<18} {curve[-1] if curve.size else 0.0:9.4f}')
-        lines.append(f'  dead letters: {self.dead_letters}')
+        if self.dead_letters is None:
+            lines.append(f'  dead letters: written to {self.dead_letters_path} (as sensitive as '
+                         f'the input; not counted here)')
+        else:
+            lines.append(f'  dead letters: {self.dead_letters} (evaluation, NOT private), in '
+                         f'{self.dead_letters_path}')
         if self.plot:
             lines.append(f'  plot: {self.plot}')
         return '\n'.join(lines)
@@ -120,11 +149,14 @@ def _plot(curves: Dict[str, np.ndarray], path: str) -> str:
         ax.plot(np.arange(1, curve.size + 1), curve, label=name)
     ax.set_xlabel('queries')
     ax.set_ylabel('cumulative budget (mean ε per block)')
-    ax.set_title('Boost vs baselines (same blocks, same Zipf queries)')
+    ax.set_title('Boost vs baselines (same blocks, same Zipf queries)' if len(curves) > 1
+                 else 'Boost: the job\'s ledger (released)')
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    data = png_bytes(fig, dpi=100)
     plt.close(fig)
+    with open(path, 'wb') as f:
+        f.write(data)
     return path
 
 
@@ -143,14 +175,17 @@ def summarize(args) -> Summary:
         per_block.setdefault(row['block'], [0, 0.0])[1] = max(
             per_block[row['block']][1], row['consumed'])
     refusals = collections.Counter(r['reason'] for r in _read(out, 'refusals'))
-    rows, queries = _inputs(args)
+    queries = _queries(args)
     order = [q['query_id'] for _, q in sorted(queries, key=lambda t: (t[0], t[1]['query_id']))]
     gaussian = getattr(args, 'noise', 'laplace') == 'gaussian'
     job_name = f'{args.preset} (job, gaussian δ={args.delta:g})' if gaussian else \
         f'{args.preset} (job)'
     curves = {job_name: _cumulative(
         [(r['query_id'], r['epsilon']) for r in ledger], order, args.blocks)}
-    if not args.no_baselines:
+    evaluate = getattr(args, 'evaluate', False)
+    if evaluate and not args.no_baselines:
+        # EVALUATION (not private): the baselines re-run on the raw rows.
+        rows = _rows(args)
         with noise_key_scope(args):
             rng = noise.noise_source('boost_queries.summary').derive('boost_queries.summary',
                                                                     'baselines')
@@ -159,7 +194,9 @@ def summarize(args) -> Summary:
                 curves[name] = _cumulative(run_baseline(name, args, rows, queries, rng), order,
                                            args.blocks)
     plot = _plot(curves, os.path.join(out, 'budget_vs_queries.png'))
-    dead = len(_read(args.dead_letter_avro or out, 'dead_letters'))
+    dead_dir = args.dead_letter_avro or out
+    dead = len(_read(dead_dir, 'dead_letters')) if evaluate else None
     return Summary({k: tuple(v) for k, v in paths.items()}, dict(refusals),
                    {k: tuple(v) for k, v in per_block.items()}, curves, args.epsilon,
-                   args.preset, plot, dead)
+                   args.preset, plot, dead, os.path.join(dead_dir, 'dead_letters-*.avro'),
+                   evaluation.banner(args))

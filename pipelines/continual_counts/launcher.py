@@ -1,6 +1,7 @@
 """Runs the continual-counts job: parses the command line (``options``), builds the graph
-(``pipeline``), runs it; after a local batch run prints a summary (error vs the true counts) and
-saves a plot (``summary``).
+(``pipeline``), runs it; after a local batch run prints a summary of the releases and saves a
+plot (``summary``): the truth and the error against it only when evaluation is on
+(``pipelines.common.evaluation``).
 """
 
 import logging

@@ -6,6 +6,8 @@ Template parameter in ``metadata.json`` is one of these arguments.
 
 With no arguments the job runs on the embedded sample data (``data/rides.avro``) on the
 DirectRunner, user-level on rider_id with ε = 1, and writes to ``./out/continual_counts/``.
+The summary printed after a local batch run shows the truth and the error only when evaluation
+is on (``--evaluate``, or the embedded sample: ``pipelines.common.evaluation``).
 A batch input always gets a public ``--end`` (default: ``--start`` + 48 steps).
 """
 
@@ -13,11 +15,12 @@ import argparse
 import os
 from typing import List, Optional, Tuple
 
-from pipelines.common.launch import time_arg
+from pipelines.common import evaluation
 from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import optional_int
 from pipelines.common.launch import resolve_output_defaults
+from pipelines.common.launch import time_arg
 from pipelines.continual_counts import sample_data
 
 __all__ = [
@@ -117,8 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_noise_key_argument(dp)
     run = parser.add_argument_group('local run')
     run.add_argument('--plot', default=None,
-                     help="PNG of released vs true series after a local batch run, or 'none' "
-                          '(default: <output_avro>/releases.png).')
+                     help="PNG of the released series after a local batch run (with the true "
+                          "series only when evaluation is on: --evaluate), or 'none' (default: "
+                          '<output_avro>/releases.png).')
+    evaluation.add_evaluate_arguments(run)
     run.add_argument('--progress_every', type=int, default=10_000,
                      help='Log a progress line every N releases (and, with --debug_metrics, '
                           'every N events) (default 10000).')
@@ -144,6 +149,7 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
         parser.error('--lateness=arrival needs --input_subscription (the publish time is the '
                      'arrival time; a batch input has none, and nothing in it is late)')
     args.uses_sample_data = not args.input_subscription and not args.input_avro
+    evaluation.resolve(args, demo_data=args.uses_sample_data)
     if args.end is None and not args.input_subscription:
         # A bounded input needs a public end (beam_dp refuses one without): from public
         # parameters only, never from the data.

@@ -1,7 +1,13 @@
-"""After a local batch run: how far the releases are from the truth, and a plot.
+"""After a local batch run: a summary of the releases and a plot; with evaluation, how far the
+releases are from the truth.
 
-For the demo only: it reads the raw input to compute the TRUE cumulative count per station and
-step (which a real deployment must never publish) and compares the releases with two truths:
+Private by default (``pipelines.common.evaluation``): without evaluation it reads only the
+releases and prints and plots released values and public parameters (ε, bounds, schedule, noise
+std, output paths; that dead letters were written and where, not how many).
+
+Evaluation (``--evaluate``, or on by default on the embedded demo data) is NOT private: it reads
+the raw input to compute the TRUE cumulative count per station and step (which a real deployment
+must never publish) and compares the releases with two truths:
 
 * the truth after contribution bounding — what the transform actually counts: all valid rides
   minus the ones the per-rider bounds removed (each is a 'BoundContributions' dead letter holding
@@ -39,6 +45,7 @@ from beam_dp.io.records import dead_letter_from_avro
 from beam_dp.io.records import release_from_avro
 from beam_dp.postprocess import isotonic_counts
 from beam_dp.postprocess import running_max_counts
+from pipelines.common import evaluation
 from pipelines.continual_counts import pipeline as job
 from pipelines.continual_counts import sample_data
 from pipelines.continual_counts.events import validate_event
@@ -51,6 +58,7 @@ __all__ = [
     'read_avro_records',
     'removed_by_bounding',
     'summarize',
+    'summarize_releases',
     'summarize_run',
     'true_counts',
 ]
@@ -152,45 +160,88 @@ class Errors:
 
 @dataclasses.dataclass
 class Summary:
-    """The numbers the demo prints."""
+    """The numbers the job prints. Fields marked "evaluation" are exact figures of the input
+    (not private): ``None`` unless evaluation is on (``pipelines.common.evaluation``)."""
     num_keys: int
     num_steps: int
     num_releases: int
     duplicate_releases: int
     missing_releases: int
-    num_dead_letters: int
-    dead_letters_by_stage: Dict[str, int]
-    true_total: int
-    bounded_total: int
-    unplaced_bounding: int
-    vs_bounded: Errors
-    vs_raw: Errors
     negative_releases: int
     rms_noise_stddev: float
     final_noise_stddev: float
     mechanism: str
     privacy: str
     postprocess: str = 'none'
-    vs_bounded_postprocessed: Optional[Errors] = None
+    postprocessed: bool = False
+    banner: str = ''
+    bounds: str = ''
+    releases_path: Optional[str] = None
+    dead_letters_path: Optional[str] = None
     plot_path: Optional[str] = None
+    # -- evaluation only (exact figures computed from the raw input) --
+    num_dead_letters: Optional[int] = None
+    dead_letters_by_stage: Optional[Dict[str, int]] = None
+    true_total: Optional[int] = None
+    bounded_total: Optional[int] = None
+    unplaced_bounding: int = 0
+    vs_bounded: Optional[Errors] = None
+    vs_raw: Optional[Errors] = None
+    vs_bounded_postprocessed: Optional[Errors] = None
 
     @property
-    def removed_total(self) -> int:
+    def evaluated(self) -> bool:
+        return self.true_total is not None
+
+    @property
+    def removed_total(self) -> Optional[int]:
+        if not self.evaluated:
+            return None
         return self.true_total - self.bounded_total
 
     def text(self) -> str:
+        lines = ['continual_counts summary']
+        if self.banner:
+            lines.append(f'  {self.banner}')
+        lines += [
+            f'  keys x steps        : {self.num_keys} x {self.num_steps}',
+            f'  releases            : {self.num_releases} (missing {self.missing_releases}, '
+            f'duplicates {self.duplicate_releases})'
+            + (f' in {self.releases_path}' if self.releases_path else ''),
+            f'  mechanism / privacy : {self.mechanism}; {self.privacy}',
+        ]
+        if self.bounds:
+            lines.append(f'  bounds (public)     : {self.bounds}')
+        lines += [
+            f'  expected noise std  : RMS {self.rms_noise_stddev:.1f}, at the last step '
+            f'{self.final_noise_stddev:.1f} (public: Release.noise_stddev)',
+            f'  negative releases   : {self.negative_releases} (noise around small counts; '
+            f'--postprocess isotonic gives non-negative, non-decreasing counts)',
+        ]
+        if self.evaluated:
+            lines += self._evaluation_lines()
+        else:
+            if self.postprocessed:
+                lines.append(f'  post-processed      : {self.postprocess} (non-negative, '
+                             f'non-decreasing; no privacy cost), in the plot')
+            if self.dead_letters_path:
+                lines.append(f'  dead letters        : written to {self.dead_letters_path} '
+                             f'(as sensitive as the input; not counted here)')
+        if self.plot_path:
+            lines.append(f'  plot                : {self.plot_path}')
+        return '\n'.join(lines)
+
+    def _evaluation_lines(self) -> List[str]:
+        """Exact figures of the input (NOT private; evaluation only)."""
         stages = ', '.join(f'{k}: {v}' for k, v in sorted(self.dead_letters_by_stage.items()))
         ratio = (self.vs_bounded.rmse / self.rms_noise_stddev if self.rms_noise_stddev
                  else math.nan)
         removed = self.removed_total
         share = removed / self.true_total if self.true_total else 0.0
         lines = [
-            'continual_counts summary',
-            f'  keys x steps        : {self.num_keys} x {self.num_steps}',
-            f'  releases            : {self.num_releases} (missing {self.missing_releases}, '
-            f'duplicates {self.duplicate_releases})',
-            f'  dead letters        : {self.num_dead_letters}' + (f' ({stages})' if stages else ''),
-            f'  mechanism / privacy : {self.mechanism}; {self.privacy}',
+            '  -- evaluation (exact figures of the input, NOT private) --',
+            f'  dead letters        : {self.num_dead_letters}' + (f' ({stages})' if stages else '')
+            + (f' in {self.dead_letters_path}' if self.dead_letters_path else ''),
             f'  true rides counted  : {self.true_total} valid rides of public stations in the '
             f'released steps',
             f'  after bounding      : {self.bounded_total} (bounding removed {removed} = '
@@ -201,18 +252,12 @@ class Summary:
             f'{ratio:.2f}): the DP noise alone',
             f'  error vs all rides  : {self.vs_raw.text()}: noise plus the bounding bias (the '
             f'releases miss the removed rides)',
-            f'  expected noise std  : RMS {self.rms_noise_stddev:.1f}, at the last step '
-            f'{self.final_noise_stddev:.1f} (public: Release.noise_stddev)',
-            f'  negative releases   : {self.negative_releases} (noise around small counts; '
-            f'--postprocess isotonic gives non-negative, non-decreasing counts)',
         ]
         if self.vs_bounded_postprocessed is not None:
             lines.append(f'  post-processed      : {self.postprocess} (non-negative, '
                          f'non-decreasing; no privacy cost): vs bounded '
                          f'{self.vs_bounded_postprocessed.text()}')
-        if self.plot_path:
-            lines.append(f'  plot                : {self.plot_path}')
-        return '\n'.join(lines)
+        return lines
 
 
 def _release_grid(releases: Sequence[Release], keys: Sequence[str], num_steps: int):
@@ -231,18 +276,13 @@ def _release_grid(releases: Sequence[Release], keys: Sequence[str], num_steps: i
     return released, stddev, seen
 
 
-def summarize(releases: Sequence[Release], dead_letters: Sequence[DeadLetter], keys: Sequence[str],
-              truth_per_step: np.ndarray, removed_per_step: Optional[np.ndarray] = None,
-              postprocess: str = 'none') -> Tuple[Summary, Dict[str, np.ndarray]]:
-    """Summary plus the (keys, steps) arrays: 'released', 'truth' and 'bounded' (cumulative),
-    'stddev', and 'processed' (the post-processed releases, or None)."""
+def summarize_releases(releases: Sequence[Release], keys: Sequence[str], num_steps: int,
+                       postprocess: str = 'none') -> Tuple[Summary, Dict[str, np.ndarray]]:
+    """Summary of the releases alone (released values and public parameters: what is printed
+    when evaluation is off), plus the (keys, steps) arrays 'released', 'stddev' and
+    'processed' (the post-processed releases, or None)."""
     keys = list(keys)
-    num_steps = truth_per_step.shape[1]
     released, stddev, seen = _release_grid(releases, keys, num_steps)
-    if removed_per_step is None:
-        removed_per_step = np.zeros_like(truth_per_step)
-    truth = np.cumsum(truth_per_step, axis=1)
-    bounded = np.cumsum(truth_per_step - removed_per_step, axis=1)
     present = ~np.isnan(released)
     processed = None
     if postprocess != 'none' and present.all():
@@ -252,21 +292,38 @@ def summarize(releases: Sequence[Release], dead_letters: Sequence[DeadLetter], k
     summary = Summary(
         num_keys=len(keys), num_steps=num_steps, num_releases=len(releases),
         duplicate_releases=sum(c - 1 for c in seen.values() if c > 1),
-        missing_releases=int((~present).sum()), num_dead_letters=len(dead_letters),
-        dead_letters_by_stage=dict(collections.Counter(d.stage for d in dead_letters)),
-        true_total=int(truth_per_step.sum()),
-        bounded_total=int(truth_per_step.sum() - removed_per_step.sum()), unplaced_bounding=0,
-        vs_bounded=Errors.of(released, bounded), vs_raw=Errors.of(released, truth),
+        missing_releases=int((~present).sum()),
         negative_releases=int((released[present] < 0).sum()),
         rms_noise_stddev=float(np.sqrt(np.nanmean(stddev ** 2))) if present.any() else math.nan,
         final_noise_stddev=float(np.nanmean(stddev[:, -1])) if present[:, -1].any() else math.nan,
         mechanism=first.mechanism if first else '-',
         privacy=(f'epsilon={first.epsilon:g}, delta={first.delta:g}, {first.privacy_unit}'
                  if first else '-'),
-        postprocess=postprocess,
-        vs_bounded_postprocessed=None if processed is None else Errors.of(processed, bounded))
-    arrays = dict(released=released, truth=truth, bounded=bounded, stddev=stddev,
-                  processed=processed)
+        postprocess=postprocess, postprocessed=processed is not None)
+    return summary, dict(released=released, stddev=stddev, processed=processed)
+
+
+def summarize(releases: Sequence[Release], dead_letters: Sequence[DeadLetter], keys: Sequence[str],
+              truth_per_step: np.ndarray, removed_per_step: Optional[np.ndarray] = None,
+              postprocess: str = 'none') -> Tuple[Summary, Dict[str, np.ndarray]]:
+    """EVALUATION (not private): ``summarize_releases`` plus the exact figures of the input
+    (dead letters, truth, bounding, errors), and the arrays 'truth' and 'bounded' (cumulative)."""
+    num_steps = truth_per_step.shape[1]
+    summary, arrays = summarize_releases(releases, keys, num_steps, postprocess)
+    if removed_per_step is None:
+        removed_per_step = np.zeros_like(truth_per_step)
+    truth = np.cumsum(truth_per_step, axis=1)
+    bounded = np.cumsum(truth_per_step - removed_per_step, axis=1)
+    released, processed = arrays['released'], arrays['processed']
+    summary.num_dead_letters = len(dead_letters)
+    summary.dead_letters_by_stage = dict(collections.Counter(d.stage for d in dead_letters))
+    summary.true_total = int(truth_per_step.sum())
+    summary.bounded_total = int(truth_per_step.sum() - removed_per_step.sum())
+    summary.vs_bounded = Errors.of(released, bounded)
+    summary.vs_raw = Errors.of(released, truth)
+    summary.vs_bounded_postprocessed = None if processed is None else Errors.of(processed,
+                                                                               bounded)
+    arrays.update(truth=truth, bounded=bounded)
     return summary, arrays
 
 
@@ -274,33 +331,51 @@ def _join(directory: str, pattern: str) -> str:
     return FileSystems.join(directory, pattern)
 
 
+def _bounds(args) -> str:
+    return (f'K={args.max_keys_per_unit} stations, S={args.max_steps_per_unit} steps per '
+            f'station, m={args.max_contributions_per_step} rides per step (per rider); step '
+            f'{args.step_seconds} s')
+
+
 def summarize_run(args) -> Summary:
-    """Summary of a finished batch run configured by ``args`` (``options.parse_args``)."""
+    """Summary of a finished batch run configured by ``args`` (``options.parse_args``).
+
+    Reads the raw input (the truth) and counts the dead letters only when evaluation is on
+    (``args.evaluate``: ``pipelines.common.evaluation``); otherwise only the releases."""
     keys = sorted(job.public_keys(args))
     start = round(args.start * _MICROS)
     step = args.step_seconds * _MICROS
-    releases = [release_from_avro(r) for r in _progress(
-        read_avro_records(_join(args.output_avro, f'{job.RELEASES_PREFIX}*.avro')), 'releases')]
-    dead = []
-    if args.dead_letter_avro:
-        dead = [dead_letter_from_avro(r) for r in read_avro_records(
-            _join(args.dead_letter_avro, f'{job.DEAD_LETTERS_PREFIX}*.avro'))]
+    releases_glob = _join(args.output_avro, f'{job.RELEASES_PREFIX}*.avro')
+    releases = [release_from_avro(r) for r in _progress(read_avro_records(releases_glob),
+                                                        'releases')]
     num_steps = -(-(round(args.end * _MICROS) - start) // step)
     if args.horizon_steps is not None:
         num_steps = min(num_steps, args.horizon_steps)
-    truth = true_counts(_progress(read_avro_records(args.input_avro or sample_data.RIDES_PATH),
-                                  'input events'), keys, start, step, num_steps)
-    removed, unplaced = removed_by_bounding(dead, keys, start, step, num_steps)
-    summary, arrays = summarize(releases, dead, keys, truth, removed, args.postprocess)
-    summary.unplaced_bounding = unplaced
+    dead_glob = (_join(args.dead_letter_avro, f'{job.DEAD_LETTERS_PREFIX}*.avro')
+                 if args.dead_letter_avro else None)
+    if getattr(args, 'evaluate', False):
+        # EVALUATION (not private): the raw input and the dead letters, counted.
+        dead = [] if dead_glob is None else [
+            dead_letter_from_avro(r) for r in read_avro_records(dead_glob)]
+        truth = true_counts(_progress(read_avro_records(args.input_avro or sample_data.RIDES_PATH),
+                                      'input events'), keys, start, step, num_steps)
+        removed, unplaced = removed_by_bounding(dead, keys, start, step, num_steps)
+        summary, arrays = summarize(releases, dead, keys, truth, removed, args.postprocess)
+        summary.unplaced_bounding = unplaced
+    else:
+        summary, arrays = summarize_releases(releases, keys, num_steps, args.postprocess)
+    summary.banner = evaluation.banner(args)
+    summary.bounds = _bounds(args)
+    summary.releases_path = releases_glob
+    summary.dead_letters_path = dead_glob
     if args.plot:
         plot_dir = os.path.dirname(args.plot)
         if plot_dir and not FileSystems.exists(plot_dir):
             FileSystems.mkdirs(plot_dir)
         summary.plot_path = plot_series(
-            args.plot, keys, arrays['released'], arrays['truth'], arrays['bounded'],
-            arrays['stddev'], args.step_seconds / 3600,
+            args.plot, keys, arrays['released'], arrays['stddev'], args.step_seconds / 3600,
             f'beam_dp continual counts ({summary.privacy}; {summary.mechanism})',
+            truth=arrays.get('truth'), bounded=arrays.get('bounded'),
             processed=arrays['processed'], processed_label=args.postprocess)
     return summary
 

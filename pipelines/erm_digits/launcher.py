@@ -1,6 +1,6 @@
 """Runs the ERM job: parses the command line (``options``), builds the graph (``pipeline``),
-runs it; after a local run on the embedded data prints the accuracy summary and writes the plot
-(``summary``).
+runs it; after a local run prints the summary (``summary``): the published models, and with
+evaluation (``--evaluate``; on by default on the embedded data) their accuracy and a plot.
 """
 
 from typing import List, Optional
@@ -26,6 +26,6 @@ def run(argv: Optional[List[str]] = None) -> None:
     if not run_pipeline(job.build_pipeline(args, options), runner_name(options)):
         return
     remove_empty_temp_dirs(args.output_avro, args.dead_letter_avro)
-    if streaming or args.input_avro or not args.output_avro or '://' in args.output_avro:
+    if streaming or not args.output_avro or '://' in args.output_avro:
         return
     print(summary.summarize(args).text())

@@ -4,13 +4,15 @@ Every Flex Template parameter in ``metadata.json`` is one of these arguments.
 With no arguments the job streams the embedded digits and drifting streams (``data.py``) on the
 DirectRunner, writes ``models-*.avro``, ``ledger-*.avro`` and ``dead_letters-*.avro`` plus
 ``accuracy.png`` to ``./out/erm_digits/`` and prints test accuracy per release next to the
-non-private model.
+non-private model (evaluation, on by default on the embedded data only: ``--evaluate``,
+``pipelines.common.evaluation``).
 """
 
 import argparse
 import os
 from typing import List, Optional, Tuple
 
+from pipelines.common import evaluation
 from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import optional_int
 from pipelines.common.launch import resolve_output_defaults
@@ -52,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                          'example: Alg 4, Alg 5 and DP-FTRL, 3ε in total per example; default '
                          '100: see benchmarks/erm for accuracy at smaller ε).')
     add_noise_key_argument(dp)
-    parser.add_argument('--no_plot', action='store_true', help='Do not write accuracy.png.')
+    evaluation.add_evaluate_arguments(parser)
+    parser.add_argument('--no_plot', action='store_true',
+                        help='Do not write accuracy.png (written only with evaluation).')
     parser.add_argument('--verbose', action='store_true',
                         help="Show Beam's INFO logs too (default: Beam warnings only).")
     return parser
@@ -68,4 +72,5 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
     if not args.epsilon > 0:
         parser.error('--epsilon must be positive')
     resolve_output_defaults(args, DEFAULT_OUTPUT)
+    evaluation.resolve(args, demo_data=not args.input_avro and not args.input_subscription)
     return args, beam_args

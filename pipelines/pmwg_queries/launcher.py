@@ -1,6 +1,6 @@
 """Runs the PMWG-queries job: parses the command line (``options``), builds the graph
-(``pipeline``), runs it; after a local batch run prints a summary (answers, refusals, error
-against the true answers; ``summary``).
+(``pipeline``), runs it; after a local batch run prints a summary (answers and refusals; the
+error against the true answers only when evaluation is on; ``summary``).
 """
 
 from typing import List, Optional

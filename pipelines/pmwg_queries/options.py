@@ -3,13 +3,15 @@ to Beam. Every Flex Template parameter in ``metadata.json`` is one of these argu
 
 With no arguments the job replays the embedded sample trips and queries (``data/``) on the
 DirectRunner, writes ``answers-*.avro`` to ``./out/pmwg_queries/`` and prints a summary (answers,
-refusals, error against the true answers).
+refusals; the error against the true answers only when evaluation is on: ``--evaluate``, or the
+embedded sample, ``pipelines.common.evaluation``).
 """
 
 import argparse
 import os
 from typing import List, Optional, Tuple
 
+from pipelines.common import evaluation
 from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
 from pipelines.common.launch import resolve_output_defaults
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                          'before it are dead-lettered). Default: none (batch input needs none).')
     add_noise_key_argument(dp)
     add_debug_metrics_argument(dp)
+    evaluation.add_evaluate_arguments(parser)
     parser.add_argument('--verbose', action='store_true',
                         help="Show Beam's INFO logs too (default: Beam warnings only).")
     return parser
@@ -79,4 +82,6 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
         parser.error('--start is required with --window_seconds on Pub/Sub input (the public '
                      'start of the windows: RFC 3339 or epoch seconds)')
     resolve_output_defaults(args, DEFAULT_OUTPUT)
+    # The queries are public; the data decides whether this is the demo.
+    evaluation.resolve(args, demo_data=not args.data_avro and not args.data_subscription)
     return args, beam_args

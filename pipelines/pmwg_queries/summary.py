@@ -1,22 +1,28 @@
-"""Summary of a local run: answers, refusals and error against the true answers.
+"""Summary of a local run: answers and refusals; with evaluation, the error against the truth.
 
-The truth is recomputed here from the input files (evaluation only, not part of the DP job): the
-answer to a query at size t is compared with the query on the first t valid trips in event-time
-order (the order the transform uses). A uniform-histogram baseline (the answer PMWG gives before
-any update) is reported alongside, so the DP error can be judged.
+Private by default (``pipelines.common.evaluation``): without evaluation it reads only the
+answers (the releases) and prints their statuses and public parameters, and says where dead
+letters were written, not how many.
+
+With evaluation (``--evaluate``, or on by default on the embedded demo data; NOT private) the
+truth is recomputed here from the input files: the answer to a query at size t is compared with
+the query on the first t valid trips in event-time order (the order the transform uses), and the
+dead letters are counted. A uniform-histogram baseline (the answer PMWG gives before any update)
+is reported alongside, so the DP error can be judged.
 """
 
 import collections
 import dataclasses
 import glob
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import fastavro
 import numpy as np
 
 from beam_dp.io.queries import answer_from_avro
 from beam_dp.io.queries import query_from_avro
+from pipelines.common import evaluation
 from pipelines.pmwg_queries import pipeline as job
 from pipelines.pmwg_queries import sample_data
 
@@ -43,30 +49,41 @@ _ORDER = ('easy', 'hard', 'below', 'NOT_STARTED', 'HALTED', 'BUDGET_EXHAUSTED', 
 
 @dataclasses.dataclass
 class Summary:
+    """What the job prints. ``errors``, ``baseline_errors`` and ``dead_letters`` are evaluation
+    (exact figures of the input, not private): empty / None unless evaluation is on."""
     statuses: Dict[str, int]
     errors: List[float]
     baseline_errors: List[float]
     alpha: float
-    dead_letters: int
+    dead_letters: Optional[int]
     windowed: bool
     answers_path: str = ''
     dead_letters_path: str = ''
     epsilon: float = 0.0
     initial_size: int = 0
+    banner: str = ''
 
     def text(self) -> str:
         total = sum(self.statuses.values())
         lines = [f'PMWG queries summary ({total} queries, ε={self.epsilon:g} per trip, '
-                 f'initial size n={self.initial_size})',
-                 f'  answers written to  : {self.answers_path}',
-                 f'  dead letters        : {self.dead_letters} (malformed trips or queries), '
-                 f'in {self.dead_letters_path}',
-                 '  answers by status:']
+                 f'initial size n={self.initial_size})']
+        if self.banner:
+            lines.append(f'  {self.banner}')
+        lines.append(f'  answers written to  : {self.answers_path}')
+        if self.dead_letters is None:
+            lines.append(f'  dead letters        : written to {self.dead_letters_path} '
+                         f'(malformed trips or queries; as sensitive as the input; not counted '
+                         f'here)')
+        else:
+            lines.append(f'  dead letters        : {self.dead_letters} (malformed trips or '
+                         f'queries; evaluation, NOT private), in {self.dead_letters_path}')
+        lines.append('  answers by status:')
         for status in sorted(self.statuses, key=lambda k: (_ORDER + (k,)).index(k)):
             lines.append(f'    {status:<16} {self.statuses[status]:>6}  '
                          f'{STATUS_MEANINGS.get(status, "")}')
         if self.errors and not self.windowed:
             e, b = np.array(self.errors), np.array(self.baseline_errors)
+            lines.append('  -- evaluation (exact figures of the input, NOT private) --')
             lines.append('  error units: a linear query is answered on the NORMALISED histogram '
                          '(the fraction of the trips so far it counts, in [0, 1]); error = '
                          '|clip(answer, 0, 1) - true fraction|')
@@ -88,9 +105,17 @@ def _read(pattern: str) -> List[dict]:
     return out
 
 
-def summarize(args) -> Summary:
-    answers = [answer_from_avro(r) for r in _read(os.path.join(args.output_avro, 'answers*'))]
-    dead = _read(os.path.join(args.dead_letter_avro or args.output_avro, 'dead_letters*'))
+def _statuses(answers) -> Dict[str, int]:
+    statuses = collections.Counter()
+    for a in answers:
+        statuses[a.refusal or ('below' if a.value is None else
+                               'hard' if a.hard else 'easy')] += 1
+    return dict(statuses)
+
+
+def _errors(args, answers):
+    """EVALUATION (not private): |answer − truth| and |uniform baseline − truth| per answered
+    query, the truth computed from the raw trips."""
     cell = job.domain_fn(args.domain_size)
     trips = []
     for trip in _read(args.data_avro or sample_data.TRIPS_PATH):
@@ -106,11 +131,8 @@ def summarize(args) -> Summary:
             queries[record['id']] = query_from_avro(record)
         except Exception:  # pylint: disable=broad-except
             pass
-    statuses = collections.Counter()
     errors, baseline = [], []
     for a in answers:
-        statuses[a.refusal or ('below' if a.value is None else
-                               'hard' if a.hard else 'easy')] += 1
         query = queries.get(a.query_id)
         if a.value is None or query is None or not a.t:
             continue
@@ -119,9 +141,21 @@ def summarize(args) -> Summary:
         errors.append(abs(min(1.0, max(0.0, a.value)) - truth))
         baseline.append(abs(query.evaluate(np.full(args.domain_size, 1 / args.domain_size))
                             - truth))
+    return errors, baseline
+
+
+def summarize(args) -> Summary:
+    """The summary of a finished local run; reads the input and counts the dead letters only
+    when evaluation is on (``args.evaluate``)."""
+    answers = [answer_from_avro(r) for r in _read(os.path.join(args.output_avro, 'answers*'))]
     out = args.dead_letter_avro or args.output_avro
-    return Summary(dict(statuses), errors, baseline, args.alpha, len(dead),
+    errors, baseline, dead = [], [], None
+    if getattr(args, 'evaluate', False):
+        errors, baseline = _errors(args, answers)
+        dead = len(_read(os.path.join(out, 'dead_letters*')))
+    return Summary(_statuses(answers), errors, baseline, args.alpha, dead,
                    bool(args.window_seconds),
                    answers_path=os.path.join(args.output_avro, f'{job.ANSWERS_PREFIX}-*.avro'),
                    dead_letters_path=os.path.join(out, f'{job.DEAD_LETTERS_PREFIX}-*.avro'),
-                   epsilon=args.epsilon, initial_size=job.INITIAL_SIZE)
+                   epsilon=args.epsilon, initial_size=job.INITIAL_SIZE,
+                   banner=evaluation.banner(args))

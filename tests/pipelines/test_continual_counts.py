@@ -391,6 +391,8 @@ def test_demo_no_arguments_end_to_end(tmp_path):
     png = out / 'releases.png'
     assert png.exists() and png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert 'continual_counts summary' in done.stdout
+    # Issue 21: the embedded sample is public, so evaluation is on, and the summary says so.
+    assert 'evaluation on: demo data' in done.stdout
     assert 'mean |err|' in done.stdout and 'expected noise std' in done.stdout
     # Issue 16: the truth after bounding is shown next to the raw truth, with what bounding
     # removed; every bounding dead letter is placed (it holds the input ride).
