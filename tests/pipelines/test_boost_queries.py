@@ -23,7 +23,8 @@ ENV = dict(os.environ, PYTHONPATH=REPO, BDP_TEST_NOISE_KEY='0123456789abcdef' * 
 
 def _run(tmp_path, *extra):
     return subprocess.run([sys.executable, '-m', 'pipelines.boost_queries',
-                           '--noise_key', 'env:BDP_TEST_NOISE_KEY', *extra], cwd=tmp_path,
+                           '--noise_key', 'env:BDP_TEST_NOISE_KEY', '--stream_id', 'tests',
+                           '--ledger', 'none', *extra], cwd=tmp_path,
                           env=ENV, capture_output=True, text=True, timeout=300)
 
 
