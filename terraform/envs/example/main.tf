@@ -163,6 +163,7 @@ module "continual_counts_job" {
     progress_every             = var.continual_counts.progress_every == null ? null : tostring(var.continual_counts.progress_every)
     noise_key                  = "gcpsm:${google_secret_manager_secret.continual_counts_noise_key.id}/versions/latest"
     stream_id                  = coalesce(var.continual_counts.stream_id, "${var.project_id}/${var.name_prefix}/continual_counts")
+    lateness                   = var.continual_counts.lateness
     ledger                     = "${module.buckets.ledger_url}/continual_counts"
     resume                     = var.continual_counts.resume ? "true" : null
     lifetime_epsilon           = var.continual_counts.lifetime_epsilon == null ? null : tostring(var.continual_counts.lifetime_epsilon)

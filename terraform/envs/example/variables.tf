@@ -130,12 +130,13 @@ variable "continual_counts" {
     num_shards                 = optional(number)
     progress_every             = optional(number)
     stream_id                  = optional(string)
+    lateness                   = optional(string, "watermark")
     resume                     = optional(bool, false)
     lifetime_epsilon           = optional(number)
     lifetime_delta             = optional(number)
     lifetime_rho               = optional(number)
   })
-  description = "Template parameters of the continual_counts job (see pipelines/continual_counts/metadata.json). horizon_steps null means an unbounded horizon; timestamp_attribute null means Pub/Sub publish time. input_avro must stay null here (this example reads the Pub/Sub subscription it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks; start/end are RFC 3339 or epoch seconds (start defaults to the sample start: set it for real streams); num_shards and progress_every null mean the job's defaults. stream_id (the root of every noise address; keep it across restarts and updates of the job) defaults to <project>/<name_prefix>/continual_counts. The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again)."
+  description = "Template parameters of the continual_counts job (see pipelines/continual_counts/metadata.json). horizon_steps null means an unbounded horizon; timestamp_attribute null means Pub/Sub publish time. input_avro must stay null here (this example reads the Pub/Sub subscription it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks; start/end are RFC 3339 or epoch seconds (start defaults to the sample start: set it for real streams); num_shards and progress_every null mean the job's defaults. stream_id (the root of every noise address; keep it across restarts and updates of the job) defaults to <project>/<name_prefix>/continual_counts. lateness is the lateness rule (watermark or arrival; arrival needs timestamp_attribute null). The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again)."
 
   validation {
     condition     = var.continual_counts.epsilon > 0
@@ -202,6 +203,10 @@ variable "continual_counts" {
     condition = alltrue([for n in [var.continual_counts.num_shards, var.continual_counts.progress_every] :
     n == null || try(n >= 1 && floor(n) == n, false)])
     error_message = "continual_counts.num_shards and progress_every must be null or positive integers."
+  }
+  validation {
+    condition     = contains(["watermark", "arrival"], var.continual_counts.lateness)
+    error_message = "continual_counts.lateness must be \"watermark\" or \"arrival\"."
   }
   validation {
     condition = alltrue([for n in [var.continual_counts.lifetime_epsilon, var.continual_counts.lifetime_rho] :
