@@ -119,6 +119,8 @@ def test_ledger_none_opts_out_with_a_warning(caplog):
 
 
 def test_ledger_options_are_checked_when_parsed(capsys):
+    # The Flex Template passes booleans as --resume=true / --resume=false.
+    assert _args(resume='true').resume is True and _args(resume='false').resume is False
     for argv, message in ((dict(ledger='/tmp/x'), '--ledger needs --stream_id'),
                           (dict(lifetime_rho=1, lifetime_epsilon=1), 'either --lifetime_rho'),
                           (dict(lifetime_delta=1e-6), '--lifetime_delta needs --lifetime_eps'),
