@@ -71,11 +71,13 @@ def add_ledger_arguments(group) -> None:
              'lifetime budget again, or reuse the noise key over another stream start, is '
              "refused. Required with --stream_id (so with --noise_key); 'none' opts out.")
     group.add_argument(
-        '--resume', type=_flag, nargs='?', const=True, default=False,
+        '--resume', type=_flag, nargs='?', const=True, default=None,
         help='This run continues the stream\'s latest recorded run (restored from a savepoint '
              'or checkpoint, or re-run after a launch that released nothing): it is recorded '
-             'but not counted again, and must keep that run\'s start and budgets. Implied by '
-             'Dataflow --update and Flink --savepoint_path.')
+             'but not counted again, and must keep that run\'s start and budgets. Default: '
+             'implied by Dataflow --update and Flink --savepoint_path; --resume=false records '
+             'such a run as counted (e.g. the first recorded run of a job started before it '
+             'had a ledger).')
     group.add_argument(
         '--lifetime_epsilon', type=_positive, default=None,
         help="The stream's lifetime ε over all its counted runs (with --lifetime_delta). "
@@ -135,7 +137,7 @@ def guard_stream(args, beam_args: List[str], *, job: str,
         noise key the launcher cannot read (its fingerprint is recorded).
     """
     stream_id = getattr(args, 'stream_id', None)
-    implied = _resume_flag(beam_args)
+    implied = _resume_flag(beam_args) if args.resume is None else None
     resume = bool(args.resume) or implied is not None
     if args.ledger is None:
         if stream_id:
@@ -171,7 +173,11 @@ def guard_stream(args, beam_args: List[str], *, job: str,
             return run
         ledger.begin_run(run)
     except LedgerRefusedError as e:
-        raise SystemExit(f'error: {e}') from None
+        hint = ''
+        if implied and 'nothing_to_resume' in e.reasons:
+            hint = (f'\n  ({implied} implies --resume; if this is the first run of the stream '
+                    f'that the ledger sees, pass --resume=false to record it as counted.)')
+        raise SystemExit(f'error: {e}{hint}') from None
     how = (f'a resume of run {run.resume_of[:8]} (not counted'
            + (f'; implied by {implied})' if implied else ')')) if run.resume_of else 'counted'
     _LOG.info('Privacy ledger %s: recorded run %s of stream %r, %s.', ledger.root,

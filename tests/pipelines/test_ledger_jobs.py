@@ -151,6 +151,14 @@ def test_update_and_savepoint_imply_a_resume(tmp_path):
 
     args = _args(stream_id='s', ledger=ledger)
     guard_stream(args, [], job='j', accountants=accountants(), start=0.0, end=None)
+    # A job updated in place before the ledger had any run of it: --resume=false records it.
+    with pytest.raises(SystemExit) as info:
+        guard_stream(_args(stream_id='s3', ledger=ledger), ['--update'], job='j',
+                     accountants=accountants(), start=0.0, end=None)
+    assert '--update implies --resume' in str(info.value.code)
+    first = guard_stream(_args(stream_id='s3', ledger=ledger, resume='false'), ['--update'],
+                         job='j', accountants=accountants(), start=0.0, end=None)
+    assert first.counted
     for flags in (['--update'], ['--savepoint_path=file:///tmp/sp']):
         run = guard_stream(args, flags, job='j', accountants=accountants(), start=0.0, end=None)
         assert run.resume_of is not None, flags

@@ -165,7 +165,7 @@ module "continual_counts_job" {
     stream_id                  = coalesce(var.continual_counts.stream_id, "${var.project_id}/${var.name_prefix}/continual_counts")
     lateness                   = var.continual_counts.lateness
     ledger                     = "${module.buckets.ledger_url}/continual_counts"
-    resume                     = var.continual_counts.resume ? "true" : null
+    resume                     = var.continual_counts.resume == null ? null : tostring(var.continual_counts.resume)
     lifetime_epsilon           = var.continual_counts.lifetime_epsilon == null ? null : tostring(var.continual_counts.lifetime_epsilon)
     lifetime_delta             = var.continual_counts.lifetime_delta == null ? null : tostring(var.continual_counts.lifetime_delta)
     lifetime_rho               = var.continual_counts.lifetime_rho == null ? null : tostring(var.continual_counts.lifetime_rho)
@@ -275,7 +275,7 @@ module "pmwg_queries_job" {
     noise_key          = "gcpsm:${google_secret_manager_secret.pmwg_queries_noise_key[0].id}/versions/latest"
     stream_id          = coalesce(var.pmwg_queries.stream_id, "${var.project_id}/${var.name_prefix}/pmwg_queries")
     ledger             = "${module.buckets.ledger_url}/pmwg_queries"
-    resume             = var.pmwg_queries.resume ? "true" : null
+    resume             = var.pmwg_queries.resume == null ? null : tostring(var.pmwg_queries.resume)
     lifetime_epsilon   = var.pmwg_queries.lifetime_epsilon == null ? null : tostring(var.pmwg_queries.lifetime_epsilon)
     lifetime_delta     = var.pmwg_queries.lifetime_delta == null ? null : tostring(var.pmwg_queries.lifetime_delta)
     lifetime_rho       = var.pmwg_queries.lifetime_rho == null ? null : tostring(var.pmwg_queries.lifetime_rho)

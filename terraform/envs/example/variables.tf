@@ -131,12 +131,12 @@ variable "continual_counts" {
     progress_every             = optional(number)
     stream_id                  = optional(string)
     lateness                   = optional(string, "watermark")
-    resume                     = optional(bool, false)
+    resume                     = optional(bool)
     lifetime_epsilon           = optional(number)
     lifetime_delta             = optional(number)
     lifetime_rho               = optional(number)
   })
-  description = "Template parameters of the continual_counts job (see pipelines/continual_counts/metadata.json). horizon_steps null means an unbounded horizon; timestamp_attribute null means Pub/Sub publish time. input_avro must stay null here (this example reads the Pub/Sub subscription it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks; start/end are RFC 3339 or epoch seconds (start defaults to the sample start: set it for real streams); num_shards and progress_every null mean the job's defaults. stream_id (the root of every noise address; keep it across restarts and updates of the job) defaults to <project>/<name_prefix>/continual_counts. lateness is the lateness rule (watermark or arrival; arrival needs timestamp_attribute null). The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again)."
+  description = "Template parameters of the continual_counts job (see pipelines/continual_counts/metadata.json). horizon_steps null means an unbounded horizon; timestamp_attribute null means Pub/Sub publish time. input_avro must stay null here (this example reads the Pub/Sub subscription it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks; start/end are RFC 3339 or epoch seconds (start defaults to the sample start: set it for real streams); num_shards and progress_every null mean the job's defaults. stream_id (the root of every noise address; keep it across restarts and updates of the job) defaults to <project>/<name_prefix>/continual_counts. lateness is the lateness rule (watermark or arrival; arrival needs timestamp_attribute null). The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again), false records a run as counted even under an in-place update, null (default) lets --update decide."
 
   validation {
     condition     = var.continual_counts.epsilon > 0
@@ -237,12 +237,12 @@ variable "pmwg_queries" {
     data_avro        = optional(string)
     query_avro       = optional(string)
     stream_id        = optional(string)
-    resume           = optional(bool, false)
+    resume           = optional(bool)
     lifetime_epsilon = optional(number)
     lifetime_delta   = optional(number)
     lifetime_rho     = optional(number)
   })
-  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window; window_seconds > 0 needs start (the public start of the windows, RFC 3339 or epoch seconds). data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks. The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again)."
+  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window; window_seconds > 0 needs start (the public start of the windows, RFC 3339 or epoch seconds). data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks. The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again), false records a run as counted even under an in-place update, null (default) lets --update decide."
   default = {
     epsilon        = 1
     delta          = 0.000001
