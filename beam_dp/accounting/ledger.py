@@ -143,9 +143,11 @@ class RunPart:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise InvalidParamsError(f'RunPart: name must be a non-empty string, got {self.name!r}.')
+            raise InvalidParamsError(
+                f'RunPart: name must be a non-empty string, got {self.name!r}.')
         if not isinstance(self.budget, PrivacyBudget):
-            raise InvalidParamsError(f'RunPart: budget must be a PrivacyBudget, got {self.budget!r}.')
+            raise InvalidParamsError(
+                f'RunPart: budget must be a PrivacyBudget, got {self.budget!r}.')
         object.__setattr__(self, 'entries', tuple(self.entries))
 
     def costs(self) -> List[PrivacyCost]:
@@ -360,14 +362,14 @@ def _check_lifetime(counted: Sequence[RunRecord], run: RunRecord, problems) -> N
             continue
         total = _total(lifetime, earlier + part.costs())
         total_text = _amount(total) if total is not None else 'more than a zCDP budget can hold'
-        explicit = run.lifetime_budget is not None
+        default = '' if run.lifetime_budget is not None else " (by default, this run's own budget)"
         runs = ', '.join(_run_name(r) for r in counted)
         problems.append(('lifetime_budget', (
             f'lifetime budget: part {part.name!r} of this run spends '
             f'{_amount(_total(lifetime, part.costs()) or part.budget)} on top of '
             f'{len(counted)} earlier counted run(s) of the stream ({runs}), {total_text} in all, '
             f'over the stream\'s lifetime budget {_amount(lifetime)}'
-            f'{"" if explicit else " (by default, this run" + chr(39) + "s own budget)"}. A new run '
+            f'{default}. A new run '
             f'from scratch starts new releases over the same people, so its cost adds up. If this '
             f'run continues an earlier one (restored from a savepoint or checkpoint, or a Dataflow '
             f'--update), pass --resume; otherwise raise the lifetime budget explicitly '

@@ -23,11 +23,12 @@ STEPS = 3
 
 def test_continual_counts_on_embedded_flink_waits_and_writes_its_outputs(tmp_path):
     jar = runners.flink_job_server_jar()
+    version = runners._flink_version_of(jar)  # pylint: disable=protected-access
     out = tmp_path / 'out'
     end = sample_data.SAMPLE_START.timestamp() + STEPS * sample_data.SAMPLE_STEP_SECONDS
     proc = subprocess.run(
         [sys.executable, '-m', 'pipelines.continual_counts', '--runner=FlinkRunner',
-         "--flink_master=[local]", f'--flink_version={runners._flink_version_of(jar)}',  # pylint: disable=protected-access
+         '--flink_master=[local]', f'--flink_version={version}',
          f'--flink_job_server_jar={jar}', f'--output_avro={out}', '--plot=none',
          f'--end={end:.0f}'],
         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True,
