@@ -254,6 +254,15 @@ def test_unreadable_ledger_directory_is_refused(ledger):
         os.chmod(directory, 0o755)
 
 
+def test_unlistable_ledger_is_refused(tmp_path):
+    class Forbidden(LocalStore):
+        def list(self, directory):
+            raise PermissionError('403 storage.objects.list denied')
+    ledger = PrivacyLedger.init(Forbidden(), str(tmp_path / 'l'))
+    error = _refused(ledger, _run())
+    assert error.reasons == ('unreadable',) and 'storage.objects.list' in str(error)
+
+
 def test_unwritable_ledger_is_refused(tmp_path):
     class ReadOnly(LocalStore):
         def write(self, path, data):
