@@ -157,10 +157,14 @@ def guard_stream(args, beam_args: List[str], *, job: str,
     if args.noise_key is not None:
         try:
             fingerprint = key_fingerprint(NoiseKeyRef(args.noise_key, stream_id).master_key())
-        except InvalidParamsError as e:
+        except Exception as e:  # pylint: disable=broad-except
+            # InvalidParamsError (unset variable, unreadable file, short key) or the secret
+            # manager's own error (e.g. PermissionDenied).
+            reason = (str(e).split(': ', 1)[-1] if isinstance(e, InvalidParamsError)
+                      else f'{type(e).__name__}: {e}')
             raise SystemExit(
                 "error: the privacy ledger records the noise key's fingerprint, so the launcher "
-                f'reads the key once and could not: {str(e).split(": ", 1)[-1]}') from None
+                f'reads the key once and could not: {reason}') from None
     run = RunRecord.new(stream_id, job, accountants, start=start, end=end,
                         key_fingerprint=fingerprint, lifetime_budget=lifetime_budget(args))
     ledger = open_ledger(args.ledger)

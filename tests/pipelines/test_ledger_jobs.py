@@ -139,6 +139,19 @@ def test_missing_ledger_is_refused_with_the_command_that_creates_it(tmp_path):
     assert 'python -m beam_dp.ledger_store init' in str(info.value.code)
 
 
+def test_unreadable_noise_key_is_refused_before_anything_is_recorded(tmp_path):
+    from beam_dp.accounting import BudgetAccountant, PrivacyBudget  # pylint: disable=import-outside-toplevel
+    ledger = str(tmp_path / 'ledger')
+    init_ledger(ledger)
+    args = _args(stream_id='s', ledger=ledger, noise_key='env:BDP_LEDGER_TEST_UNSET_VAR')
+    with pytest.raises(SystemExit) as info:
+        guard_stream(args, [], job='j', start=None, end=None,
+                     accountants={'all': BudgetAccountant(PrivacyBudget(epsilon=1))})
+    assert "records the noise key's fingerprint" in str(info.value.code)
+    assert 'BDP_LEDGER_TEST_UNSET_VAR' in str(info.value.code)
+    assert open_ledger(ledger).history('s') == []
+
+
 def test_update_and_savepoint_imply_a_resume(tmp_path):
     from beam_dp.accounting import BudgetAccountant, PrivacyBudget, PrivacyCost  # pylint: disable=import-outside-toplevel
     ledger = str(tmp_path / 'ledger')
