@@ -12,6 +12,7 @@ MODULES = [
     'beam_dp.drivers',
     'beam_dp.errors',
     'beam_dp.io',
+    'beam_dp.ledger_store',
     'beam_dp.mechanisms',
     'beam_dp.noise',
     'beam_dp.privacy_unit',

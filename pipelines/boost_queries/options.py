@@ -17,6 +17,8 @@ from pipelines.boost_queries import sample_data
 from pipelines.common import evaluation
 from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
+from pipelines.common.ledger import add_ledger_arguments
+from pipelines.common.ledger import check_ledger_arguments
 from pipelines.common.launch import resolve_output_defaults
 
 __all__ = ['DEFAULT_OUTPUT', 'build_parser', 'parse_args']
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help='delta of the (epsilon, delta) budget with --noise gaussian (0 < delta '
                          '< 1); must be 0 (default) with --noise laplace.')
     add_noise_key_argument(dp)
+    add_ledger_arguments(dp)
     state = parser.add_argument_group('state bounds (public; default unbounded)')
     state.add_argument('--cache_capacity', type=int, default=None,
                        help='At most this many exact-cache entries (>= 2), about the most '
@@ -91,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, List[str]]:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
+    check_ledger_arguments(parser, args)
     if bool(args.data_subscription) != bool(args.query_subscription):
         parser.error('give both --data_subscription and --query_subscription, or neither')
     if args.blocks < 1:

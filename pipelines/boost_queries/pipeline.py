@@ -10,7 +10,7 @@ No DP logic lives here: the parameters go to beam_dp, which validates them when 
 """
 
 import operator
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import fastavro
@@ -31,7 +31,8 @@ from pipelines.boost_queries import sample_data
 from pipelines.common import sinks
 from pipelines.common.pubsub_codec import decode
 
-__all__ = ['JobOutputs', 'build_job', 'build_pipeline', 'query_time_micros']
+__all__ = ['JobOutputs', 'build_job', 'build_pipeline', 'job_accountants', 'query_time_micros',
+           'release_schedule']
 
 STREAMING_FILE_WINDOW_SECONDS = 60
 #: (output, file prefix, Avro schema) of every typed output.
@@ -100,24 +101,43 @@ def _read(pipeline, name, kind, subscription, path, schema, blocks):
     return parsed.ok, parsed.dead_letter
 
 
-def build_job(pipeline, args) -> JobOutputs:
+def job_budget(args) -> PrivacyBudget:
+    """--epsilon, with --delta only for Gaussian noise."""
+    return PrivacyBudget(epsilon=args.epsilon,
+                         delta=args.delta if args.noise == 'gaussian' else 0.0)
+
+
+def job_accountants(args) -> Dict[str, BudgetAccountant]:
+    """The job's accountant (one part: every row), read by the privacy ledger after the graph
+    is built (pipelines/common/ledger.py)."""
+    return {'rows': BudgetAccountant(job_budget(args))}
+
+
+def release_schedule(args) -> Tuple[float, float]:
+    """The public block schedule: the sample start and --blocks blocks later."""
+    start = sample_data.START_SECONDS
+    return start, start + args.blocks * sample_data.BLOCK_SECONDS
+
+
+def build_job(pipeline, args, accountants: Optional[Dict[str, BudgetAccountant]] = None
+              ) -> JobOutputs:
     rows, dead_rows = _read(pipeline, 'Rows', 'row', args.data_subscription, args.data_avro,
                             sample_data.ROW_SCHEMA, args.blocks)
     queries, dead_queries = _read(pipeline, 'Queries', 'query', args.query_subscription,
                                   args.query_avro, records.BOOST_QUERY_SCHEMA, args.blocks)
-    gaussian = args.noise == 'gaussian'
-    budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta if gaussian else 0.0)
-    start = sample_data.START_SECONDS
+    budget = job_budget(args)
+    accountant = (accountants or job_accountants(args))['rows']
+    start, end = release_schedule(args)
     with noise_key_scope(args):
         boost = BoostQueries(
             public_datasets=[sample_data.DATASET], shape=list(sample_data.SHAPE), budget=budget,
             start=start, step=sample_data.BLOCK_SECONDS,
-            end=start + args.blocks * sample_data.BLOCK_SECONDS, preset=args.preset,
+            end=end, preset=args.preset,
             alpha=args.alpha, beta=args.beta, noise=args.noise,
             cache_capacity=args.cache_capacity, retention_blocks=args.retention_blocks,
             replay_retention=args.replay_retention_seconds,
             dataset_fn=operator.itemgetter('dataset'),
-            attributes_fn=operator.itemgetter('attributes'), accountant=BudgetAccountant(budget),
+            attributes_fn=operator.itemgetter('attributes'), accountant=accountant,
             debug_metrics=args.debug_metrics)
     out = (rows, queries) | 'AnswerWithBoost' >> boost
     dead = tuple(d for d in (dead_rows, dead_queries) if d is not None) + (out.dead_letter,)
@@ -130,12 +150,15 @@ def _streaming_file_window() -> beam.PTransform:
 
 
 def build_pipeline(args, options: PipelineOptions, *,
-                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None) -> beam.Pipeline:
-    """The whole job graph (not run); streaming is switched on when reading Pub/Sub."""
+                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None,
+                   accountants: Optional[Dict[str, BudgetAccountant]] = None) -> beam.Pipeline:
+    """The whole job graph (not run); streaming is switched on when reading Pub/Sub.
+    ``accountants``: ``job_accountants(args)`` to read the spent costs afterwards (the privacy
+    ledger)."""
     if args.data_subscription or args.query_subscription:
         options.view_as(StandardOptions).streaming = True
     pipeline = beam.Pipeline(options=options)
-    outputs = build_job(pipeline, args)
+    outputs = build_job(pipeline, args, accountants)
     if args.output_avro:
         for name, prefix, schema in OUTPUT_FILES:
             sinks.write_avro_files(getattr(outputs, name), args.output_avro,

@@ -1,5 +1,6 @@
 """Launcher helpers shared by the jobs: argument types, output defaults, runner detection,
-running (local: wait; remote: submit and return), logging and local tidying."""
+running (local and embedded Flink: wait; remote: submit and return; Dataflow dry run: build and
+say that nothing was submitted), logging and local tidying."""
 
 import argparse
 import datetime
@@ -11,19 +12,24 @@ from typing import List, Optional
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import FlinkRunnerOptions
+from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import TestOptions
 
 from beam_dp.errors import InvalidParamsError
 from beam_dp.noise import NoiseKeyRef
 from beam_dp.noise import using_noise_key
 
 __all__ = [
+    'FLINK_EMBEDDED_MASTERS',
     'FLINK_FINISH_BUNDLE',
     'LOCAL_RUNNERS',
     'add_debug_metrics_argument',
     'add_noise_key_argument',
     'noise_key_scope',
     'configure_logging',
+    'is_dry_run',
     'is_local_runner',
     'optional_int',
     'remove_empty_temp_dirs',
@@ -31,6 +37,7 @@ __all__ = [
     'run_pipeline',
     'runner_name',
     'time_arg',
+    'waits_for_job',
     'with_default_runner',
 ]
 
@@ -152,18 +159,58 @@ def is_local_runner(runner: str) -> bool:
     return runner in LOCAL_RUNNERS
 
 
+#: Flink masters that run an embedded cluster inside the job server this process starts.
+FLINK_EMBEDDED_MASTERS = ('[local]', '[auto]')
+
+
+def waits_for_job(options: PipelineOptions, runner: Optional[str] = None) -> bool:
+    """Whether the launcher must wait for the job: it runs in this process or in processes that
+    die with it (a local runner; Flink's embedded cluster, ``--flink_master`` '[local]' or
+    '[auto]', the default; any portable runner whose SDK harness is this process,
+    ``--environment_type=LOOPBACK``). A remote runner (Dataflow, a Flink cluster) is only
+    submitted to: a Flex Template launcher must not wait for a streaming job."""
+    runner = runner or runner_name(options)
+    if is_local_runner(runner):
+        return True
+    if (options.view_as(PortableOptions).environment_type or '').upper() == 'LOOPBACK':
+        return True
+    if runner in ('FlinkRunner', 'flink'):
+        master = (options.view_as(FlinkRunnerOptions).flink_master or '[auto]').strip()
+        return master in FLINK_EMBEDDED_MASTERS
+    return False
+
+
+def is_dry_run(options: PipelineOptions) -> bool:
+    """``--dry_run=True`` (Dataflow): the job is built and validated, never submitted."""
+    return bool(options.view_as(TestOptions).dry_run)
+
+
 def run_pipeline(pipeline: beam.Pipeline, runner: str) -> bool:
-    """Runs ``pipeline``; on a local runner waits for it and returns True.
+    """Runs ``pipeline``; when the job runs here (``waits_for_job``) waits for it and returns
+    True (raising if it failed).
 
     On Dataflow and other remote runners returns False once the job is submitted (a Flex
-    Template launcher must not wait for a streaming job).
+    Template launcher must not wait for a streaming job); with ``--dry_run=True`` nothing is
+    submitted, and the log says so.
     """
     started = time.monotonic()
+    options = pipeline.options
+    wait = waits_for_job(options, runner)
+    if not wait and is_dry_run(options):
+        pipeline.run()
+        _LOG.info('Dry run on %s: the job graph was built and validated; nothing was submitted '
+                  '(no job was created, no data read, no budget recorded in the ledger).', runner)
+        return False
     result = pipeline.run()
-    if not is_local_runner(runner):
+    if not wait:
         _LOG.info('Submitted to %s.', runner)
         return False
-    result.wait_until_finish()
+    if not is_local_runner(runner):
+        _LOG.info('Running on %s here; waiting for the job to finish (stop it with Ctrl-C).',
+                  runner)
+    state = result.wait_until_finish()
+    if state is not None and str(state).rsplit('.', 1)[-1] not in ('DONE', 'UPDATED'):
+        raise SystemExit(f'error: the job on {runner} ended in state {state}.')
     _LOG.info('Pipeline finished in %.1f s.', time.monotonic() - started)
     return True
 

@@ -10,10 +10,13 @@ from typing import List, Optional
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
+from pipelines.common.launch import is_dry_run
 from pipelines.common.launch import remove_empty_temp_dirs
 from pipelines.common.launch import run_pipeline
 from pipelines.common.launch import runner_name
+from pipelines.common.launch import waits_for_job
 from pipelines.common.launch import with_default_runner
+from pipelines.common.ledger import guard_stream
 from pipelines.continual_counts import pipeline as job
 from pipelines.continual_counts import sample_data
 from pipelines.continual_counts import summary
@@ -55,7 +58,12 @@ def run(argv: Optional[List[str]] = None) -> None:
     _LOG.info('continual_counts: input=%s runner=%s streaming=%s epsilon=%g output=%s',
               args.input_subscription or args.input_avro or sample_data.RIDES_PATH, runner,
               streaming, args.epsilon, args.output_avro or args.output_topic)
-    if not run_pipeline(job.build_pipeline(args, options), runner):
+    accountants = job.job_accountants(args)
+    pipeline = job.build_pipeline(args, options, accountants=accountants)
+    start, end = job.release_schedule(args)
+    guard_stream(args, beam_args, job=job.JOB, accountants=accountants, start=start, end=end,
+                 dry_run=is_dry_run(options) and not waits_for_job(options, runner))
+    if not run_pipeline(pipeline, runner):
         return
     remove_empty_temp_dirs(args.output_avro, args.dead_letter_avro)
     if streaming or not args.output_avro:

@@ -18,6 +18,8 @@ from typing import List, Optional, Tuple
 from pipelines.common import evaluation
 from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
+from pipelines.common.ledger import add_ledger_arguments
+from pipelines.common.ledger import check_ledger_arguments
 from pipelines.common.launch import optional_int
 from pipelines.common.launch import resolve_output_defaults
 from pipelines.common.launch import time_arg
@@ -118,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument('--num_shards', type=optional_int, default=None,
                     help='Stateful shards holding the keys (default: 512 keys per shard).')
     add_noise_key_argument(dp)
+    add_ledger_arguments(dp)
     run = parser.add_argument_group('local run')
     run.add_argument('--plot', default=None,
                      help="PNG of the released series after a local batch run (with the true "
@@ -143,6 +146,7 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
     """(job arguments with defaults resolved, remaining arguments for PipelineOptions)."""
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
+    check_ledger_arguments(parser, args)
     if args.input_subscription and args.input_avro:
         parser.error('give at most one of --input_subscription and --input_avro')
     if args.lateness == 'arrival' and not args.input_subscription:

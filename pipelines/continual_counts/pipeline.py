@@ -26,7 +26,7 @@ dead-letters it iff it was published at or after that step's end + allowed laten
 
 import logging
 import operator
-from typing import Any, Callable, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -60,8 +60,10 @@ __all__ = [
     'ParseEvents',
     'build_pipeline',
     'count_per_station',
+    'job_accountants',
     'public_keys',
     'read_events',
+    'release_schedule',
     'write_dead_letters',
     'write_releases',
 ]
@@ -221,6 +223,17 @@ def public_keys(args) -> List[str]:
     return keys
 
 
+def job_accountants(args) -> Dict[str, BudgetAccountant]:
+    """The job's accountant (one part: every rider), which the privacy ledger reads after the
+    graph is built (pipelines/common/ledger.py)."""
+    return {'riders': BudgetAccountant(PrivacyBudget(epsilon=args.epsilon, delta=args.delta))}
+
+
+def release_schedule(args) -> Tuple[float, Optional[float]]:
+    """The public event-time range of the releases (start of step 0, end or None)."""
+    return args.start, args.end
+
+
 def count_per_station(events: beam.PCollection, args,
                       accountant: Optional[BudgetAccountant] = None) -> ContinualOutputs:
     """The DP stage: ``ContinualCountPerKey`` per start station, user-level on ``rider_id``."""
@@ -338,7 +351,8 @@ def _count_dead_letter(dead: DeadLetter, debug_metrics: bool) -> DeadLetter:
 
 def build_pipeline(args, options: PipelineOptions, *,
                    source: Optional[beam.PTransform] = None,
-                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None) -> beam.Pipeline:
+                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None,
+                   accountants: Optional[Dict[str, BudgetAccountant]] = None) -> beam.Pipeline:
     """The whole job graph (not run).
 
     Args:
@@ -347,11 +361,14 @@ def build_pipeline(args, options: PipelineOptions, *,
       source: replaces the configured read (see ``read_events``); for tests.
       outputs_fn: called with the ``JobOutputs`` after the sinks are attached (tests use it to
         attach ``assert_that``).
+      accountants: ``job_accountants(args)``, to read the spent costs after the graph is built
+        (the privacy ledger); default: a fresh one.
     """
     if args.input_subscription:
         options.view_as(StandardOptions).streaming = True
     pipeline = beam.Pipeline(options=options)
-    outputs = build_job(pipeline, args, source)
+    outputs = build_job(pipeline, args, source,
+                        accountant=(accountants or {}).get('riders'))
     write_releases(outputs.releases, args)
     write_dead_letters(outputs.dead_letters, args)
     if outputs_fn is not None:

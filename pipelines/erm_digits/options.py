@@ -14,6 +14,8 @@ from typing import List, Optional, Tuple
 
 from pipelines.common import evaluation
 from pipelines.common.launch import add_noise_key_argument
+from pipelines.common.ledger import add_ledger_arguments
+from pipelines.common.ledger import check_ledger_arguments
 from pipelines.common.launch import optional_int
 from pipelines.common.launch import resolve_output_defaults
 
@@ -54,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                          'example: Alg 4, Alg 5 and DP-FTRL, 3ε in total per example; default '
                          '100: see benchmarks/erm for accuracy at smaller ε).')
     add_noise_key_argument(dp)
+    add_ledger_arguments(dp)
     evaluation.add_evaluate_arguments(parser)
     parser.add_argument('--no_plot', action='store_true',
                         help='Do not write accuracy.png (written only with evaluation).')
@@ -65,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, List[str]]:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
+    check_ledger_arguments(parser, args)
     if args.input_subscription and args.input_avro:
         parser.error('give at most one of --input_subscription and --input_avro')
     if args.input_avro and args.end_seconds is None:

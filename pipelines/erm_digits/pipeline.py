@@ -15,7 +15,7 @@ validates them when the graph is built.
 """
 
 import operator
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import fastavro
@@ -48,6 +48,8 @@ __all__ = [
     'MODELS_PREFIX',
     'build_job',
     'build_pipeline',
+    'job_accountants',
+    'release_schedule',
     'transforms_for',
 ]
 
@@ -97,11 +99,33 @@ def _unknown_stream(record) -> DeadLetter:
                       record.get('event_time_micros') if isinstance(record, dict) else None)
 
 
-def transforms_for(ds: data.Dataset, epsilon: float, end_seconds: Optional[int]):
+def job_accountants(args) -> Dict[str, BudgetAccountant]:
+    """One 3ε accountant per dataset (the datasets' examples are disjoint: parallel
+    composition), keyed by dataset name; the privacy ledger reads them after the graph is built
+    (pipelines/common/ledger.py)."""
+    return {ds.name: BudgetAccountant(PrivacyBudget(epsilon=len(METHODS) * args.epsilon))
+            for ds in data.DATASETS}
+
+
+def _end(args, ds: data.Dataset) -> Optional[int]:
+    embedded = not (args.input_subscription or args.input_avro)
+    return data.end_seconds(ds) if embedded and args.end_seconds is None else args.end_seconds
+
+
+def release_schedule(args) -> Tuple[float, Optional[float]]:
+    """The public block schedule: the common start, and the last dataset's end (None when a
+    dataset has no end)."""
+    ends = [_end(args, ds) for ds in data.DATASETS]
+    return data.START_SECONDS, None if any(e is None for e in ends) else max(ends)
+
+
+def transforms_for(ds: data.Dataset, epsilon: float, end_seconds: Optional[int],
+                   accountant: Optional[BudgetAccountant] = None):
     """(ContinualERM, SlidingWindowERM, ContinualERM(algorithm='dp_ftrl')) of one dataset,
-    sharing a 3ε accountant. DP-FTRL's counter: ``select_counter``'s for the public number of
-    blocks, or the infinite-horizon tree without an end (Pub/Sub)."""
-    accountant = BudgetAccountant(PrivacyBudget(epsilon=len(METHODS) * epsilon))
+    sharing a 3ε accountant (default: a fresh one). DP-FTRL's counter: ``select_counter``'s for
+    the public number of blocks, or the infinite-horizon tree without an end (Pub/Sub)."""
+    if accountant is None:
+        accountant = BudgetAccountant(PrivacyBudget(epsilon=len(METHODS) * epsilon))
     shared = dict(
         start=data.START_SECONDS, step=data.STEP_SECONDS, end=end_seconds,
         budget=PrivacyBudget(epsilon=epsilon), public_streams=[ds.name],
@@ -132,19 +156,19 @@ def _read(pipeline, args):
     return parsed.records, parsed.dead_letter
 
 
-def build_job(pipeline, args) -> JobOutputs:
+def build_job(pipeline, args, accountants: Optional[Dict[str, BudgetAccountant]] = None
+              ) -> JobOutputs:
     records, dead_parse = _read(pipeline, args)
     parts = records | 'ByStream' >> beam.Partition(_by_stream, len(data.DATASETS) + 1)
     models, ledger = [], []
     dead = [dead_parse, parts[len(data.DATASETS)] | 'UnknownStream' >> beam.Map(
         _unknown_stream).with_output_types(DeadLetter)]
-    embedded = not (args.input_subscription or args.input_avro)
+    accountants = accountants or job_accountants(args)
     with noise_key_scope(args):
         for i, ds in enumerate(data.DATASETS):
-            end = data.end_seconds(ds) if embedded and args.end_seconds is None else (
-                args.end_seconds)
             name = ds.name.capitalize()
-            for kind, transform in zip(METHODS, transforms_for(ds, args.epsilon, end)):
+            for kind, transform in zip(METHODS, transforms_for(ds, args.epsilon, _end(args, ds),
+                                                               accountants[ds.name])):
                 out = parts[i] | f'{kind}{name}' >> transform
                 models.append(out.releases)
                 ledger.append(out.ledger)
@@ -166,12 +190,15 @@ def _write(pcoll, prefix, path, topic, schema, to_avro, name):
 
 
 def build_pipeline(args, options: PipelineOptions, *,
-                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None) -> beam.Pipeline:
-    """The whole job graph (not run); streaming is switched on when reading Pub/Sub."""
+                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None,
+                   accountants: Optional[Dict[str, BudgetAccountant]] = None) -> beam.Pipeline:
+    """The whole job graph (not run); streaming is switched on when reading Pub/Sub.
+    ``accountants``: ``job_accountants(args)`` to read the spent costs afterwards (the privacy
+    ledger)."""
     if args.input_subscription:
         options.view_as(StandardOptions).streaming = True
     pipeline = beam.Pipeline(options=options)
-    outputs = build_job(pipeline, args)
+    outputs = build_job(pipeline, args, accountants)
     _write(outputs.models, MODELS_PREFIX, args.output_avro, args.output_topic,
            fastavro.parse_schema(dict(MODEL_RELEASE_SCHEMA)), model_release_to_avro, 'Models')
     _write(outputs.ledger, LEDGER_PREFIX, args.output_avro, args.ledger_topic,

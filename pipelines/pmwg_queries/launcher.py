@@ -8,9 +8,12 @@ from typing import List, Optional
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
+from pipelines.common.launch import is_dry_run
 from pipelines.common.launch import run_pipeline
 from pipelines.common.launch import runner_name
+from pipelines.common.launch import waits_for_job
 from pipelines.common.launch import with_default_runner
+from pipelines.common.ledger import guard_stream
 from pipelines.pmwg_queries import pipeline as job
 from pipelines.pmwg_queries import summary
 from pipelines.pmwg_queries.options import parse_args
@@ -22,7 +25,13 @@ def run(argv: Optional[List[str]] = None) -> None:
     args, beam_args = parse_args(argv)
     options = PipelineOptions(with_default_runner(beam_args))
     streaming = bool(args.data_subscription) or options.view_as(StandardOptions).streaming
-    if not run_pipeline(job.build_pipeline(args, options), runner_name(options)):
+    runner = runner_name(options)
+    accountants = job.job_accountants(args)
+    pipeline = job.build_pipeline(args, options, accountants=accountants)
+    start, end = job.release_schedule(args)
+    guard_stream(args, beam_args, job='pmwg_queries', accountants=accountants, start=start,
+                 end=end, dry_run=is_dry_run(options) and not waits_for_job(options, runner))
+    if not run_pipeline(pipeline, runner):
         return
     if streaming or not args.output_avro:
         return

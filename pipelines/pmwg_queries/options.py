@@ -14,6 +14,8 @@ from typing import List, Optional, Tuple
 from pipelines.common import evaluation
 from pipelines.common.launch import add_debug_metrics_argument
 from pipelines.common.launch import add_noise_key_argument
+from pipelines.common.ledger import add_ledger_arguments
+from pipelines.common.ledger import check_ledger_arguments
 from pipelines.common.launch import resolve_output_defaults
 from pipelines.common.launch import time_arg
 from pipelines.pmwg_queries import sample_data
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                          'decided by the public schedule and never by other records (records '
                          'before it are dead-lettered). Default: none (batch input needs none).')
     add_noise_key_argument(dp)
+    add_ledger_arguments(dp)
     add_debug_metrics_argument(dp)
     evaluation.add_evaluate_arguments(parser)
     parser.add_argument('--verbose', action='store_true',
@@ -72,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, List[str]]:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
+    check_ledger_arguments(parser, args)
     if bool(args.data_subscription) != bool(args.query_subscription):
         parser.error('give both --data_subscription and --query_subscription, or neither')
     if args.domain_size % len(sample_data.PAYMENTS) or args.domain_size < 4:

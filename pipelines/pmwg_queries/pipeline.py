@@ -11,7 +11,7 @@ No DP logic lives here: the parameters go to beam_dp, which validates them when 
 """
 
 import logging
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -38,6 +38,8 @@ __all__ = [
     'JobOutputs',
     'build_pipeline',
     'domain_fn',
+    'job_accountants',
+    'release_schedule',
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -105,7 +107,19 @@ def _read(pipeline, name, subscription, path, schema):
     return parsed.records, parsed.dead_letter
 
 
-def build_job(pipeline, args) -> JobOutputs:
+def job_accountants(args) -> Dict[str, BudgetAccountant]:
+    """The job's accountant (one part: every trip), read by the privacy ledger after the graph
+    is built (pipelines/common/ledger.py)."""
+    return {'trips': BudgetAccountant(PrivacyBudget(epsilon=args.epsilon, delta=args.delta))}
+
+
+def release_schedule(args) -> Tuple[Optional[float], Optional[float]]:
+    """The public event-time range: --start (None for one global window), no end."""
+    return args.start, None
+
+
+def build_job(pipeline, args, accountants: Optional[Dict[str, BudgetAccountant]] = None
+              ) -> JobOutputs:
     trips, dead_trips = _read(pipeline, 'Trips', args.data_subscription,
                               args.data_avro or sample_data.TRIPS_PATH, sample_data.TRIP_SCHEMA)
     queries, dead_queries = _read(pipeline, 'Queries', args.query_subscription,
@@ -115,12 +129,12 @@ def build_job(pipeline, args) -> JobOutputs:
         trips = trips | 'WindowTrips' >> beam.WindowInto(window.FixedWindows(args.window_seconds))
         queries = queries | 'WindowQueries' >> beam.WindowInto(
             window.FixedWindows(args.window_seconds))
-    budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta)
+    accountant = (accountants or job_accountants(args))['trips']
     with noise_key_scope(args):
         pmwg = WindowedPMWG(
             epsilon=args.epsilon, delta=args.delta, alpha=args.alpha, n=INITIAL_SIZE,
             domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),
-            accountant=BudgetAccountant(budget), timer_granularity=1, start=args.start,
+            accountant=accountant, timer_granularity=1, start=args.start,
             debug_metrics=args.debug_metrics)
     out = (trips, queries) | 'AnswerWithPMWG' >> pmwg
     dead = ((dead_trips, dead_queries, out.dead_letter)
@@ -142,12 +156,15 @@ def _write(pcoll, prefix, path, topic, schema, to_avro, name):
 
 
 def build_pipeline(args, options: PipelineOptions, *,
-                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None) -> beam.Pipeline:
-    """The whole job graph (not run); streaming is switched on when reading Pub/Sub."""
+                   outputs_fn: Optional[Callable[[JobOutputs], None]] = None,
+                   accountants: Optional[Dict[str, BudgetAccountant]] = None) -> beam.Pipeline:
+    """The whole job graph (not run); streaming is switched on when reading Pub/Sub.
+    ``accountants``: ``job_accountants(args)`` to read the spent costs afterwards (the privacy
+    ledger)."""
     if args.data_subscription or args.query_subscription:
         options.view_as(StandardOptions).streaming = True
     pipeline = beam.Pipeline(options=options)
-    outputs = build_job(pipeline, args)
+    outputs = build_job(pipeline, args, accountants)
     import fastavro  # pylint: disable=import-outside-toplevel
     answer_schema = fastavro.parse_schema(dict(ANSWER_SCHEMA))
     _write(outputs.answers, ANSWERS_PREFIX, args.output_avro, args.output_topic,

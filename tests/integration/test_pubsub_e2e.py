@@ -224,7 +224,7 @@ class _Job:
             f'--allowed_lateness_seconds={LATENESS_SECONDS}',
             f'--public_keys={",".join(STATIONS)}',
             f'--start={start}', f'--end={end}',
-            f'--noise_key=file:{_noise_key_file(tmp_path)}', '--stream_id=tests',
+            f'--noise_key=file:{_noise_key_file(tmp_path)}', '--stream_id=tests', '--ledger=none',
             '--progress_every=50',
         ]
         self.proc = None

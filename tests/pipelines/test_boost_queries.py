@@ -24,7 +24,7 @@ ENV = dict(os.environ, PYTHONPATH=REPO, BDP_TEST_NOISE_KEY='0123456789abcdef' * 
 def _run(tmp_path, *extra):
     return subprocess.run([sys.executable, '-m', 'pipelines.boost_queries',
                            '--noise_key', 'env:BDP_TEST_NOISE_KEY', '--stream_id', 'tests',
-                           *extra], cwd=tmp_path,
+                           '--ledger', 'none', *extra], cwd=tmp_path,
                           env=ENV, capture_output=True, text=True, timeout=300)
 
 

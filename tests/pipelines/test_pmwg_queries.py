@@ -20,8 +20,8 @@ def test_default_run_answers_every_valid_query_and_reports_refusals(tmp_path):
     out = tmp_path / 'out'
     env = dict(os.environ, PYTHONPATH=REPO, BDP_TEST_NOISE_KEY='0123456789abcdef' * 4)
     proc = subprocess.run([sys.executable, '-m', 'pipelines.pmwg_queries', '--output_avro',
-                           str(out), '--noise_key', 'env:BDP_TEST_NOISE_KEY', '--stream_id',
-                           'tests'], cwd=tmp_path,
+                           str(out), '--noise_key', 'env:BDP_TEST_NOISE_KEY', '--stream_id', 'tests',
+                           '--ledger', 'none'], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'answers by status' in proc.stdout

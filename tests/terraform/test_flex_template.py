@@ -46,6 +46,11 @@ EXPECTED_PARAMETERS = {
         "retention_blocks", "replay_retention_seconds",
     },
 }
+# The privacy ledger's parameters (every job; pipelines/common/ledger.py), all optional.
+LEDGER_PARAMETERS = {"ledger", "resume", "lifetime_epsilon", "lifetime_delta", "lifetime_rho"}
+for _job in EXPECTED_PARAMETERS:
+    EXPECTED_PARAMETERS[_job] |= LEDGER_PARAMETERS
+EXPECTED_PARAMETERS["erm_digits"] |= {"noise_key", "stream_id"}
 OPTIONAL_PARAMETERS = {
     "continual_counts": {"allowed_lateness_seconds", "horizon_steps", "mechanism", "estimator",
                          "timestamp_attribute", "input_subscription", "output_topic",
@@ -64,6 +69,9 @@ OPTIONAL_PARAMETERS = {
                       "noise", "delta", "cache_capacity", "retention_blocks",
                       "replay_retention_seconds"},
 }
+for _job in OPTIONAL_PARAMETERS:
+    OPTIONAL_PARAMETERS[_job] |= LEDGER_PARAMETERS
+OPTIONAL_PARAMETERS["erm_digits"] |= {"noise_key", "stream_id"}
 
 
 def _instructions(path):
@@ -305,6 +313,18 @@ CASES = {
         "replay_retention_seconds": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
     },
 }
+
+LEDGER_CASES = {
+    "ledger": (GCS_GOOD, GCS_BAD),
+    "resume": (["true", "false"], ["", "True", "yes", "1", "true "]),
+    "lifetime_epsilon": (POSITIVE_DECIMAL_GOOD, POSITIVE_DECIMAL_BAD),
+    "lifetime_delta": (DELTA_GOOD, DELTA_BAD),
+    "lifetime_rho": (POSITIVE_DECIMAL_GOOD, POSITIVE_DECIMAL_BAD),
+}
+for _job in CASES:
+    CASES[_job].update(LEDGER_CASES)
+CASES["erm_digits"].update({"noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
+                            "stream_id": (STREAM_ID_GOOD, STREAM_ID_BAD)})
 
 GOOD = [(job, name, value) for job, params in CASES.items()
         for name, (good, _) in params.items() for value in good]

@@ -211,7 +211,10 @@ def test_every_metadata_parameter_reaches_the_flex_job(job):
         # Every value comes from a validated variable or a created resource, never a literal.
         assert re.search(r"\b(var|module|google_secret_manager_secret)\.", text), \
             f"{job}.{name} = {text}"
-        if not name.endswith(("subscription", "topic", "noise_key")):
+        if name == "ledger":
+            # The job's own prefix of the ledger bucket (test_ledger_is_the_jobs_prefix_...).
+            assert text == f"${{module.buckets.ledger_url}}/{job}", text
+        elif not name.endswith(("subscription", "topic", "noise_key")):
             assert f"var.{job}.{name}" in text, f"{job}.{name} = {text}"
 
 
@@ -243,6 +246,46 @@ def test_noise_key_is_a_secret_only_the_jobs_worker_reads(job):
     module_roles = _string_list(_locals(_load_dir(MODULES / "worker_service_account"))[
         "secret_roles"])
     assert module_roles == ["roles/secretmanager.secretAccessor"]
+
+
+@pytest.mark.parametrize("job", ["continual_counts", "pmwg_queries"])
+def test_ledger_is_the_jobs_prefix_that_only_its_worker_can_use(job):
+    """The privacy ledger: a bucket of the buckets module, one marked prefix per job, and the
+    only grant on it is the job's own worker, conditioned on that prefix."""
+    doc = _load_dir(EXAMPLE)
+    buckets = _load_dir(MODULES / "buckets")
+    assert '"ledger"' in _expr(_locals(buckets)["buckets"])
+    markers = {name: body for _, name, body in _resources(doc, "google_storage_bucket_object")}
+    marker = markers[f"{job}_ledger"]
+    assert _expr(marker["bucket"]) == "module.buckets.ledger_bucket"
+    assert _unq(marker["name"]) == f"{job}/beam_dp_ledger.json"
+    from beam_dp.accounting import ledger as pure_ledger
+    assert pure_ledger.LEDGER_MARKER == "beam_dp_ledger.json"
+    content = _expr(marker["content"]).replace(" ", "")
+    assert 'format="beam_dp.privacy_ledger"' in content and "version=1" in content
+    workers = {name: body for name, body in _blocks(doc, "module").items()
+               if _unq(body["source"]) == "../../modules/worker_service_account"}
+    users = [name for name, body in workers.items() if body.get("ledger")]
+    assert sorted(users) == ["continual_counts_worker", "pmwg_queries_worker"]
+    ledger = workers[f"{job}_worker"]["ledger"]
+    assert _expr(ledger["bucket"]) == "module.buckets.ledger_bucket"
+    assert _unq(ledger["prefix"]) == job
+    # No other IAM on any bucket outside the worker module.
+    for directory in _all_tf_dirs():
+        for rtype, name, _ in _resources(_load_dir(directory)):
+            if rtype.startswith("google_storage_bucket_iam"):
+                assert directory == MODULES / "worker_service_account", (directory, name)
+    worker = _worker_doc()
+    bindings = {name: body for _, name, body in
+                _resources(worker, "google_storage_bucket_iam_member")}
+    binding = bindings["ledger"]
+    assert _string_list(_locals(worker)["ledger_roles"]) == ["roles/storage.objectUser"]
+    assert _expr(binding["member"]) == "local.member"
+    (condition,) = binding["condition"]
+    expression = _unq(condition["expression"]).replace('\\"', '"')
+    assert "objects/${var.ledger.prefix}/" in expression
+    assert 'storage.googleapis.com/objectListPrefix' in expression
+    assert "${var.ledger.prefix}/" in expression.split("objectListPrefix")[1]
 
 
 def test_template_locals_point_at_the_right_pipeline():
@@ -324,7 +367,8 @@ def test_resource_scoped_roles():
     doc = _worker_doc()
     lcls = _locals(doc)
     expected = {
-        "google_storage_bucket_iam_member": {"roles/storage.objectAdmin", "roles/storage.objectViewer"},
+        "google_storage_bucket_iam_member": {"roles/storage.objectAdmin", "roles/storage.objectViewer",
+                                             "roles/storage.objectUser"},
         "google_pubsub_subscription_iam_member": {"roles/pubsub.subscriber", "roles/pubsub.viewer"},
         "google_pubsub_topic_iam_member": {"roles/pubsub.publisher"},
         "google_artifact_registry_repository_iam_member": {"roles/artifactregistry.reader"},

@@ -83,6 +83,16 @@ resource "google_secret_manager_secret" "continual_counts_noise_key" {
   }
 }
 
+# The job's privacy ledger (docs/privacy_model.md): its prefix of the ledger bucket, marked as a
+# ledger (the job refuses a path without the marker, so that a typo never starts an empty
+# ledger). Only the job's worker can read or write under it.
+resource "google_storage_bucket_object" "continual_counts_ledger" {
+  bucket       = module.buckets.ledger_bucket
+  name         = "continual_counts/beam_dp_ledger.json"
+  content      = jsonencode({ format = "beam_dp.privacy_ledger", version = 1 })
+  content_type = "application/json"
+}
+
 module "continual_counts_worker" {
   source = "../../modules/worker_service_account"
 
@@ -100,6 +110,10 @@ module "continual_counts_worker" {
   }
   secrets = {
     noise_key = google_secret_manager_secret.continual_counts_noise_key.id
+  }
+  ledger = {
+    bucket = module.buckets.ledger_bucket
+    prefix = "continual_counts"
   }
   artifact_registry_repository = local.repository
   deployer_member              = var.deployer_member
@@ -149,10 +163,16 @@ module "continual_counts_job" {
     progress_every             = var.continual_counts.progress_every == null ? null : tostring(var.continual_counts.progress_every)
     noise_key                  = "gcpsm:${google_secret_manager_secret.continual_counts_noise_key.id}/versions/latest"
     stream_id                  = coalesce(var.continual_counts.stream_id, "${var.project_id}/${var.name_prefix}/continual_counts")
+    lateness                   = var.continual_counts.lateness
+    ledger                     = "${module.buckets.ledger_url}/continual_counts"
+    resume                     = var.continual_counts.resume == null ? null : tostring(var.continual_counts.resume)
+    lifetime_epsilon           = var.continual_counts.lifetime_epsilon == null ? null : tostring(var.continual_counts.lifetime_epsilon)
+    lifetime_delta             = var.continual_counts.lifetime_delta == null ? null : tostring(var.continual_counts.lifetime_delta)
+    lifetime_rho               = var.continual_counts.lifetime_rho == null ? null : tostring(var.continual_counts.lifetime_rho)
   }
 
-  # The workers' permissions must exist before the launcher VM starts.
-  depends_on = [module.continual_counts_worker]
+  # The workers' permissions and the ledger must exist before the launcher VM starts.
+  depends_on = [module.continual_counts_worker, google_storage_bucket_object.continual_counts_ledger]
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +201,15 @@ resource "google_secret_manager_secret" "pmwg_queries_noise_key" {
   }
 }
 
+resource "google_storage_bucket_object" "pmwg_queries_ledger" {
+  count = var.enable_pmwg_queries ? 1 : 0
+
+  bucket       = module.buckets.ledger_bucket
+  name         = "pmwg_queries/beam_dp_ledger.json"
+  content      = jsonencode({ format = "beam_dp.privacy_ledger", version = 1 })
+  content_type = "application/json"
+}
+
 module "pmwg_queries_worker" {
   source = "../../modules/worker_service_account"
   count  = var.enable_pmwg_queries ? 1 : 0
@@ -200,6 +229,10 @@ module "pmwg_queries_worker" {
   }
   secrets = {
     noise_key = google_secret_manager_secret.pmwg_queries_noise_key[0].id
+  }
+  ledger = {
+    bucket = module.buckets.ledger_bucket
+    prefix = "pmwg_queries"
   }
   artifact_registry_repository = local.repository
   deployer_member              = var.deployer_member
@@ -241,7 +274,12 @@ module "pmwg_queries_job" {
     dead_letter_avro   = var.pmwg_queries.dead_letter_avro
     noise_key          = "gcpsm:${google_secret_manager_secret.pmwg_queries_noise_key[0].id}/versions/latest"
     stream_id          = coalesce(var.pmwg_queries.stream_id, "${var.project_id}/${var.name_prefix}/pmwg_queries")
+    ledger             = "${module.buckets.ledger_url}/pmwg_queries"
+    resume             = var.pmwg_queries.resume == null ? null : tostring(var.pmwg_queries.resume)
+    lifetime_epsilon   = var.pmwg_queries.lifetime_epsilon == null ? null : tostring(var.pmwg_queries.lifetime_epsilon)
+    lifetime_delta     = var.pmwg_queries.lifetime_delta == null ? null : tostring(var.pmwg_queries.lifetime_delta)
+    lifetime_rho       = var.pmwg_queries.lifetime_rho == null ? null : tostring(var.pmwg_queries.lifetime_rho)
   }
 
-  depends_on = [module.pmwg_queries_worker]
+  depends_on = [module.pmwg_queries_worker, google_storage_bucket_object.pmwg_queries_ledger]
 }

@@ -85,3 +85,11 @@ output "noise_key_secrets" {
     pmwg_queries     = var.enable_pmwg_queries ? google_secret_manager_secret.pmwg_queries_noise_key[0].id : null
   }
 }
+
+output "ledgers" {
+  description = "The jobs' privacy ledgers (gs:// prefixes, docs/privacy_model.md); list a stream's runs with: python -m beam_dp.ledger_store show <ledger> --stream_id=<stream_id>."
+  value = {
+    continual_counts = "${module.buckets.ledger_url}/continual_counts"
+    pmwg_queries     = var.enable_pmwg_queries ? "${module.buckets.ledger_url}/pmwg_queries" : null
+  }
+}

@@ -130,8 +130,13 @@ variable "continual_counts" {
     num_shards                 = optional(number)
     progress_every             = optional(number)
     stream_id                  = optional(string)
+    lateness                   = optional(string, "watermark")
+    resume                     = optional(bool)
+    lifetime_epsilon           = optional(number)
+    lifetime_delta             = optional(number)
+    lifetime_rho               = optional(number)
   })
-  description = "Template parameters of the continual_counts job (see pipelines/continual_counts/metadata.json). horizon_steps null means an unbounded horizon; timestamp_attribute null means Pub/Sub publish time. input_avro must stay null here (this example reads the Pub/Sub subscription it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks; start/end are RFC 3339 or epoch seconds (start defaults to the sample start: set it for real streams); num_shards and progress_every null mean the job's defaults. stream_id (the root of every noise address; keep it across restarts and updates of the job) defaults to <project>/<name_prefix>/continual_counts."
+  description = "Template parameters of the continual_counts job (see pipelines/continual_counts/metadata.json). horizon_steps null means an unbounded horizon; timestamp_attribute null means Pub/Sub publish time. input_avro must stay null here (this example reads the Pub/Sub subscription it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks; start/end are RFC 3339 or epoch seconds (start defaults to the sample start: set it for real streams); num_shards and progress_every null mean the job's defaults. stream_id (the root of every noise address; keep it across restarts and updates of the job) defaults to <project>/<name_prefix>/continual_counts. lateness is the lateness rule (watermark or arrival; arrival needs timestamp_attribute null). The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again), false records a run as counted even under an in-place update, null (default) lets --update decide."
 
   validation {
     condition     = var.continual_counts.epsilon > 0
@@ -199,6 +204,23 @@ variable "continual_counts" {
     n == null || try(n >= 1 && floor(n) == n, false)])
     error_message = "continual_counts.num_shards and progress_every must be null or positive integers."
   }
+  validation {
+    condition     = contains(["watermark", "arrival"], var.continual_counts.lateness)
+    error_message = "continual_counts.lateness must be \"watermark\" or \"arrival\"."
+  }
+  validation {
+    condition = alltrue([for n in [var.continual_counts.lifetime_epsilon, var.continual_counts.lifetime_rho] :
+    n == null || try(n > 0, false)])
+    error_message = "continual_counts.lifetime_epsilon and lifetime_rho must be null or positive."
+  }
+  validation {
+    condition     = var.continual_counts.lifetime_delta == null || try(var.continual_counts.lifetime_delta >= 0 && var.continual_counts.lifetime_delta < 1 && var.continual_counts.lifetime_epsilon != null, false)
+    error_message = "continual_counts.lifetime_delta must be null, or in [0, 1) with lifetime_epsilon."
+  }
+  validation {
+    condition     = var.continual_counts.lifetime_rho == null || (var.continual_counts.lifetime_epsilon == null && var.continual_counts.lifetime_delta == null)
+    error_message = "continual_counts: give either lifetime_rho or lifetime_epsilon/lifetime_delta."
+  }
 }
 
 variable "pmwg_queries" {
@@ -215,8 +237,12 @@ variable "pmwg_queries" {
     data_avro        = optional(string)
     query_avro       = optional(string)
     stream_id        = optional(string)
+    resume           = optional(bool)
+    lifetime_epsilon = optional(number)
+    lifetime_delta   = optional(number)
+    lifetime_rho     = optional(number)
   })
-  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window; window_seconds > 0 needs start (the public start of the windows, RFC 3339 or epoch seconds). data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks."
+  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window; window_seconds > 0 needs start (the public start of the windows, RFC 3339 or epoch seconds). data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks. The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again), false records a run as counted even under an in-place update, null (default) lets --update decide."
   default = {
     epsilon        = 1
     delta          = 0.000001
@@ -257,6 +283,19 @@ variable "pmwg_queries" {
   validation {
     condition     = var.pmwg_queries.data_avro == null && var.pmwg_queries.query_avro == null
     error_message = "pmwg_queries.data_avro and query_avro must be null: this example reads the Pub/Sub subscriptions it creates."
+  }
+  validation {
+    condition = alltrue([for n in [var.pmwg_queries.lifetime_epsilon, var.pmwg_queries.lifetime_rho] :
+    n == null || try(n > 0, false)])
+    error_message = "pmwg_queries.lifetime_epsilon and lifetime_rho must be null or positive."
+  }
+  validation {
+    condition     = var.pmwg_queries.lifetime_delta == null || try(var.pmwg_queries.lifetime_delta >= 0 && var.pmwg_queries.lifetime_delta < 1 && var.pmwg_queries.lifetime_epsilon != null, false)
+    error_message = "pmwg_queries.lifetime_delta must be null, or in [0, 1) with lifetime_epsilon."
+  }
+  validation {
+    condition     = var.pmwg_queries.lifetime_rho == null || (var.pmwg_queries.lifetime_epsilon == null && var.pmwg_queries.lifetime_delta == null)
+    error_message = "pmwg_queries: give either lifetime_rho or lifetime_epsilon/lifetime_delta."
   }
   validation {
     condition = alltrue([for v in [var.pmwg_queries.output_avro, var.pmwg_queries.dead_letter_avro] :

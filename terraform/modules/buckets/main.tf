@@ -1,10 +1,11 @@
-# The three buckets a Flex Template job needs: staging (SDK and package staging), temp (Dataflow
-# temporary files) and templates (the Flex Template spec files written by
-# `gcloud dataflow flex-template build`). All private: uniform bucket-level access, public access
+# The buckets a Flex Template job needs: staging (SDK and package staging), temp (Dataflow
+# temporary files), templates (the Flex Template spec files written by
+# `gcloud dataflow flex-template build`) and ledger (the jobs' privacy ledgers, one prefix per
+# job: docs/privacy_model.md). All private: uniform bucket-level access, public access
 # prevention enforced, versioned.
 
 locals {
-  buckets = toset(["staging", "temp", "templates"])
+  buckets = toset(["staging", "temp", "templates", "ledger"])
 }
 
 resource "google_storage_bucket" "this" {
@@ -26,7 +27,8 @@ resource "google_storage_bucket" "this" {
   # Versioning keeps overwritten objects; bound how long they are kept.
   lifecycle_rule {
     condition {
-      days_since_noncurrent_time = var.noncurrent_version_retention_days
+      # A deleted or overwritten ledger record stays restorable for much longer.
+      days_since_noncurrent_time = each.key == "ledger" ? var.ledger_noncurrent_version_retention_days : var.noncurrent_version_retention_days
       with_state                 = "ARCHIVED"
     }
     action {

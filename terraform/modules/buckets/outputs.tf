@@ -1,5 +1,5 @@
 output "bucket_names" {
-  description = "Bucket names keyed by purpose: staging, temp, templates."
+  description = "Bucket names keyed by purpose: staging, temp, templates, ledger."
   value       = { for k, b in google_storage_bucket.this : k => b.name }
 }
 
@@ -16,4 +16,14 @@ output "temp_location" {
 output "templates_url" {
   description = "gs:// URL of the templates bucket; Flex Template spec files go under it."
   value       = google_storage_bucket.this["templates"].url
+}
+
+output "ledger_bucket" {
+  description = "Name of the privacy ledger bucket; each job keeps its ledger under its own prefix (gs://<bucket>/<job>), readable and writable by that job's worker only."
+  value       = google_storage_bucket.this["ledger"].name
+}
+
+output "ledger_url" {
+  description = "gs:// URL of the privacy ledger bucket."
+  value       = google_storage_bucket.this["ledger"].url
 }

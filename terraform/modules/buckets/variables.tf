@@ -10,7 +10,7 @@ variable "project_id" {
 
 variable "name_prefix" {
   type        = string
-  description = "Globally unique prefix of the bucket names; the buckets are <prefix>-staging, <prefix>-temp and <prefix>-templates."
+  description = "Globally unique prefix of the bucket names; the buckets are <prefix>-staging, <prefix>-temp, <prefix>-templates and <prefix>-ledger."
 
   validation {
     condition     = can(regex("^[a-z0-9][-a-z0-9]{1,50}[a-z0-9]$", var.name_prefix)) && !can(regex("goog", var.name_prefix))
@@ -50,6 +50,17 @@ variable "noncurrent_version_retention_days" {
   }
 }
 
+variable "ledger_noncurrent_version_retention_days" {
+  type        = number
+  description = "Noncurrent versions of privacy ledger records (a record deleted or overwritten by mistake) are kept this many days, so that a stream's history can be restored."
+  default     = 3650
+
+  validation {
+    condition     = var.ledger_noncurrent_version_retention_days >= 1 && floor(var.ledger_noncurrent_version_retention_days) == var.ledger_noncurrent_version_retention_days
+    error_message = "ledger_noncurrent_version_retention_days must be a positive integer."
+  }
+}
+
 variable "force_destroy" {
   type        = bool
   description = "Allow terraform destroy to delete non-empty buckets. Keep false outside throwaway projects."
@@ -58,7 +69,7 @@ variable "force_destroy" {
 
 variable "access_log_bucket" {
   type        = string
-  description = "Optional bucket that receives usage logs of the three buckets. Null disables access logging."
+  description = "Optional bucket that receives usage logs of the buckets. Null disables access logging."
   default     = null
 }
 

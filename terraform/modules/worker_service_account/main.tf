@@ -16,6 +16,9 @@ locals {
   repository_roles   = ["roles/artifactregistry.reader"]
   # Read (access) the noise key's versions; nothing else in Secret Manager.
   secret_roles = ["roles/secretmanager.secretAccessor"]
+  # The job's privacy ledger: create, read, list and delete (a racing launch withdraws its own
+  # record) objects under the job's prefix only (IAM condition below).
+  ledger_roles = ["roles/storage.objectUser"]
   # Only the deployer may act as (launch jobs as) the worker.
   deployer_roles = ["roles/iam.serviceAccountUser"]
 
@@ -55,6 +58,22 @@ resource "google_storage_bucket_iam_member" "read_write" {
   bucket = each.value.bucket
   role   = each.value.role
   member = local.member
+}
+
+# The privacy ledger (docs/privacy_model.md): only this worker, only under its own prefix. Object
+# reads and writes match on the object name; listing matches on the requested list prefix.
+resource "google_storage_bucket_iam_member" "ledger" {
+  for_each = var.ledger == null ? toset([]) : toset(local.ledger_roles)
+
+  bucket = var.ledger.bucket
+  role   = each.value
+  member = local.member
+
+  condition {
+    title       = "privacy-ledger-prefix"
+    description = "Only the objects under this job's ledger prefix."
+    expression  = "resource.name.startsWith(\"projects/_/buckets/${var.ledger.bucket}/objects/${var.ledger.prefix}/\") || api.getAttribute(\"storage.googleapis.com/objectListPrefix\", \"\").startsWith(\"${var.ledger.prefix}/\")"
+  }
 }
 
 resource "google_storage_bucket_iam_member" "read_only" {

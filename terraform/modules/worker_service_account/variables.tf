@@ -36,6 +36,20 @@ variable "read_only_buckets" {
   default     = {}
 }
 
+variable "ledger" {
+  type = object({
+    bucket = string
+    prefix = string
+  })
+  description = "The job's privacy ledger: gs://<bucket>/<prefix>. Gets roles/storage.objectUser on the objects under that prefix only (an IAM condition), so one job's worker cannot read or rewrite another job's ledger. Null grants nothing."
+  default     = null
+
+  validation {
+    condition     = var.ledger == null || can(regex("^[a-z0-9][-_a-z0-9]{0,61}[a-z0-9]$", var.ledger.prefix))
+    error_message = "ledger.prefix must be one path segment of lowercase letters, digits, '-' or '_' (e.g. the job name)."
+  }
+}
+
 variable "subscriptions" {
   type        = map(string)
   description = "Subscriptions the job reads, keyed by a static label (e.g. { input = \"projects/.../subscriptions/...\" }). Gets roles/pubsub.subscriber and roles/pubsub.viewer on each subscription only."
