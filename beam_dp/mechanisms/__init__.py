@@ -1,5 +1,5 @@
 """Pure mechanisms (no Beam): continual counters (binary, infinite, k-ary and negative-digit
-k-ary trees, BLT, per-step noise summed), private partitioning, dynamic release, key selection, and the growing-database mechanisms (PMW, PMWG, BBScheduler/BBImprover)."""
+k-ary trees, the unbounded negative-digit tree, BLT, per-step noise summed), private partitioning, dynamic release, key selection, and the growing-database mechanisms (PMW, PMWG, BBScheduler/BBImprover)."""
 
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.balanced_tree import BalancedTreeState
@@ -59,6 +59,8 @@ from beam_dp.mechanisms.time_partition import PAPER_C_THETA
 from beam_dp.mechanisms.time_partition import PartitionerState
 from beam_dp.mechanisms.time_partition import SegmentClose
 from beam_dp.mechanisms.time_partition import TimePartitioner
+from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
+from beam_dp.mechanisms.unbounded_tree import UnboundedTreeState
 
 __all__ = [
     'AboveThresholdGrowing',
@@ -118,5 +120,7 @@ __all__ = [
     'TruncatedGeometricSelection',
     'TwoStreamCounter',
     'TwoStreamState',
+    'UnboundedTreeCounter',
+    'UnboundedTreeState',
     'Update',
 ]
