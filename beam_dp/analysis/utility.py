@@ -6,6 +6,11 @@ t = 1..T); nothing touches data or draws noise. For an unbounded horizon the err
 evaluated over t = 1..``evaluation_horizon`` (the run length you expect; default 2^20), with
 counters that are private for every t.
 
+The unbounded negative-digit tree (``UnboundedTreeCounter``, pure ε) is private for every t and
+is listed for every horizon; without a known horizon it is the pure counter with the lowest
+expected error when the errors are averaged over 267 steps or more (the default evaluation
+horizon 2^20 included; per-step noise summed below; issue 24).
+
 Budgets: pure ε (δ = 0) → pure counters (discrete Laplace). ρ (zCDP) → the Gaussian counters at
 ρ and the pure counters at ε = √(2ρ) (ε-DP implies ε²/2-zCDP). (ε, δ > 0) → the Gaussian counters
 at the largest ρ whose zCDP converts to (ε, δ) (CKS 2020) and the pure counters at ε.
@@ -32,6 +37,7 @@ from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
 from beam_dp.mechanisms.per_step import PerStepCounter
+from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
 
 __all__ = [
     'CounterEstimate',
@@ -145,6 +151,10 @@ def _candidates(horizon, epsilon, rho, common, design_horizon):
             out.append((f'infinite_tree[{estimator}]', notion, InfiniteTreeCounter,
                         dict(base, estimator=estimator)))
         out.append(('per_step_summed', notion, PerStepCounter, base))
+        if notion == 'pure':
+            unbounded = UnboundedTreeCounter(**base)
+            out.append((f'unbounded_tree[k={unbounded.k}]', notion, UnboundedTreeCounter,
+                        dict(base, k=unbounded.k)))
         if horizon is not None:
             kary = KaryTreeCounter(horizon=horizon, **base)
             out.append((f'kary_tree[k={kary.k}]', notion, KaryTreeCounter,

@@ -7,14 +7,15 @@ select_counter`` then picks, from public parameters only, the counter with the l
 RMSE per step (per bin) for that horizon and the budget's notion: ρ → BLT (ρ-zCDP) for T ≥ 2
 or unbounded, the pure counters at ε = √(2ρ) where they are better (T = 1: one noisy node);
 ε → per-step noise summed for T = 2 … 34 (at any ε), the negative-digit k-ary tree
-(``BalancedTreeCounter``, odd k = 9 … 33) for longer known horizons, the infinite-horizon tree
-when unbounded. (ε, δ > 0): the pure counters at ε
+(``BalancedTreeCounter``, odd k = 9 … 33) for longer known horizons, the unbounded
+negative-digit tree (``UnboundedTreeCounter``: 2.1–3.1× the known-horizon tree's variance, 3.1–4×
+below the old infinite-horizon tree's for t ≤ 2^24; issue 24) when unbounded. (ε, δ > 0): the pure counters at ε
 compete with the Gaussian ones (BLT, ...) at ρ = ``rho_for_epsilon_delta(ε, δ)``, the largest ρ
 whose zCDP converts to at most (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Corollary 13, the
 conversion the accountant applies); the lower expected RMSE wins. A Gaussian counter then
 declares its ρ-zCDP cost, which the accountant checks as (ε, δ) through that same conversion
 (``check_cost_fits``). ``mechanism='blt' | 'balanced_tree' | 'kary_tree' | 'binary_tree' |
-'infinite_tree' | 'per_step'`` forces one (the binary, infinite and k-ary trees take
+'infinite_tree' | 'unbounded_tree' | 'per_step'`` forces one (the binary, infinite and k-ary trees take
 ``estimator``);
 ``estimator=`` with ``mechanism='auto'`` is the explicit override for the old tree counters:
 the binary tree over ``horizon_steps`` if given, else the infinite tree.
@@ -43,6 +44,7 @@ from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
 from beam_dp.mechanisms.participation import Participation
 from beam_dp.mechanisms.per_step import PerStepCounter
+from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
 
 __all__ = [
     'MECHANISMS',
@@ -53,10 +55,10 @@ __all__ = [
 
 #: The ``mechanism=`` choices of the keyed continual transforms.
 MECHANISMS = ('auto', 'blt', 'balanced_tree', 'kary_tree', 'binary_tree', 'infinite_tree',
-              'per_step')
+              'unbounded_tree', 'per_step')
 _KINDS = {'blt': BLTCounter, 'balanced_tree': BalancedTreeCounter, 'kary_tree': KaryTreeCounter,
           'binary_tree': BinaryTreeCounter, 'infinite_tree': InfiniteTreeCounter,
-          'per_step': PerStepCounter}
+          'unbounded_tree': UnboundedTreeCounter, 'per_step': PerStepCounter}
 _NAMES = {kind: name for name, kind in _KINDS.items()}
 _TREES = (KaryTreeCounter, BinaryTreeCounter, InfiniteTreeCounter)
 _OWNER = 'KeyedReleaseDriver'
@@ -102,7 +104,8 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
     Raises:
       InvalidParamsError: for a mechanism that cannot run with these parameters, named.
     """
-    if estimator is not None and mechanism in ('blt', 'balanced_tree', 'per_step'):
+    if estimator is not None and mechanism in ('blt', 'balanced_tree', 'unbounded_tree',
+                                                'per_step'):
         raise InvalidParamsError(f"{_OWNER}: estimator applies to the tree mechanisms, not to "
                                  f"mechanism={mechanism!r}.")
     common = dict(l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
@@ -130,6 +133,9 @@ def _explicit(mechanism, estimator, budget, horizon, common):
                                      f"(PrivacyBudget(rho=...)) or an (epsilon, delta > 0) one, "
                                      f"got {budget}.")
         kwargs['horizon'] = horizon
+    elif kind is UnboundedTreeCounter and 'epsilon' not in kwargs:
+        raise InvalidParamsError(f"{_OWNER}: mechanism='unbounded_tree' is pure ε: it needs an "
+                                 f"epsilon budget, got {budget}.")
     elif kind in (BinaryTreeCounter, KaryTreeCounter, BalancedTreeCounter):
         if horizon is None:
             raise InvalidParamsError(f'{_OWNER}: mechanism={mechanism!r} needs a known horizon: '
@@ -143,7 +149,8 @@ def _explicit(mechanism, estimator, budget, horizon, common):
 def mechanism_name(counter) -> str:
     """'<counter>/<estimator or variant>/<noise>', e.g. 'blt/4_buffers/discrete_gaussian',
     'kary_tree[k=17]/variance_reduced/discrete_laplace', 'per_step/summed/discrete_laplace',
-    'balanced_tree[k=21]/signed_digits/discrete_laplace'."""
+    'balanced_tree[k=21]/signed_digits/discrete_laplace',
+    'unbounded_tree[k=13]/signed_digits/discrete_laplace'."""
     noise = 'discrete_gaussian' if getattr(counter, 'rho', None) else 'discrete_laplace'
     if isinstance(counter, BLTCounter):
         mp = '+multi_participation' if counter.participation is not None else ''
@@ -152,6 +159,8 @@ def mechanism_name(counter) -> str:
         return f'per_step/summed/{noise}'
     if isinstance(counter, BalancedTreeCounter):
         return f'balanced_tree[k={counter.k}]/signed_digits/{noise}'
+    if isinstance(counter, UnboundedTreeCounter):
+        return f'unbounded_tree[k={counter.k}]/signed_digits/{noise}'
     base = (f'kary_tree[k={counter.k}]' if isinstance(counter, KaryTreeCounter)
             else _NAMES[type(counter)])
     return f'{base}/{counter.estimator}/{noise}'

@@ -88,7 +88,8 @@ class KeyedReleaseDriver:
       estimator: None (default: 'variance_reduced' for the trees), 'variance_reduced' or
         'textbook'; with ``mechanism='auto'`` the old tree counters (module docstring).
       mechanism: 'auto' (default: the lowest expected error, module docstring), 'blt',
-        'kary_tree', 'binary_tree', 'infinite_tree' or 'per_step'.
+        'balanced_tree', 'kary_tree', 'binary_tree', 'infinite_tree', 'unbounded_tree' or
+        'per_step'.
       lower, upper: clamp bounds of a sum's per-record value.
       grid_bits: sums are snapped to multiples of 2**-grid_bits before noise.
       bins: histogram bin labels (public).

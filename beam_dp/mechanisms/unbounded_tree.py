@@ -192,19 +192,6 @@ class UnboundedTreeState:
         return out
 
 
-def _epochs(x: np.ndarray, k: int) -> np.ndarray:
-    """E(x) for an int64 array x ≥ 1 (least E with (k^E − 1)/2 ≥ x)."""
-    out = np.ones(x.shape, dtype=np.int64)
-    bound, power = (k - 1) // 2, k
-    while True:
-        above = x > bound
-        if not above.any():
-            return out
-        out += above
-        power *= k
-        bound = (power - 1) // 2
-
-
 @dataclasses.dataclass(frozen=True)
 class UnboundedTreeCounter(CounterPrivacy):
     """Continual prefix sums over an unbounded stream, pure ε (negative-digit k-ary tree with an
@@ -329,6 +316,7 @@ class UnboundedTreeCounter(CounterPrivacy):
     def _variances(self, t: np.ndarray) -> np.ndarray:
         k, half = self.k, (self.k - 1) // 2
         levels = levels_for(int(t[-1]), k)
+        bounds = np.array([(k ** e - 1) // 2 for e in range(1, levels + 3)], dtype=np.int64)
         digits, u = [], t + (k ** levels - 1) // 2
         for _ in range(levels):
             digits.append(u % k - half)
@@ -339,18 +327,20 @@ class UnboundedTreeCounter(CounterPrivacy):
             span, d = k ** h, digits[h]
             lower = upper + d * span                      # p_h
             first = np.where(d > 0, upper // span, np.where(d < 0, lower // span, 0))
-            shared = self.noise_for_share(float(self.schedule.shared_weight(h))).variance()
+            # by_epoch[E - 1]: Var of a node n(h, j ≥ 1) whose last step is in epoch E; [-1]:
+            # the shared node n(h, 0) (j = 0 is looked up there through the mask below).
+            by_epoch = np.array([self.noise_for_share(float(self.schedule.level_weight(
+                h, e))).variance() if e > h else 0.0 for e in range(1, levels + 3)] + [
+                self.noise_for_share(float(self.schedule.shared_weight(h))).variance()])
+            size = np.abs(d)
             for i in range(half):
-                used = np.abs(d) > i
+                used = size > i
                 if not used.any():
                     break
                 j = first + i
-                epochs = _epochs((j + 1) * span, k)
-                for e in np.unique(epochs[used & (j > 0)]).tolist():
-                    var = self.noise_for_share(
-                        float(self.schedule.level_weight(h, int(e)))).variance()
-                    total += var * (used & (j > 0) & (epochs == e))
-                total += shared * (used & (j == 0))
+                slot = np.searchsorted(bounds, (j + 1) * span)       # epoch − 1
+                slot[j == 0] = len(by_epoch) - 1
+                total += by_epoch[slot] * used
             upper = lower
         return total
 

@@ -86,9 +86,10 @@ KEYED_DOCS: Dict[str, str] = {
     'mechanism': "'auto' (default): the counter with the lowest expected error for the known "
                  "horizon (steps from start to end; unbounded without end) and the budget "
                  "(``beam_dp.analysis.select_counter``: BLT for ρ, per-step noise summed, the "
-                 "negative-digit k-ary tree or the infinite tree for ε; for (ε, δ) whichever of "
-                 "both is better); or force 'blt', 'balanced_tree', 'kary_tree', "
-                 "'binary_tree', 'infinite_tree', 'per_step'. ``Release.mechanism`` names it.",
+                 "negative-digit k-ary tree, or without an end the unbounded negative-digit tree, "
+                 "for ε; for (ε, δ) whichever of both is better); or force 'blt', "
+                 "'balanced_tree', 'kary_tree', 'binary_tree', 'infinite_tree', "
+                 "'unbounded_tree', 'per_step'. ``Release.mechanism`` names it.",
     'estimator': "None (default). 'variance_reduced' (Honaker 2015) or 'textbook': the tree "
                  "estimator; with mechanism='auto' it selects the old tree counters (the binary "
                  "tree over horizon_steps if given, else the infinite tree).",

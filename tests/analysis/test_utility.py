@@ -16,6 +16,7 @@ from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
 from beam_dp.mechanisms.per_step import PerStepCounter
+from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
 
 
 @pytest.mark.parametrize('mechanism', [
@@ -26,6 +27,7 @@ from beam_dp.mechanisms.per_step import PerStepCounter
     KaryTreeCounter(horizon=300, epsilon=1.0, k=7),
     BalancedTreeCounter(horizon=300, epsilon=1.0, k=9),
     BalancedTreeCounter(horizon=300, rho=0.5, k=5, split='uniform'),
+    UnboundedTreeCounter(epsilon=0.7, l1_sensitivity=2.0),
     PerStepCounter(rho=0.2),
     BLTCounter(rho=0.5, horizon=300),
     BLTCounter(rho=0.5, design_horizon=256),
@@ -55,7 +57,23 @@ def test_pure_epsilon_daily_year():
         'per_step_summed'].rmse < by_name['infinite_tree[variance_reduced]'].rmse
     assert by_name['infinite_tree[variance_reduced]'].rmse == pytest.approx(28.2, abs=0.05)
     unbounded = expected_error(PrivacyBudget(epsilon=1.0), None, evaluation_horizon=366)
-    assert unbounded.chosen.name == 'per_step_summed'
+    # Issue 24: without an end the unbounded negative-digit tree (was: per-step noise summed).
+    assert unbounded.chosen.name == 'unbounded_tree[k=13]'
+    assert unbounded.chosen.rmse == pytest.approx(16.24, abs=0.01)
+    by_name = {e.name: e for e in unbounded.estimates}
+    assert by_name['per_step_summed'].rmse == pytest.approx(18.38, abs=0.01)
+    short = expected_error(PrivacyBudget(epsilon=1.0), None, evaluation_horizon=266)
+    assert short.chosen.name == 'per_step_summed'          # the crossover: 267 steps
+
+
+def test_pure_epsilon_without_end_picks_the_unbounded_tree_at_3x_below_the_infinite_tree():
+    report = expected_error(PrivacyBudget(epsilon=1.0), None)            # over t ≤ 2^20
+    by_name = {e.name: e for e in report.estimates}
+    assert report.chosen.name == 'unbounded_tree[k=13]'
+    assert report.chosen.rmse == pytest.approx(58.15, abs=0.01)
+    assert by_name['infinite_tree[variance_reduced]'].rmse ** 2 > 3.8 * report.chosen.rmse ** 2
+    known = expected_error(PrivacyBudget(epsilon=1.0), 2 ** 20).chosen
+    assert report.chosen.rmse ** 2 < 3.0 * known.rmse ** 2                # 2.96x
 
 
 @pytest.mark.parametrize('horizon', [1, 2, 5, 40, 366, 4096, 2 ** 20])

@@ -1,7 +1,8 @@
 """The mechanism contract (tests/mechanisms/contract.py) on every mechanism of beam_dp.mechanisms.
 
 The counters run it in their own test files (test_binary_tree.py, test_infinite_counter.py,
-test_blt.py, test_kary_tree.py: k-ary tree and per-step noise);
+test_blt.py, test_kary_tree.py: k-ary tree and per-step noise; test_balanced_tree.py,
+test_unbounded_tree.py);
 every other mechanism runs it here, and ``test_every_mechanism_runs_the_contract`` fails when a
 mechanism is exported without a contract subclass.
 """
@@ -385,6 +386,7 @@ def test_every_mechanism_runs_the_contract():
     importlib.import_module('tests.mechanisms.test_blt')
     importlib.import_module('tests.mechanisms.test_kary_tree')
     importlib.import_module('tests.mechanisms.test_balanced_tree')
+    importlib.import_module('tests.mechanisms.test_unbounded_tree')
     covered = {type(cls().make()) for cls in _contract_subclasses()}
     exported = _exported_mechanism_classes()
     assert len(exported) >= 22
