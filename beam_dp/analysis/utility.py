@@ -8,7 +8,7 @@ counters that are private for every t.
 
 The unbounded negative-digit tree (``UnboundedTreeCounter``, pure ε) is private for every t and
 is listed for every horizon; without a known horizon it is the pure counter with the lowest
-expected error when the errors are averaged over 267 steps or more (the default evaluation
+expected error when the errors are averaged over 320 steps or more (the default evaluation
 horizon 2^20 included; per-step noise summed below; issue 24).
 
 Budgets: pure ε (δ = 0) → pure counters (discrete Laplace). ρ (zCDP) → the Gaussian counters at
@@ -152,9 +152,13 @@ def _candidates(horizon, epsilon, rho, common, design_horizon):
                         dict(base, estimator=estimator)))
         out.append(('per_step_summed', notion, PerStepCounter, base))
         if notion == 'pure':
-            unbounded = UnboundedTreeCounter(**base)
-            out.append((f'unbounded_tree[k={unbounded.k}]', notion, UnboundedTreeCounter,
-                        dict(base, k=unbounded.k)))
+            try:
+                unbounded = UnboundedTreeCounter(**base)
+            except InvalidParamsError:    # its smallest node share is out of the samplers' range
+                unbounded = None
+            if unbounded is not None:
+                out.append((f'unbounded_tree[k={unbounded.k}]', notion, UnboundedTreeCounter,
+                            dict(base, k=unbounded.k)))
         if horizon is not None:
             kary = KaryTreeCounter(horizon=horizon, **base)
             out.append((f'kary_tree[k={kary.k}]', notion, KaryTreeCounter,

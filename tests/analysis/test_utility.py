@@ -59,21 +59,21 @@ def test_pure_epsilon_daily_year():
     unbounded = expected_error(PrivacyBudget(epsilon=1.0), None, evaluation_horizon=366)
     # Issue 24: without an end the unbounded negative-digit tree (was: per-step noise summed).
     assert unbounded.chosen.name == 'unbounded_tree[k=13]'
-    assert unbounded.chosen.rmse == pytest.approx(16.24, abs=0.01)
+    assert unbounded.chosen.rmse == pytest.approx(17.21, abs=0.01)
     by_name = {e.name: e for e in unbounded.estimates}
     assert by_name['per_step_summed'].rmse == pytest.approx(18.38, abs=0.01)
-    short = expected_error(PrivacyBudget(epsilon=1.0), None, evaluation_horizon=266)
-    assert short.chosen.name == 'per_step_summed'          # the crossover: 267 steps
+    short = expected_error(PrivacyBudget(epsilon=1.0), None, evaluation_horizon=319)
+    assert short.chosen.name == 'per_step_summed'          # the crossover: 320 steps
 
 
 def test_pure_epsilon_without_end_picks_the_unbounded_tree_at_3x_below_the_infinite_tree():
     report = expected_error(PrivacyBudget(epsilon=1.0), None)            # over t ≤ 2^20
     by_name = {e.name: e for e in report.estimates}
     assert report.chosen.name == 'unbounded_tree[k=13]'
-    assert report.chosen.rmse == pytest.approx(58.15, abs=0.01)
-    assert by_name['infinite_tree[variance_reduced]'].rmse ** 2 > 3.8 * report.chosen.rmse ** 2
+    assert report.chosen.rmse == pytest.approx(62.10, abs=0.01)
+    assert by_name['infinite_tree[variance_reduced]'].rmse ** 2 > 3.35 * report.chosen.rmse ** 2
     known = expected_error(PrivacyBudget(epsilon=1.0), 2 ** 20).chosen
-    assert report.chosen.rmse ** 2 < 3.0 * known.rmse ** 2                # 2.96x
+    assert report.chosen.rmse ** 2 < 3.4 * known.rmse ** 2                # 3.38x
 
 
 @pytest.mark.parametrize('horizon', [1, 2, 5, 40, 366, 4096, 2 ** 20])
@@ -119,3 +119,15 @@ def test_cli_prints_the_table_and_saves_a_plot(tmp_path, capsys):
     assert main(['--epsilon', '1', '--horizon', 'none', '--evaluation-horizon', '100',
                  '--json']) == 0
     assert '"chosen"' in capsys.readouterr().out
+
+
+def test_a_counter_out_of_the_samplers_range_is_not_a_candidate():
+    """A huge sensitivity puts the unbounded tree's smallest node share out of range: it is left
+    out and the choice falls back on the counters that can run."""
+    report = expected_error(PrivacyBudget(epsilon=1.0), None, l1_sensitivity=2.0 ** 33,
+                            evaluation_horizon=100)
+    names = {e.name for e in report.estimates}
+    assert not any(n.startswith('unbounded_tree') for n in names)
+    assert report.chosen.name in names
+    assert any(n.startswith('unbounded_tree') for n in {e.name for e in expected_error(
+        PrivacyBudget(epsilon=1.0), None, evaluation_horizon=100).estimates})

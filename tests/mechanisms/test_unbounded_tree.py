@@ -244,7 +244,7 @@ def test_closed_forms_agree():
 
 
 @pytest.mark.parametrize('log2_t, vs_balanced, vs_infinite', [
-    (4, 3.2, None), (10, 3.2, 3.0), (13, 3.2, 3.0), (16, 3.2, 3.0)])
+    (4, 3.52, None), (10, 3.52, 3.1), (13, 3.52, 3.1), (16, 3.52, 3.1)])
 def test_variance_targets(log2_t, vs_balanced, vs_infinite):
     t = 2 ** log2_t
     ours = UnboundedTreeCounter(epsilon=1.0).mean_variance(t)
