@@ -185,7 +185,7 @@ def markdown(result, command):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--quick', action='store_true', help='T ≤ 2^16, fewer bins and steps')
-    parser.add_argument('--sim-bins', type=int, default=2000)
+    parser.add_argument('--sim-bins', type=int, default=12000)
     args = parser.parse_args()
     log2_max = 16 if args.quick else 24
     rows = closed_form(log2_max)
@@ -199,7 +199,7 @@ def main():
                      min_infinite_over_unbounded_from_2_10=min(
                          r['infinite_over_unbounded'] for r in far)),
         simulation=simulation((16, 100, 1000, 4096) if args.quick else
-                              (16, 100, 1000, 2197, 4096), args.sim_bins),
+                              (16, 100, 1000, 2197), args.sim_bins),
         state=state_sizes(log2_max, 200 if args.quick else 2000),
         cost_us_per_step=cost_per_step(2000 if args.quick else 20000))
     command = 'python benchmarks/counters/unbounded.py' + (' --quick' if args.quick else '')
