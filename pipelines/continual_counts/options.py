@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help='A known number of steps (binary tree); default: unbounded.')
     dp.add_argument('--mechanism', default='auto',
                     choices=('auto', 'blt', 'balanced_tree', 'kary_tree', 'binary_tree',
-                             'infinite_tree', 'per_step'),
+                             'infinite_tree', 'unbounded_tree', 'per_step'),
                     help="The continual counter: 'auto' (default) picks the one with the lowest "
                          "expected error for the budget and the known horizon (see "
                          "`python -m beam_dp.analysis`); the others force one.")
