@@ -19,7 +19,7 @@ the negative-digit k-ary tree can reach.
     python benchmarks/counters/tune_unbounded.py --k 13 [--tail 0.02] [--vs-infinite 3.1]
 
 prints the ratio, the schedule as a Python literal for unbounded_tree.py (weights rounded down),
-and writes results/unbounded_schedule_k<k>.json. Needs scipy (the ``bench`` extra); ~3 min.
+and writes results/unbounded_schedule_k<k>.json. Needs scipy (the ``bench`` extra); ~5 min on the shared VM.
 """
 
 import argparse

@@ -58,8 +58,8 @@ def _signed_row(k, t, width):
 
 
 def test_signed_nodes_sum_to_the_prefix_indicator():
-    width = 2 * 13 ** 3
-    for t in list(range(1, 1200)) + [2196, 2197, 2198, 14000, 14281]:
+    for t in list(range(1, 1200)) + [2196, 2197, 2198, 14000, 14281, 14282, 200000]:
+        width = 2 * t + K          # nodes subtracted after t end before t + (k^h + 1)/2 ≤ 2t
         expected = np.zeros(width, dtype=np.int64)
         expected[:t] = 1
         np.testing.assert_array_equal(_signed_row(K, t, width), expected)
