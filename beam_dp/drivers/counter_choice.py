@@ -9,14 +9,14 @@ or unbounded, the pure counters at ε = √(2ρ) where they are better (T = 1: o
 ε → per-step noise summed for T = 2 … 34 (at any ε), the negative-digit k-ary tree
 (``BalancedTreeCounter``, odd k = 9 … 33) for longer known horizons, the unbounded
 negative-digit tree (``UnboundedTreeCounter``: 2.3–3.5× the known-horizon tree's mean variance,
-3.1–4.1× below the old infinite-horizon tree's for T = 2^10 … 2^24; issue 24) when unbounded. (ε, δ > 0): the pure counters at ε
-compete with the Gaussian ones (BLT, ...) at ρ = ``rho_for_epsilon_delta(ε, δ)``, the largest ρ
+3.1–4.1× below the old infinite-horizon tree's for T = 2^10 … 2^24; issue 24) when unbounded.
+(ε, δ > 0): the pure counters at ε compete with the Gaussian ones (BLT, ...) at ρ = ``rho_for_epsilon_delta(ε, δ)``, the largest ρ
 whose zCDP converts to at most (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Corollary 13, the
 conversion the accountant applies); the lower expected RMSE wins. A Gaussian counter then
 declares its ρ-zCDP cost, which the accountant checks as (ε, δ) through that same conversion
 (``check_cost_fits``). ``mechanism='blt' | 'balanced_tree' | 'kary_tree' | 'binary_tree' |
-'infinite_tree' | 'unbounded_tree' | 'per_step'`` forces one (the binary, infinite and k-ary trees take
-``estimator``);
+'infinite_tree' | 'unbounded_tree' | 'per_step'`` forces one (the binary, infinite and k-ary
+trees take ``estimator``);
 ``estimator=`` with ``mechanism='auto'`` is the explicit override for the old tree counters:
 the binary tree over ``horizon_steps`` if given, else the infinite tree.
 

@@ -20,9 +20,9 @@ l1/(ε·w(h, j)) with
   * w(h, j) = v_h(E) for j ≥ 1, E = E((j + 1)·k^h) the epoch of the node's last step.
 The a_h and v_h(E) for E ≤ ``len(table)`` are a table tuned (``benchmarks/counters/``) to keep
 the mean release variance over t = 1..T within 3.51× of the known-horizon balanced tree's for
-every T from 16 to 2^40 = ``MAX_STEPS`` (2.06×–3.51× up to 2^24) and at least 3.1× below the
-infinite tree's (``InfiniteTreeCounter``) for 2^10 ≤ T ≤ 2^24; beyond the table a_h = τ·(m + 1)/((h + 1)(h + 2)) (h ≥ m = len(shared); their
-sum is τ) and v_h(E) = (1 − A_{E−1})/E for every h < E, with A_n = Σ_{h ≥ n} a_h.
+every T from 16 to 2^40 = ``MAX_STEPS`` (2.31×–3.50× up to 2^24) and at least 3.1× below the
+infinite tree's (``InfiniteTreeCounter``) for 2^10 ≤ T ≤ 2^24; beyond the table
+a_h = τ·(m + 1)/((h + 1)(h + 2)) (h ≥ m = len(shared); their sum is τ) and v_h(E) = (1 − A_{E−1})/E for every h < E, with A_n = Σ_{h ≥ n} a_h.
 
 Privacy (pure ε, also for adaptively chosen streams): a unit's change δ moves node n by n·δ, so
 the node mechanism (all node sums with independent discrete Laplace noise) has privacy loss
@@ -158,7 +158,8 @@ def _register(schedule: Schedule) -> None:
 
 _register(Schedule(
     k=13, tail=0.005,
-    shared=(0.403378, 0.26359, 0.110604, 0.070916, 0.037893, 0.027047, 0.020981, 0.016865, 0.014023, 0.011808, 0.011001, 0.006887),
+    shared=(0.403378, 0.26359, 0.110604, 0.070916, 0.037893, 0.027047, 0.020981, 0.016865,
+            0.014023, 0.011808, 0.011001, 0.006887),
     table=(
         (0.403378,),
         (0.403378, 0.26359),
@@ -169,10 +170,14 @@ _register(Schedule(
         (0.139589, 0.139784, 0.139978, 0.13978, 0.136897, 0.129674, 0.108708),
         (0.123142, 0.123861, 0.123347, 0.123278, 0.123739, 0.123344, 0.108708, 0.101856),
         (0.110361, 0.110872, 0.111275, 0.112037, 0.111175, 0.110911, 0.108708, 0.101856, 0.088103),
-        (0.100555, 0.10177, 0.101602, 0.101282, 0.101902, 0.101516, 0.101746, 0.100976, 0.088103, 0.077652),
-        (0.091579, 0.091427, 0.091993, 0.091714, 0.091496, 0.09188, 0.091585, 0.091843, 0.088103, 0.077652, 0.088834),
-        (0.084516, 0.083172, 0.08478, 0.084528, 0.084216, 0.084146, 0.083621, 0.08417, 0.084262, 0.077652, 0.088834, 0.071096),
-        (0.083439, 0.083172, 0.083938, 0.080324, 0.077563, 0.076577, 0.073516, 0.073756, 0.072357, 0.072238, 0.071929, 0.071096, 0.07246),
+        (0.100555, 0.10177, 0.101602, 0.101282, 0.101902, 0.101516, 0.101746, 0.100976, 0.088103,
+         0.077652),
+        (0.091579, 0.091427, 0.091993, 0.091714, 0.091496, 0.09188, 0.091585, 0.091843, 0.088103,
+         0.077652, 0.088834),
+        (0.084516, 0.083172, 0.08478, 0.084528, 0.084216, 0.084146, 0.083621, 0.08417, 0.084262,
+         0.077652, 0.088834, 0.071096),
+        (0.083439, 0.083172, 0.083938, 0.080324, 0.077563, 0.076577, 0.073516, 0.073756, 0.072357,
+         0.072238, 0.071929, 0.071096, 0.07246),
     )))
 
 
@@ -241,11 +246,11 @@ class UnboundedTreeCounter(CounterPrivacy):
         """w(h, j): the share of ε node n(h, j) gets."""
         return _node_weight(self.schedule, h, j)
 
-    def node_noise(self, h: int, j: int) -> _dyadic.NodeNoise:
+    def node_noise_for(self, h: int, j: int) -> _dyadic.NodeNoise:
         return self.noise_for_share(self.node_weight(h, j))
 
     def node_variance(self, h: int, j: int) -> float:
-        return self.node_noise(h, j).variance()
+        return self.node_noise_for(h, j).variance()
 
     def init_state(self) -> UnboundedTreeState:
         return UnboundedTreeState(
@@ -300,7 +305,8 @@ class UnboundedTreeCounter(CounterPrivacy):
 
     def _draw(self, h: int, first: int, nodes: int, rng: RandomSource) -> np.ndarray:
         """One noise row per node n(h, first .. first + nodes − 1), each from its own address."""
-        return np.array([self.node_noise(h, j).sample(rng.derive('node', h, j), self.dimension)
+        return np.array([self.node_noise_for(h, j).sample(rng.derive('node', h, j),
+                                                          self.dimension)
                          for j in range(first, first + nodes)],
                         dtype=np.int64).reshape(nodes, self.dimension)
 

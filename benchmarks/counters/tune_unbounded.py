@@ -19,7 +19,8 @@ the negative-digit k-ary tree can reach.
     python benchmarks/counters/tune_unbounded.py --k 13 [--tail 0.02] [--vs-infinite 3.1]
 
 prints the ratio, the schedule as a Python literal for unbounded_tree.py (weights rounded down),
-and writes results/unbounded_schedule_k<k>.json. Needs scipy (the ``bench`` extra); ~5 min on the shared VM.
+and writes results/unbounded_schedule_k<k>.json. Needs scipy (the ``bench`` extra); ~5 min on
+the shared VM.
 """
 
 import argparse
@@ -171,7 +172,8 @@ def solve(k, tail, vs_infinite, log2_far=40, samples=4000):
     return dict(k=k, tail=tail, success=bool(res.success), message=res.message,
                 max_ratio_vs_balanced=float((ours / balanced)[within].max()),
                 worst_t=int(ts[within][(ours / balanced)[within].argmax()]),
-                min_gain_vs_infinite_2_10_2_24=float((infinite / ours)[within & (ts >= 1024)].min()),
+                min_gain_vs_infinite_2_10_2_24=float(
+                    (infinite / ours)[within & (ts >= 1024)].min()),
                 beyond_2_24=[dict(t=int(t), vs_balanced=float(r), vs_infinite=float(g))
                              for t, r, g in zip(ts[~within], (ours / balanced)[~within],
                                                 (infinite / ours)[~within])],

@@ -88,7 +88,7 @@ def _reference_releases(m, values, rng):
         for h, (first, count, sign) in enumerate(segments(t, m.k, levels_for(t, m.k))):
             for j in range(first, first + count):
                 if (h, j) not in eta:
-                    eta[(h, j)] = m.node_noise(h, j).sample(rng.derive('node', h, j),
+                    eta[(h, j)] = m.node_noise_for(h, j).sample(rng.derive('node', h, j),
                                                             m.dimension)
                 release = release + sign * eta[(h, j)]
         out.append(release)
@@ -169,7 +169,7 @@ def _realised_epsilon(m, x, x_prime, levels=16):
         ends = np.minimum(np.arange(0, steps + span, span), steps)[:-(-steps // span) + 1]
         sums = np.abs(np.diff(cumulative[ends], axis=0)).sum(axis=1)
         for j in np.flatnonzero(sums):
-            total += sums[j] / float(as_rational_up(m.node_noise(h, int(j)).param))
+            total += sums[j] / float(as_rational_up(m.node_noise_for(h, int(j)).param))
     tail = float(m.schedule.shared_tail(levels)) * m.epsilon / m.l1_sensitivity
     return total + tail * np.abs(delta.sum(axis=0)).sum()
 
@@ -280,3 +280,19 @@ def test_invalid_params_name_the_argument():
         UnboundedTreeCounter(epsilon=1.0, k=7)
     with pytest.raises(InvalidParamsError, match='grid_bits'):
         UnboundedTreeCounter(epsilon=1.0, l1_sensitivity=2.0 ** 34)
+
+
+def test_dp_ftrl_runs_on_it_without_a_horizon():
+    """DP-FTRL takes any pure counter without a horizon: the unbounded tree qualifies."""
+    from beam_dp.mechanisms.erm import DPFTRL
+    from beam_dp.mechanisms.erm import BinaryLogistic
+    from beam_dp.mechanisms.erm import ftrl
+    counter = UnboundedTreeCounter(epsilon=2.0, dimension=3,
+                                   l1_sensitivity=ftrl.step_l1_sensitivity(BinaryLogistic(), 3, 8))
+    mech = DPFTRL(BinaryLogistic(), 4, 3, 2.0, counter=counter)
+    state, gen = mech.init_state(), np.random.default_rng(2)
+    for b in range(20):
+        x = gen.normal(size=(4, 3))
+        y = gen.integers(0, 2, size=4)
+        events, state = mech.step(state, (x, y), noise.seeded(b))
+    assert state.t == 20 and state.counter.t == 20

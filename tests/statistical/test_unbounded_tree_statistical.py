@@ -29,8 +29,8 @@ def test_release_variance_matches_closed_form_with_power(mechanism, ts):
 class _MisScaled(UnboundedTreeCounter):
     """Draws every node with 30% less scale than it declares."""
 
-    def node_noise(self, h, j):
-        base = UnboundedTreeCounter.node_noise(self, h, j)
+    def node_noise_for(self, h, j):
+        base = UnboundedTreeCounter.node_noise_for(self, h, j)
         return type(base)(base.kind, base.param * 0.7)
 
 
