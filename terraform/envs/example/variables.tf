@@ -171,8 +171,8 @@ variable "continual_counts" {
     error_message = "continual_counts.horizon_steps must be null (unbounded) or a positive integer."
   }
   validation {
-    condition     = contains(["auto", "blt", "kary_tree", "binary_tree", "infinite_tree", "per_step"], var.continual_counts.mechanism)
-    error_message = "continual_counts.mechanism must be one of auto, blt, kary_tree, binary_tree, infinite_tree, per_step."
+    condition     = contains(["auto", "blt", "balanced_tree", "kary_tree", "binary_tree", "infinite_tree", "unbounded_tree", "per_step"], var.continual_counts.mechanism)
+    error_message = "continual_counts.mechanism must be one of auto, blt, balanced_tree, kary_tree, binary_tree, infinite_tree, unbounded_tree, per_step."
   }
   validation {
     condition     = var.continual_counts.estimator == null || contains(["textbook", "variance_reduced"], coalesce(var.continual_counts.estimator, "none"))
