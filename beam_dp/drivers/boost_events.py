@@ -17,6 +17,7 @@ from beam_dp.drivers.boost import BoostDriver
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.boost import BoostQueryRecord
 from beam_dp.io.boost import boost_from_avro
+from beam_dp.noise import canonical_key
 
 __all__ = ['QUERY', 'ROW', 'parse_query', 'refuse_waiting', 'run_events']
 
@@ -47,6 +48,9 @@ def parse_query(element) -> BoostQueryRecord:
                                      f'{value!r:.80}')
     if not element.query_id:
         raise InvalidRecordError('query has no query_id')
+    # The ids address the query's noise: their canonical (plain str) form, as every key.
+    element = element._replace(query_id=canonical_key(element.query_id),
+                               dataset=canonical_key(element.dataset))
     if not (all(isinstance(s, list) for s in element.subsets)
             and all(isinstance(x, (int, float)) and not isinstance(x, bool)
                     for x in element.vector)):

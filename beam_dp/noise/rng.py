@@ -23,6 +23,8 @@ from typing import Optional
 
 import numpy as np
 
+from beam_dp.noise.address import encode_address
+
 __all__ = [
     'RandomSource',
     'SecureRandom',
@@ -111,6 +113,9 @@ class SeededRandom(RandomSource):
     def __init__(self, seed: int, labels: tuple = ()):
         self._seed = seed
         self._labels = tuple(labels)
+        # Refuses (TypeError) every label a keyed source refuses, so that a test under a seed
+        # fails where production would: the address must be canonical (``address.py``).
+        encode_address(self._labels)
         key = int.from_bytes(_digest(seed, *self._labels), 'little')
         self._bitgen = np.random.PCG64(np.random.SeedSequence(key))
 

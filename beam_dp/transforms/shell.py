@@ -276,13 +276,24 @@ class ShellTransform(beam.PTransform):
 
 def _full_label(pipeline: Optional[beam.Pipeline], transform: beam.PTransform) -> str:
     """The full label ('Composite/Inner/Label') of ``transform`` while Beam expands it: Beam
-    refuses two transforms with one full label in a pipeline. Outside an application (a direct
-    ``expand`` call in a test) its own label."""
+    refuses two transforms with one full label in a pipeline. Without a pipeline (inputs that
+    are no PCollections) its own label.
+
+    Raises:
+      InvalidParamsError: for ``transform.expand(...)`` called directly inside another
+        transform: it has no path of its own, so two such calls could share noise.
+    """
     current = getattr(pipeline, '_current_transform', None)
     node = current() if current is not None else None
-    if node is not None and node.transform is transform and node.full_label:
+    if node is None:
+        return transform.label
+    if node.transform is transform and node.full_label:
         return node.full_label
-    return transform.label
+    name = type(transform).__name__
+    raise InvalidParamsError(
+        f'{name}: apply it with `pcoll | {name}(...)` (or `\'Label\' >> {name}(...)`), not by '
+        f'calling its expand() directly from {node.full_label or "the pipeline"!r}: its noise '
+        f'address is its own path in the pipeline, which only an applied transform has.')
 
 
 def check_callable(owner: str, name: str, fn, optional: bool = False) -> None:

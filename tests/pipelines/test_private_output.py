@@ -37,7 +37,7 @@ from tests.pipelines.test_continual_counts import _event
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=REPO, BDP_TEST_NOISE_KEY='0123456789abcdef' * 4,
            MPLBACKEND='Agg')
-KEY_ARGS = ('--noise_key', 'env:BDP_TEST_NOISE_KEY', '--stream_id', 'tests')
+KEY_ARGS = ('--noise_key', 'env:BDP_TEST_NOISE_KEY', '--stream_id', 'tests', '--ledger', 'none')
 _LOG_PREFIX = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ', re.MULTILINE)
 _INTEGER = re.compile(r'(?<![\d.])\d+(?![\d.])')
 

@@ -151,3 +151,37 @@ def test_growing_database_instance_keys_are_canonical():
     assert instance(('k', 1))[0] != instance(('k', 2))[0]
     [dead] = tag(_SameRepr())
     assert 'no canonical encoding' in dead.value.reason
+
+
+def test_a_direct_expand_call_inside_a_composite_is_refused():
+    """Review finding: ``Transform(...).expand(pcoll)`` inside a composite ran under the short
+    label (the node being expanded is the composite), so two such composites shared noise."""
+    from beam_dp.errors import InvalidParamsError  # pylint: disable=import-outside-toplevel
+
+    class Direct(beam.PTransform):
+        def expand(self, records):
+            return families.build('ContinualCountPerKey').expand(records)
+
+    p = beam.Pipeline(runner='BundleBasedDirectRunner', options=streaming_options())
+    with pytest.raises(InvalidParamsError, match=r'apply it with `pcoll \| ContinualCountPerKey'):
+        _ = p | _records() | 'CityA' >> Direct()
+
+
+def test_boost_query_ids_are_canonical():
+    """Review finding: a numpy.str_ query id passed the type check and reached the keyed noise
+    address uncanonicalised, where the encoder raised inside the DoFn."""
+    import numpy as np                               # pylint: disable=import-outside-toplevel
+    from beam_dp.drivers.boost_events import parse_query  # pylint: disable=import-outside-toplevel
+    from beam_dp.io.boost import BoostQueryRecord    # pylint: disable=import-outside-toplevel
+    fields = {name: [] if name in ('subsets', 'vector') else 0
+              for name in BoostQueryRecord._fields}
+    record = BoostQueryRecord(**{**fields, 'query_id': np.str_('q1'), 'dataset': np.str_('d')})
+    parsed = parse_query(record)
+    assert type(parsed.query_id) is str and type(parsed.dataset) is str
+
+
+def test_a_seeded_source_refuses_what_a_keyed_one_refuses():
+    with pytest.raises(TypeError, match='not canonical'):
+        noise.seeded(1).derive('T', ['k'])
+    with pytest.raises(TypeError, match='not canonical'):
+        noise.seeded(1).derive('boost', 'd', __import__('numpy').str_('q'))
