@@ -22,12 +22,13 @@ The prediction (issue 23, item 4): for bounds b = (K, m, S, C) and the release t
 * noise(b) = the standard deviation of that counter's final release (step ``horizon``), exactly
   as ``KeyedReleaseDriver`` calibrates it at ``UserLevel(K, m, S, C)`` (``predicted_noise``);
 * bias(b) = ``key_share`` × (N̂ − kept̂(b)), the records a key holding the fraction
-  ``key_share`` of all records loses to bounding, with N̂ = Σ_units C_u and kept̂(b) =
-  Σ_units min(C, C_u · φ_K · φ_m · φ_S), φ_d = the mean over units of min(1, b_d / d_u)
-  (``predicted_bias``). The per-statistic factors treat the statistics as independent and m_u,
-  S_u are a unit's LARGEST cell and key, so φ_m, φ_S overstate the loss (a conservative
-  estimate, pushing m and S up, which costs noise only through L2 and the participation
-  pattern); the cap C is estimated directly from the histogram of C_u.
+  ``key_share`` of all records loses to bounding. The histograms are marginals; they are
+  coupled comonotonically (the unit at quantile p of C_u is at quantile p of K_u, m_u, S_u:
+  heavy units are the broad ones), so with X(p) the quantile functions read off the noisy
+  CDFs, N̂ = n̂·mean_p C(p) and kept̂(b) = n̂·mean_p min(C, C(p)·Π_d min(1, b_d/X_d(p)))
+  over d ∈ {K, m, S} (``predicted_bias``). m_u and S_u are a unit's LARGEST cell and key, so
+  the factors for m and S treat every cell and key of the unit as its largest (conservative:
+  it pushes m and S up, which costs noise only through L2 and the participation pattern).
 * error(b) = √(bias² + noise²); ``choose`` minimises it by coordinate descent over the
   candidate bounds (the largest value of each bucket up to the noisy maximum; S at most the
   horizon), starting from the 0.99 quantiles of K, m, S and the 0.9 quantile of C.
@@ -66,6 +67,15 @@ __all__ = [
 
 STATISTICS = ('keys_per_unit', 'contributions_per_step', 'steps_per_key', 'total_contributions')
 _OWNER = 'BoundsChooser'
+#: Quantile levels of the comonotone coupling in ``predicted_bias``.
+_LEVELS = 512
+
+
+def _quantiles(hist: NoisyHistogram, levels: np.ndarray) -> np.ndarray:
+    """The bucket representative at each quantile level of the released histogram."""
+    cdf = hist.cdf()
+    idx = np.minimum(np.searchsorted(cdf, levels, side='left'), len(cdf) - 1)
+    return hist.representatives[idx]
 
 
 def unit_statistics(cells: Mapping[Tuple[object, int], int]) -> Tuple[int, int, int, int]:
@@ -227,11 +237,18 @@ class BoundsChooser:
                        c: int) -> float:
         """``key_share`` × the estimated records lost to the bounds (module docstring)."""
         total = hists['total_contributions']
-        phi = (hists['keys_per_unit'].kept_fraction(k)
-               * hists['contributions_per_step'].kept_fraction(m)
-               * hists['steps_per_key'].kept_fraction(s))
-        kept = float(total.estimated_counts @ np.minimum(float(c), total.representatives * phi))
-        return self.key_share * max(0.0, total.mass - kept)
+        units = total.units
+        if units <= 0:
+            return 0.0
+        levels = (np.arange(_LEVELS) + 0.5) / _LEVELS
+        records = _quantiles(total, levels)
+        kept = records.copy()
+        for name, bound in (('keys_per_unit', k), ('contributions_per_step', m),
+                            ('steps_per_key', s)):
+            kept *= np.minimum(1.0, bound / _quantiles(hists[name], levels))
+        if c is not None:
+            kept = np.minimum(kept, float(c))
+        return self.key_share * units * float(np.mean(records - kept))
 
     def predict(self, hists, k, m, s, c) -> Tuple[float, float, float, str]:
         """(bias, noise, total error, mechanism name) at bounds (K, m, S, C)."""
