@@ -129,3 +129,11 @@ def test_non_private_histograms_are_exact_and_spend_nothing():
 def test_bad_parameters_name_the_transform(kw, match):
     with pytest.raises(InvalidParamsError, match=f'ChooseContributionBounds: .*{match}'):
         _transform(**kw)
+
+
+def test_recommendation_has_a_row_coder_that_round_trips():
+    from beam_dp import BoundsRecommendation
+    rec = _transform().chooser.run(_stats(_records()), noise.seeded(2))
+    coder = beam.coders.registry.get_coder(BoundsRecommendation)
+    assert isinstance(coder, beam.coders.RowCoder)
+    assert coder.decode(coder.encode(rec)) == rec
