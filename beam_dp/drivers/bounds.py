@@ -229,7 +229,7 @@ class BoundsChooser:
                 layout=KeyLayout.of(['key'], 1), mechanism=self.mechanism)
                 cache[(k, m, s, c)] = (driver.noise_stddev(self.horizon - 1),
                                        driver.mechanism_name)
-            except InvalidParamsError:
+            except (InvalidParamsError, ArithmeticError, ValueError):
                 cache[(k, m, s, c)] = (math.inf, 'none')
         return cache[(k, m, s, c)]
 
