@@ -295,7 +295,8 @@ class BoundsChooser:
         return BoundsRecommendation(
             *[int(x) for x in current], bias, noise, error, name,
             not self.non_private_histograms, cost.epsilon, cost.delta, cost.rho,
-            list(self.edges), *[list(hists[n].counts) for n in STATISTICS])
+            list(self.edges), *[list(hists[n].counts) for n in STATISTICS],
+            [int(hists[n].threshold) for n in STATISTICS])
 
     def run(self, stats: Iterable[Tuple[int, int, int, int]],
             rng: Optional[RandomSource]) -> BoundsRecommendation:

@@ -24,7 +24,8 @@ class BoundsRecommendation(NamedTuple):
     private: False only with ``non_private_histograms`` (then the histograms are EXACT and
     nothing below is differentially private). epsilon, delta, rho: the histograms' cost.
     bucket_edges: the public lower edges; keys_per_unit, contributions_per_step,
-    steps_per_key, total_contributions: the released unit counts per bucket.
+    steps_per_key, total_contributions: the released unit counts per bucket; thresholds: the
+    public threshold of each (in that order) under which a released count is read as 0.
     """
     max_keys_per_unit: int
     max_contributions_per_step: int
@@ -43,6 +44,7 @@ class BoundsRecommendation(NamedTuple):
     contributions_per_step: List[int]
     steps_per_key: List[int]
     total_contributions: List[int]
+    thresholds: List[int]
 
     def to_user_level(self, unit_fn, max_units: Optional[int] = None):
         """The ``UserLevel`` privacy unit with these bounds."""

@@ -149,3 +149,21 @@ def test_empty_input_still_gives_a_recommendation():
     chooser = BoundsChooser(HIST, RELEASE, 30)
     rec = chooser.run([], noise.seeded(1))
     assert rec.max_keys_per_unit >= 1 and rec.predicted_noise > 0
+
+
+def test_analysis_user_level_error_is_the_choosers_prediction():
+    from beam_dp.analysis import user_level_error
+    units = _units(n=400, seed=5)
+    chooser = BoundsChooser(HIST, RELEASE, 30, key_share=0.2)
+    rec = chooser.run([unit_statistics(u) for u in units], noise.seeded(6))
+    unit = rec.to_user_level(len)
+    out = user_level_error(unit, RELEASE, 30, histograms=rec, key_share=0.2)
+    assert out.bias == pytest.approx(rec.predicted_bias)
+    assert out.noise == pytest.approx(rec.predicted_noise)
+    assert out.total == pytest.approx(rec.predicted_error) and out.mechanism == rec.mechanism
+    public = user_level_error(UserLevel(len, 2, 1, 5), RELEASE, 30)
+    assert public.bias is None and public.total == public.noise > 0
+    with pytest.raises(InvalidParamsError, match='UserLevel'):
+        user_level_error('K=2', RELEASE, 30)
+    with pytest.raises(InvalidParamsError, match='BoundsRecommendation'):
+        user_level_error(unit, RELEASE, 30, histograms={'a': 1})
