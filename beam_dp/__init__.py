@@ -20,6 +20,7 @@ from beam_dp.io.erm import ERMLedgerRow
 from beam_dp.io.erm import ModelRelease
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.io.records import DeadLetter
+from beam_dp.io.bounds import BoundsRecommendation
 from beam_dp.io.records import Release
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
@@ -36,6 +37,8 @@ from beam_dp.transforms import BBSchedulerQueries
 from beam_dp.transforms import BoostOutputs
 from beam_dp.transforms import BoostQueries
 from beam_dp.transforms import BoundContributions
+from beam_dp.transforms import BoundsOutputs
+from beam_dp.transforms import ChooseContributionBounds
 from beam_dp.transforms import ContinualCountPerKey
 from beam_dp.transforms import ContinualERM
 from beam_dp.transforms import ContinualHistogramPerKey
@@ -62,8 +65,11 @@ __all__ = [
     'BoostQueries',
     'BoostQueryRecord',
     'BoundContributions',
+    'BoundsOutputs',
+    'BoundsRecommendation',
     'BudgetAccountant',
     'BudgetExceededError',
+    'ChooseContributionBounds',
     'ContinualCountPerKey',
     'ContinualERM',
     'ContinualHistogramPerKey',

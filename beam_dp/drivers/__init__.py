@@ -2,6 +2,7 @@
 quantisation, costs and the shard state machines. Driving one in a notebook gives exactly what
 the Beam job gives under the same seed."""
 
+from beam_dp.drivers.bounds import BoundsChooser
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.keyed import KeyedReleaseDriver
@@ -11,6 +12,7 @@ from beam_dp.drivers.private_keys import PrivateKeysShard
 from beam_dp.drivers.private_keys import PrivateKeysShardState
 
 __all__ = [
+    'BoundsChooser',
     'KeyLayout',
     'KeyedReleaseDriver',
     'PrivateKeys',

@@ -1,5 +1,6 @@
 """Typed records, Avro schemas (fastavro) and record parsing."""
 
+from beam_dp.io.bounds import BoundsRecommendation
 from beam_dp.io.epochs import EPOCH_RELEASE_SCHEMA
 from beam_dp.io.epochs import EpochReleaseRecord
 from beam_dp.io.epochs import epoch_release_from_avro
@@ -25,6 +26,7 @@ from beam_dp.io.records import release_to_avro
 
 __all__ = [
     'ANSWER_SCHEMA',
+    'BoundsRecommendation',
     'DEAD_LETTER_SCHEMA',
     'DeadLetter',
     'EPOCH_RELEASE_SCHEMA',

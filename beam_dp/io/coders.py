@@ -9,11 +9,13 @@ pipeline that applies a beam_dp transform has the coders registered.
 import apache_beam as beam
 
 from beam_dp.io import boost
+from beam_dp.io import bounds
 from beam_dp.io import epochs
 from beam_dp.io import erm
 from beam_dp.io import records
 
 RECORD_TYPES = (records.RECORD_TYPES + epochs.RECORD_TYPES + boost.RECORD_TYPES
+                + bounds.RECORD_TYPES
                 + (erm.ModelRelease, erm.ERMLedgerRow))
 
 for _record_type in RECORD_TYPES:

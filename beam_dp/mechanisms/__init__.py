@@ -18,6 +18,8 @@ from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
 from beam_dp.mechanisms.black_boxes import StaticMechanism
 from beam_dp.mechanisms.black_boxes import StaticPMWBox
 from beam_dp.mechanisms.binary_tree import TreeState
+from beam_dp.mechanisms.contribution_histogram import ContributionHistogram
+from beam_dp.mechanisms.contribution_histogram import NoisyHistogram
 from beam_dp.mechanisms.dynamic import DynamicRelease
 from beam_dp.mechanisms.dynamic import FullyDynamicCounter
 from beam_dp.mechanisms.dynamic import FullyDynamicState
@@ -76,6 +78,7 @@ __all__ = [
     'CallableBlackBox',
     'ContinualKeySelection',
     'ContinualMechanism',
+    'ContributionHistogram',
     'DynamicRelease',
     'EpochRelease',
     'FullyDynamicCounter',
@@ -93,6 +96,7 @@ __all__ = [
     'NodeMechanism',
     'NodeState',
     'NoiseFreeDebug',
+    'NoisyHistogram',
     'NumericAboveThresholdGrowing',
     'NumericSparseGrowing',
     'PAPER_C_THETA',

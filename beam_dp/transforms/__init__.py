@@ -7,6 +7,8 @@ from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
 from beam_dp.transforms.boost import BoostOutputs
 from beam_dp.transforms.boost import BoostQueries
+from beam_dp.transforms.choose_bounds import BoundsOutputs
+from beam_dp.transforms.choose_bounds import ChooseContributionBounds
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
@@ -31,6 +33,8 @@ __all__ = [
     'BoostOutputs',
     'BoostQueries',
     'BoundContributions',
+    'BoundsOutputs',
+    'ChooseContributionBounds',
     'ContinualCountPerKey',
     'ContinualERM',
     'ContinualHistogramPerKey',
