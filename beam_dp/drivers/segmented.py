@@ -261,9 +261,10 @@ def reference_releases(driver: KeyDriver, key: str, label: str, seed: int,
                        events: Sequence[Tuple[int, Any]], until: int, private: bool = False):
     """Pure reference of one key: the ``StepOutput`` of driving ``driver`` over ``events``
     (step, payload) up to step ``until`` in one go, with the transform's noise addresses
-    (``rng.derive(label, key)`` and ``rng.derive(label, 'select', key)``)."""
+    (``rng.derive(label, 'key', key)`` and ``rng.derive(label, 'select', key)``: the second
+    label tells a key's counter from its selection whatever the key is)."""
     base = noise.seeded(seed)
-    rng, sel_rng = base.derive(label, key), base.derive(label, 'select', key)
+    rng, sel_rng = base.derive(label, 'key', key), base.derive(label, 'select', key)
     first = min((s for s, _ in events), default=None)
     if private and first is None:
         return StepOutput((), ()), None

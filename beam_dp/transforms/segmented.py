@@ -160,7 +160,8 @@ class _SegmentReleaseFn(shell.DriverFn):
             if self._driver.selection is None:
                 # A public key runs from step 0, whether its seed or its data arrives first
                 # (Flatten gives no order between them).
-                state = self._driver.init_state(None, self._rng.derive(self._noise_label, key), False)
+                rng = self._rng.derive(self._noise_label, 'key', key)
+                state = self._driver.init_state(None, rng, False)
                 stored = (state, self._arm(release_timer, self._driver.next_wake(state, [])))
                 key_state.write(stored)
         if item is None:                             # a public key's seed at ``start``
@@ -195,7 +196,7 @@ class _SegmentReleaseFn(shell.DriverFn):
         for item in rest:
             pending.add(item)
         out, state = self._driver.process(state, due, wake,
-                                          self._rng.derive(self._noise_label, key),
+                                          self._rng.derive(self._noise_label, 'key', key),
                                           self._rng.derive(self._noise_label, 'select', key))
         key_state.write((state, self._arm(release_timer,
                                           self._driver.next_wake(state, [s for s, _ in rest]))))

@@ -54,7 +54,7 @@ def test_noise_free_closes_at_data_steps_and_forced_steps():
 def _timer_by_timer(d, events, until, seed, private):
     """What the DoFn does: buffer, fire at next_wake, process the due batches, re-arm."""
     base = noise.seeded(seed)
-    rng, sel = base.derive('L', 'k'), base.derive('L', 'select', 'k')
+    rng, sel = base.derive('L', 'key', 'k'), base.derive('L', 'select', 'k')
     pending = sorted(events)
     state = None if private else d.init_state(None, rng, False)
     wake = pending[0][0] if state is None else d.next_wake(state, [s for s, _ in pending])
@@ -126,7 +126,7 @@ def test_a_never_selected_candidate_does_not_wake_every_step():
         budget=PrivacyBudget(epsilon=1.0, delta=1e-6)).selection(1), StepClock(0, 60))
     events = [(3, (1,)), (40, (1,))]
     base = noise.seeded(5)
-    rng, sel = base.derive('L', 'k'), base.derive('L', 'select', 'k')
+    rng, sel = base.derive('L', 'key', 'k'), base.derive('L', 'select', 'k')
     state, wakes, pending, wake = None, [], list(events), 3
     while wake is not None and wake <= 10_000:
         wakes.append(wake)

@@ -109,7 +109,7 @@ def test_parity_with_the_pure_driver_under_a_seed(c_theta):
     arrivals = {}
     for t in EVENTS:
         arrivals[t] = arrivals.get(t, 0) + 1
-    closes, _ = part.run(arrivals, 390, noise.seeded(5).derive('Sparse', 'a', 'partition'))
+    closes, _ = part.run(arrivals, 390, noise.seeded(5).derive('Sparse', 'key', 'a', 'partition'))
     assert [c.close_tick for c in closes] == [close.step + 1 for close in ref.closes]
     run(_parity_stream(EVENTS, lambda e: (e[10:], e[:10])), transform,
         extract=lambda r: (r.step, r.value), expected=expected)
