@@ -52,7 +52,7 @@ class KeyedRandom(RandomSource):
 
     Args:
       noise_key: a reference string (``env:VAR``, ``file:/path``,
-        ``gcpsm:projects/P/secrets/S/versions/V``) or a ``NoiseKeyRef``; resolved lazily, on the
+        ``gcpsm:projects/P/secrets/S/versions/N``) or a ``NoiseKeyRef``; resolved lazily, on the
         first draw, once per process.
 
     Raises:

@@ -6,7 +6,7 @@ process):
 
 * ``env:VAR`` -- the bytes (UTF-8) of the environment variable ``VAR`` on the worker;
 * ``file:/path`` -- the bytes of the file (one trailing newline is dropped);
-* ``gcpsm:projects/P/secrets/S/versions/V`` -- the payload of a Google Secret Manager secret
+* ``gcpsm:projects/P/secrets/S/versions/N`` -- the payload of a Google Secret Manager secret
   version (needs ``google-cloud-secret-manager``, imported only then), readable by the worker
   service account only.
 
@@ -34,8 +34,8 @@ __all__ = [
 #: Keys shorter than this are refused (a 256-bit PRF key).
 MIN_KEY_BYTES = 32
 _ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
-_GCPSM_NAME = re.compile(r'^projects/[^/\s]+/secrets/[^/\s]+/versions/[^/\s]+$')
-_FORMS = "'env:VAR', 'file:/path' or 'gcpsm:projects/P/secrets/S/versions/V'"
+_GCPSM_NAME = re.compile(r'^projects/[^/\s]+/secrets/[^/\s]+/versions/[1-9][0-9]*$')
+_FORMS = "'env:VAR', 'file:/path' or 'gcpsm:projects/P/secrets/S/versions/N'"
 
 _cache: Dict[str, bytes] = {}
 _lock = threading.Lock()
@@ -86,7 +86,10 @@ class NoiseKeyRef:
         if scheme == 'file' and not os.path.isabs(rest):
             raise _bad('NoiseKeyRef', f'must name an absolute path: {ref!r}')
         if scheme == 'gcpsm' and not _GCPSM_NAME.match(rest):
-            raise _bad('NoiseKeyRef', f'is not projects/P/secrets/S/versions/V: {ref!r}')
+            raise _bad('NoiseKeyRef', f'is not projects/P/secrets/S/versions/N with a pinned '
+                                      f'version number N (an alias such as "latest" can resolve to '
+                                      f'another key on a restarted worker, which would draw other '
+                                      f'noise at the same addresses): {ref!r}')
 
     @classmethod
     def of(cls, value: Union['NoiseKeyRef', str], owner: str = 'NoiseKeyRef',

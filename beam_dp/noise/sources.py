@@ -2,7 +2,7 @@
 
 ``noise_source(owner, noise_key=None, testing_seed=None)``:
 
-* ``noise_key='env:VAR' | 'file:/path' | 'gcpsm:projects/P/secrets/S/versions/V'`` -- a
+* ``noise_key='env:VAR' | 'file:/path' | 'gcpsm:projects/P/secrets/S/versions/N'`` -- a
   ``KeyedRandom``: every draw is a PRF of the secret key and its address, so replays release
   bit-identical values (docs/privacy_model.md). The reference, never the key, enters the graph.
 * neither -- the key of an enclosing ``with using_noise_key(ref):`` block if any (how a launcher
@@ -64,7 +64,7 @@ _HOW_TO_OPT_IN = (
     'testing_seed makes the noise predictable to anyone who knows or guesses the seed, so it is '
     'accepted only in tests that opt in with beam_dp.noise.testing.allow_seeded_noise() (a '
     'context manager; or enable_seeded_noise_for_tests() from a conftest). Production pipelines '
-    "use noise_key='env:VAR' | 'file:/path' | 'gcpsm:projects/P/secrets/S/versions/V' "
+    "use noise_key='env:VAR' | 'file:/path' | 'gcpsm:projects/P/secrets/S/versions/N' "
     '(replay-identical noise) or neither (fresh OS randomness).')
 
 

@@ -56,7 +56,7 @@ COMMON_DOCS: Dict[str, str] = {
     'allowed_lateness': 'how long (seconds) a step waits for late records after its end; '
                         'records arriving later are dead-lettered (default 0).',
     'noise_key': "a reference to a secret noise key ('env:VAR', 'file:/path' or "
-                 "'gcpsm:projects/P/secrets/S/versions/V', never the key itself): every draw "
+                 "'gcpsm:projects/P/secrets/S/versions/N', never the key itself): every draw "
                  'becomes a PRF of the key and its address, so a replayed release is '
                  'bit-identical. Default: the key of an enclosing '
                  '``beam_dp.noise.using_noise_key`` block, else fresh OS randomness.',

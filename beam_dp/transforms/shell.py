@@ -175,7 +175,7 @@ def noise_source(owner: str, testing_seed: Optional[int],
                  noise_key=None) -> noise.RandomSource:
     """THE noise source of every transform (``beam_dp.noise.noise_source``): the secret-keyed
     PRF source of ``noise_key`` (a reference: 'env:VAR', 'file:/path' or
-    'gcpsm:projects/P/secrets/S/versions/V'), a seeded source only inside the tests' opt-in
+    'gcpsm:projects/P/secrets/S/versions/N'), a seeded source only inside the tests' opt-in
     (``beam_dp.noise.testing``), the key of an enclosing ``beam_dp.noise.using_noise_key(...)``
     block, else the CSPRNG.
 

@@ -56,7 +56,7 @@ def _noise_key_reference(text: str) -> Optional[str]:
     except InvalidParamsError:
         raise argparse.ArgumentTypeError(
             "must be a reference to the secret: 'env:VAR', 'file:/path' or "
-            "'gcpsm:projects/P/secrets/S/versions/V' (never the key itself)") from None
+            "'gcpsm:projects/P/secrets/S/versions/N' (never the key itself)") from None
 
 
 def add_noise_key_argument(group) -> None:
@@ -64,7 +64,7 @@ def add_noise_key_argument(group) -> None:
     retried or restored worker republishes bit-identical values (beam_dp.noise.KeyedRandom)."""
     group.add_argument('--noise_key', type=_noise_key_reference, default=None,
                        help="Reference to the secret noise key: 'env:VAR', 'file:/path' or "
-                            "'gcpsm:projects/P/secrets/S/versions/V' (read on the workers, "
+                            "'gcpsm:projects/P/secrets/S/versions/N' (read on the workers, "
                             'never put in the graph). Never the key itself. Default: fresh OS '
                             'randomness (a replay redraws noise).')
     group.add_argument('--stream_id', default=None,

@@ -121,3 +121,12 @@ def test_a_transform_refuses_a_seed_outside_the_opt_in(no_opt_in):
     with noise.using_noise_key('env:BDP_NOISE_KEY', stream_id='tests'):
         assert isinstance(beam_dp.ContinualCountPerKey(**kwargs).rng, KeyedRandom)
     assert isinstance(beam_dp.ContinualCountPerKey(**kwargs).rng, SecureRandom)
+
+
+def test_a_secret_manager_key_must_pin_its_version():
+    """Review finding: 'versions/latest' could resolve to another key on a restarted worker
+    (after a version was added), drawing other noise at the same addresses."""
+    assert noise.NoiseKeyRef('gcpsm:projects/p/secrets/s/versions/7').scheme == 'gcpsm'
+    for alias in ('latest', '0', 'v1'):
+        with pytest.raises(InvalidParamsError, match='pinned version number'):
+            noise.NoiseKeyRef(f'gcpsm:projects/p/secrets/s/versions/{alias}')

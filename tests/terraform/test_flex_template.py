@@ -217,10 +217,11 @@ TIME_GOOD = ["2024-06-02T00:00:00Z", "2024-06-02T00:00:00.5+02:00", "1717286400"
 # A reference to the secret, never the secret (a pasted key must not match).
 STREAM_ID_GOOD = ["rides-eu", "my-proj/beam-dp/continual_counts", "a", "x" * 512]
 STREAM_ID_BAD = ["", " rides", "a\tb", "a\nb", "x" * 513]
-NOISE_KEY_GOOD = ["gcpsm:projects/my-proj/secrets/beam-dp-counts-noise-key/versions/latest",
+NOISE_KEY_GOOD = ["gcpsm:projects/my-proj/secrets/beam-dp-counts-noise-key/versions/12",
                   "gcpsm:projects/p/secrets/s/versions/3", "env:BEAM_DP_NOISE_KEY",
                   "file:/secrets/noise_key"]
 NOISE_KEY_BAD = ["", "3f" * 32, "gcpsm:projects/p/secrets/s", "gcpsm:p/s/versions/1",
+                 "gcpsm:projects/p/secrets/s/versions/latest", "gcpsm:projects/p/secrets/s/versions/0",
                  "env:1VAR", "env:", "file:relative/path", "sm:projects/p/secrets/s/versions/1",
                  " env:KEY", "env:KEY "]
 TIME_BAD = ["", "2024-06-02", "2024-06-02T00:00:00", "-1", "1e9", "tomorrow", "2024-06-02 00:00:00Z"]

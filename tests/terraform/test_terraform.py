@@ -230,7 +230,8 @@ def test_noise_key_is_a_secret_only_the_jobs_worker_reads(job):
     assert secret in secrets
     ref = _expr(_flex_job_calls()[f"{job}_job"]["parameters"]["noise_key"])
     assert ref.startswith("gcpsm:${google_secret_manager_secret." + secret), ref
-    assert ref.endswith("/versions/latest"), ref
+    # A pinned version: an alias ("latest") could resolve to another key on a restarted worker.
+    assert ref.endswith(f"/versions/${{var.noise_key_versions.{job}}}"), ref
     workers = {name: body for name, body in _blocks(doc, "module").items()
                if _unq(body["source"]) == "../../modules/worker_service_account"}
     readers = [name for name, body in workers.items()

@@ -72,7 +72,9 @@ module "continual_counts_pubsub" {
 # worker service account can read. Terraform creates the secret, never its value (a version in
 # Terraform would put the key in the state): add one with
 #   openssl rand -hex 32 | gcloud secrets versions add <secret_id> --data-file=-
-# The job gets a reference (--noise_key=gcpsm:.../versions/latest), never the key.
+# The job gets a reference pinned to one version (--noise_key=gcpsm:.../versions/N, N from
+# var.noise_key_versions), never the key; an alias such as "latest" is refused, since a restarted
+# worker could resolve it to another key.
 resource "google_secret_manager_secret" "continual_counts_noise_key" {
   project   = var.project_id
   secret_id = "${var.name_prefix}-counts-noise-key"
@@ -161,7 +163,7 @@ module "continual_counts_job" {
     end                        = var.continual_counts.end
     num_shards                 = var.continual_counts.num_shards == null ? null : tostring(var.continual_counts.num_shards)
     progress_every             = var.continual_counts.progress_every == null ? null : tostring(var.continual_counts.progress_every)
-    noise_key                  = "gcpsm:${google_secret_manager_secret.continual_counts_noise_key.id}/versions/latest"
+    noise_key                  = "gcpsm:${google_secret_manager_secret.continual_counts_noise_key.id}/versions/${var.noise_key_versions.continual_counts}"
     stream_id                  = coalesce(var.continual_counts.stream_id, "${var.project_id}/${var.name_prefix}/continual_counts")
     lateness                   = var.continual_counts.lateness
     ledger                     = "${module.buckets.ledger_url}/continual_counts"
@@ -272,7 +274,7 @@ module "pmwg_queries_job" {
     query_avro         = var.pmwg_queries.query_avro
     output_avro        = var.pmwg_queries.output_avro
     dead_letter_avro   = var.pmwg_queries.dead_letter_avro
-    noise_key          = "gcpsm:${google_secret_manager_secret.pmwg_queries_noise_key[0].id}/versions/latest"
+    noise_key          = "gcpsm:${google_secret_manager_secret.pmwg_queries_noise_key[0].id}/versions/${var.noise_key_versions.pmwg_queries}"
     stream_id          = coalesce(var.pmwg_queries.stream_id, "${var.project_id}/${var.name_prefix}/pmwg_queries")
     ledger             = "${module.buckets.ledger_url}/pmwg_queries"
     resume             = var.pmwg_queries.resume == null ? null : tostring(var.pmwg_queries.resume)

@@ -303,3 +303,17 @@ variable "pmwg_queries" {
     error_message = "pmwg_queries.output_avro and dead_letter_avro must be null or gs:// paths."
   }
 }
+
+variable "noise_key_versions" {
+  type = object({
+    continual_counts = optional(number, 1)
+    pmwg_queries     = optional(number, 1)
+  })
+  default     = {}
+  description = "The Secret Manager version number of each job's noise key (the version you added with gcloud secrets versions add). Pinned: an alias such as latest could resolve to another key on a restarted worker, which would draw other noise at the same addresses. Keep it for the stream's lifetime."
+
+  validation {
+    condition     = alltrue([for v in values(var.noise_key_versions) : v >= 1 && floor(v) == v])
+    error_message = "noise_key_versions must be positive integers."
+  }
+}
