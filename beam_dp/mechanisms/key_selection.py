@@ -125,7 +125,7 @@ class _SelectionParams:
     max_partitions: int = 1
 
     def __post_init__(self):
-        owner = type(self).__name__
+        owner = next(c.__name__ for c in type(self).__mro__ if not c.__name__.startswith('_'))
         _check(owner, self.epsilon, self.delta, self.max_partitions)
         for scale, kind in self.noise_scales():
             check_noise_scale(owner, scale, 'raise epsilon or lower max_partitions (in a '
