@@ -224,7 +224,9 @@ class GaussianThresholdSelection(_SelectionParams):
         return self.max_partitions / (2 * rho)          # ρ = Δ₂²/(2σ²), Δ₂² = k.
 
     def noise_scales(self) -> Tuple[Tuple[float, str], ...]:
-        return ((self.sigma2, 'gaussian'),)
+        rho = rho_for_epsilon_delta(self.epsilon, self.delta / 2)
+        # ρ underflows to 0 for a tiny ε: σ² is then infinite (refused, not a ZeroDivisionError).
+        return ((self.max_partitions / (2 * rho) if rho > 0 else math.inf, 'gaussian'),)
 
     def _tail(self, m: int) -> float:
         return _dgauss_tail(float(as_rational_up(self.sigma2)), int(m))
