@@ -172,3 +172,21 @@ def test_private_keys_release_with_a_large_epsilon():
         rows, state = shard.release_step(state, {'k': ((3,), 3)} if step < 2 else {}, rng)
         out.append(rows)
     assert any(out)                         # ε = 700 selects a key with 3 units at once
+
+
+@pytest.mark.parametrize('budget,upper,picked', [
+    (PrivacyBudget(epsilon=1.0, delta=1e-6), 100.0, 'balanced_tree'),
+    (PrivacyBudget(epsilon=1.0, delta=1e-6), 1e13, 'blt'),
+    (PrivacyBudget(rho=0.5), 2000.0, 'blt'),
+    (PrivacyBudget(rho=0.5), 1e13, 'blt'),
+])
+def test_auto_picks_among_the_counters_that_can_run(budget, upper, picked):
+    """``mechanism='auto'`` skips a candidate whose noise is outside the samplers' range
+    instead of refusing the whole configuration (on 5367f6d a Gaussian candidate's refusal
+    refused every (ε, δ) sum over a known horizon, even upper=100)."""
+    d = KeyedReleaseDriver('sum', budget, EventLevel(), StepClock(0, 60 * 10 ** 6, 0, 99),
+                           layout=KeyLayout.of(['a']), upper=upper)
+    assert d.mechanism_name.startswith(picked)
+    released, _ = d.release_step(0, d.init_shard(0), [(np.array([0]), np.array([d.to_units(upper)]))],
+                                 noise.seeded(2))
+    assert np.isfinite(released).all()
