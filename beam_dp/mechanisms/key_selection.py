@@ -212,7 +212,7 @@ def _dgauss_tail(s2: float, m: int) -> float:
     radius = int(40 * math.sqrt(s2)) + 10
     y = np.arange(-radius, radius + 1)
     w = np.exp(-y.astype(float) ** 2 / (2 * s2))
-    return float(w[y >= m].sum() / w.sum())
+    return min(1.0, float(w[y >= m].sum() / w.sum()))     # float sums may exceed 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,6 +35,8 @@ from beam_dp.drivers.segmented import reference_releases
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.dynamic import FullyDynamicCounter
 from beam_dp.mechanisms.dynamic import TwoStreamCounter
+from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
+from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
@@ -211,3 +213,31 @@ def test_the_edges_of_the_selection_range(epsilon):
             build()
         return
     _drive_keyed(build(), 0)
+
+
+def test_every_accepted_static_selection_selects():
+    """``SelectKeys``' rules (truncated geometric, Laplace threshold) over the same ε range and
+    k keys per unit: constructed, or refused with InvalidParamsError. The Gaussian threshold is
+    pinned in test_scale_limits.py instead: its threshold sums ~80σ terms per tail value (about
+    2 s at ε/k = 1, minutes below 10^-3), too slow to draw here."""
+    outcomes = {'accepted': 0, 'refused': 0}
+
+    @given(epsilon=_PRIVACY, delta=st.sampled_from([1e-12, 1e-6, 0.1]),
+           k=st.sampled_from([1, 3, 1000]),
+           rule=st.sampled_from([TruncatedGeometricSelection, LaplaceThresholdSelection]),
+           seed=st.integers(0, 2 ** 16))
+    @settings(_SETTINGS, max_examples=200)
+    def check(epsilon, delta, k, rule, seed):
+        try:
+            selection = rule(epsilon=epsilon, delta=delta, max_partitions=k)
+        except InvalidParamsError:
+            outcomes['refused'] += 1
+            return
+        outcomes['accepted'] += 1
+        rng = noise.seeded(seed)
+        for n in (0, 1, 2, 50):
+            assert 0.0 <= selection.selection_probability(n) <= 1.0
+            selection.select(n, rng.derive(n))
+
+    check()
+    assert outcomes['accepted'] >= 100 and outcomes['refused'] >= 3, outcomes
