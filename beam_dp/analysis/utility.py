@@ -32,10 +32,12 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms import blt_optimize
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
+from beam_dp.mechanisms.balanced_tree import balanced_best_k
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
+from beam_dp.mechanisms.kary_tree import best_k
 from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
 
@@ -160,12 +162,14 @@ def _candidates(horizon, epsilon, rho, common, design_horizon):
                 out.append((f'unbounded_tree[k={unbounded.k}]', notion, UnboundedTreeCounter,
                             dict(base, k=unbounded.k)))
         if horizon is not None:
-            kary = KaryTreeCounter(horizon=horizon, **base)
-            out.append((f'kary_tree[k={kary.k}]', notion, KaryTreeCounter,
-                        dict(base, horizon=horizon, k=kary.k)))
-            balanced = BalancedTreeCounter(horizon=horizon, **base)
-            out.append((f'balanced_tree[k={balanced.k}]', notion, BalancedTreeCounter,
-                        dict(base, horizon=horizon, k=balanced.k)))
+            # The default k of each (a function of the horizon and the notion only): building
+            # the counter here would raise for a noise outside the samplers' range.
+            k = best_k(horizon)
+            out.append((f'kary_tree[k={k}]', notion, KaryTreeCounter,
+                        dict(base, horizon=horizon, k=k)))
+            k = balanced_best_k(horizon, notion == 'zcdp')
+            out.append((f'balanced_tree[k={k}]', notion, BalancedTreeCounter,
+                        dict(base, horizon=horizon, k=k)))
         if notion == 'zcdp':
             blt = dict(base, horizon=horizon)
             if horizon is None:
@@ -179,7 +183,9 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
                    l2_sensitivity: Optional[float] = None,
                    evaluation_horizon: Optional[int] = None,
                    objective: str = 'rmse') -> ErrorReport:
-    """Expected per-step error (per bin) of every available counter, and the best one.
+    """Expected per-step error (per bin) of every available counter, and the best one. A
+    counter that refuses these parameters (e.g. a noise outside the exact samplers' range,
+    ``beam_dp.noise.noise_scale_problem``) is not available; if none is, its error is raised.
 
     Args:
       budget: the budget the counter may spend (``PrivacyBudget``).
@@ -206,11 +212,16 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
     epsilon, rho = _privacy_args(budget)
     common = dict(l1_sensitivity=l1_sensitivity, l2_sensitivity=l2_sensitivity,
                   dimension=dimension)
-    estimates, curves = [], {}
+    estimates, curves, refused = [], {}, []
     for name, notion, kind, kwargs in _candidates(horizon, epsilon, rho, common, steps):
         if notion == 'pure':
             kwargs = {k: val for k, val in kwargs.items() if k != 'l2_sensitivity'}
-        variances = counter_variances(kind(**kwargs), steps)
+        try:
+            counter = kind(**kwargs)
+        except InvalidParamsError as e:       # e.g. its noise is outside the samplers' range:
+            refused.append(e)                 # not available for these parameters (issue 21)
+            continue
+        variances = counter_variances(counter, steps)
         label = f'{name}' if notion == 'zcdp' or rho is None else f'{name} (pure)'
         curves[label] = variances
         estimates.append(CounterEstimate(label, notion, math.sqrt(float(np.mean(variances))),
@@ -224,7 +235,10 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
                                          math.sqrt(float(np.max(ref))), False))
     key = (lambda e: e.rmse) if objective == 'rmse' else (lambda e: e.max_std)
     estimates.sort(key=key)
-    chosen = min((e for e in estimates if e.runnable), key=key)
+    runnable = [e for e in estimates if e.runnable]
+    if not runnable:
+        raise refused[0]
+    chosen = min(runnable, key=key)
     return ErrorReport(budget, horizon, steps, objective, tuple(estimates), chosen, curves)
 
 

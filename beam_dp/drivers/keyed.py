@@ -153,8 +153,11 @@ class KeyedReleaseDriver:
         object.__setattr__(self, '_base_counter', counter_choice.choose_counter(
             self.mechanism, self.estimator, self.budget, self.horizon, self.horizon_steps,
             l1, l2, self.bins_per_key, participation))
-        # Build once: this validates the counter parameters at construction too.
+        # Build once: this validates the counter parameters at construction too, and the
+        # selection's noise scale for this unit's k keys.
         self.counter(1)
+        if self.private_keys is not None:
+            self.private_keys.selection(self.privacy_unit.max_keys)
 
     # -- records ----------------------------------------------------------------------------------
 

@@ -71,7 +71,9 @@ class PrivateKeys:
       num_shards: how many stateful shards the (unknown) keys are hashed into (step transforms).
 
     Raises:
-      InvalidParamsError: on a bad parameter.
+      InvalidParamsError: on a bad parameter, or a selection noise scale 2k/ε outside the exact
+        samplers' range (``beam_dp.noise.noise_scale_problem``; a user-level release checks it
+        again for its k = ``max_keys``).
     """
     budget: PrivacyBudget
     num_shards: int = 8
@@ -85,6 +87,7 @@ class PrivateKeys:
             raise InvalidParamsError(f'{owner}: budget must have epsilon > 0 and delta > 0 '
                                      f'(selection is (epsilon, delta)-DP), got {self.budget}.')
         v.check_positive_int(owner, 'num_shards', self.num_shards)
+        self.selection(1)           # its noise scale, checked at construction (issue 21)
 
     def selection(self, max_keys_per_unit: int = 1) -> ContinualKeySelection:
         return _selection(self.budget.epsilon, self.budget.delta, max_keys_per_unit)

@@ -1,5 +1,8 @@
-"""The privacy fields shared by the counters added with issue 14 (k-ary tree, per-step noise):
-a keyword-only frozen dataclass base, validated by ``check_counter_privacy``."""
+"""The privacy fields shared by the counters added with issue 14 (k-ary tree, per-step noise,
+negative-digit tree): a keyword-only frozen dataclass base, validated by
+``check_counter_privacy``, whose noises are checked against the samplers' range by
+``check_noise_scales`` (``_dyadic.check_node_noise``: the one rule,
+``beam_dp.noise.noise_scale_problem``)."""
 
 import dataclasses
 from typing import Optional, Tuple
@@ -39,6 +42,16 @@ class CounterPrivacy:
         v.check_positive_int(owner, 'horizon', self.horizon)
         self.check_counter_privacy()
         v.check_choice(owner, choice, getattr(self, choice), choices)
+
+    def noises(self) -> Tuple[_dyadic.NodeNoise, ...]:
+        """Every distinct noise the counter draws (what ``check_noise_scales`` checks)."""
+        raise NotImplementedError
+
+    def check_noise_scales(self) -> None:
+        """InvalidParamsError at construction if a noise the counter draws is outside the
+        exact samplers' range, naming the parameters to change (``_dyadic.check_node_noise``)."""
+        for noise in self.noises():
+            _dyadic.check_node_noise(type(self).__name__, noise)
 
     def next_step(self, t_done: int, value) -> Tuple[int, np.ndarray]:
         """(t, value as a d-vector of int64) for the step after ``t_done`` steps, or

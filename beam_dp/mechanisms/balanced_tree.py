@@ -175,8 +175,10 @@ class BalancedTreeCounter(CounterPrivacy):
         if not 3 <= self.k <= _MAX_K or self.k % 2 == 0:
             raise InvalidParamsError(f'{owner}: k must be odd and in [3, {_MAX_K}], got '
                                      f'{self.k}.')
-        for noise in self.level_noise:
-            _dyadic.check_node_noise(owner, noise)
+        self.check_noise_scales()
+
+    def noises(self) -> Tuple[_dyadic.NodeNoise, ...]:
+        return self.level_noise
 
     @property
     def levels(self) -> int:

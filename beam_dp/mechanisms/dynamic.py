@@ -200,6 +200,7 @@ class FullyDynamicCounter(SegmentedParams):
         if self.debug is not None and not isinstance(self.debug, NoiseFreeDebug):
             v._fail(owner, f'debug must be a NoiseFreeDebug or None, got {self.debug!r}.')
         self.partitioner
+        self.node_mechanism(1)          # validates the first node's noise scales
 
     @property
     def epsilon_tree(self) -> float:

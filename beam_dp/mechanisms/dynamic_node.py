@@ -36,6 +36,7 @@ from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.noise import RandomSource
 from beam_dp.noise import discrete_laplace
 from beam_dp.noise.samplers import as_rational_up
+from beam_dp.noise.samplers import check_noise_scale
 
 __all__ = [
     'NOISE_FREE_ACKNOWLEDGEMENT',
@@ -167,6 +168,10 @@ class NodeMechanism:
                                                              allow_zero=False))
         object.__setattr__(self, 'dimension', v.check_positive_int(owner, 'dimension',
                                                                    self.dimension))
+        if self.debug is None:
+            # Round 1's noises (round r's scales grow as r²: see the issue-21 notes).
+            check_noise_scale(owner, 1 / self.round_epsilon(1), 'raise epsilon')
+            self._counter(1, self.dimension)
 
     def privacy_cost(self) -> PrivacyCost:
         if self.debug is not None:

@@ -85,7 +85,8 @@ class KaryTreeCounter(CounterPrivacy):
       estimator: 'variance_reduced' (default) or 'textbook' (exact integer sums of raw nodes).
 
     Raises:
-      InvalidParamsError: on a bad parameter, with the argument named.
+      InvalidParamsError: on a bad parameter, with the argument named, or a node noise outside
+        the exact samplers' range (``beam_dp.noise.noise_scale_problem``).
     """
     horizon: int
     k: Optional[int] = None
@@ -99,6 +100,10 @@ class KaryTreeCounter(CounterPrivacy):
         v.check_positive_int(owner, 'k', self.k)
         if not 2 <= self.k <= _MAX_K:
             raise InvalidParamsError(f'{owner}: k must be in [2, {_MAX_K}], got {self.k}.')
+        self.check_noise_scales()
+
+    def noises(self) -> Tuple[_dyadic.NodeNoise, ...]:
+        return (self.node_noise,)
 
     @property
     def levels(self) -> int:

@@ -41,7 +41,6 @@ from mpmath.libmp import libmpi
 
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
-from beam_dp.accounting import basel_weight
 from beam_dp.accounting import epsilon_from_rho
 from beam_dp.accounting import rho_for_epsilon_delta
 from beam_dp.errors import InvalidParamsError
@@ -52,8 +51,10 @@ from beam_dp.noise.geometric import bernoulli_dlap_tail
 from beam_dp.noise.geometric import bernoulli_from_enclosure
 from beam_dp.noise.geometric import dlap_tail
 from beam_dp.noise.geometric import geometric_dlap_tail
+from beam_dp.noise.geometric import log_dlap_tail
 from beam_dp.noise.samplers import bernoulli_exp
 from beam_dp.noise.samplers import as_rational_up
+from beam_dp.noise.samplers import check_noise_scale
 
 __all__ = [
     'ContinualKeySelection',
@@ -68,7 +69,12 @@ __all__ = [
 #: ``advance_lazy``: gaps below this are tested step by step (q_t is not small there, a
 #: selection is near); the skip-ahead sampler caps a skip at ``_SKIP_LIMIT`` steps.
 _SKIP_MIN_GAP = 4
+#: ... unless q_t is below 2**-64 even there (a per-key ε' above ~29: the gap-3 test then
+#: almost never succeeds, and testing step by step would walk an idle key through every step):
+#: such a gap ≥ 1 is skipped ahead too (the thinning is exact for every gap ≥ 1).
+_LOG_SMALL_Q = -64 * math.log(2.0)
 _SKIP_LIMIT = 1 << 40
+_LOG2 = math.log(2.0)
 
 
 def _check(owner, epsilon, delta, max_partitions):
@@ -77,14 +83,37 @@ def _check(owner, epsilon, delta, max_partitions):
     v.check_positive_int(owner, 'max_partitions', max_partitions)
 
 
-def dlap_threshold(scale: float, target: float) -> int:
-    """The smallest integer m ≥ 1 with P[DLap(scale) ≥ m] ≤ target (public, float)."""
+def dlap_threshold(scale: float, target: Optional[float] = None,
+                   log_target: Optional[float] = None) -> int:
+    """The smallest integer m ≥ 1 with P[DLap(scale) ≥ m] ≤ target (public, float).
+
+    Give ``target`` or its logarithm ``log_target``: in log space a target below the float
+    range (a large per-key ε makes δ_f = δ/(k(1 + e^ε')) underflow) still has its threshold,
+    and nothing overflows for any ε (issue 21)."""
+    if log_target is None:
+        log_target = math.log(target)
     b = float(as_rational_up(scale))
-    a = math.exp(-1.0 / b)
-    m = max(1, math.ceil(b * (math.log(1 / target) - math.log1p(a))))
-    while dlap_tail(scale, m) > target * (1 - 1e-9):
+    log1p_a = math.log1p(math.exp(-1.0 / b))
+    m = max(1, math.ceil(b * (-log_target - log1p_a)))
+    while log_dlap_tail(scale, m) > log_target + _LOG_SLACK:
         m += 1
     return m
+
+
+#: ln(1 - 1e-9): the relative slack of ``dlap_threshold``'s comparison (float rounding).
+_LOG_SLACK = math.log1p(-1e-9)
+
+
+def _log1p_exp(x: float) -> float:
+    """ln(1 + e^x) without overflow."""
+    return x + math.log1p(math.exp(-x)) if x > 0 else math.log1p(math.exp(x))
+
+
+def _log_basel_weight(j: int) -> float:
+    """ln(6/(π² j²)) (``basel_weight`` in log space: no underflow for any step)."""
+    if j < 1:
+        raise ValueError(f'basel_weight: j must be >= 1, got {j}.')
+    return math.log(6.0 / math.pi ** 2) - 2.0 * math.log(j)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +125,17 @@ class _SelectionParams:
     max_partitions: int = 1
 
     def __post_init__(self):
-        _check(type(self).__name__, self.epsilon, self.delta, self.max_partitions)
+        owner = next(c.__name__ for c in type(self).__mro__ if not c.__name__.startswith('_'))
+        _check(owner, self.epsilon, self.delta, self.max_partitions)
+        for scale, kind in self.noise_scales():
+            check_noise_scale(owner, scale, 'raise epsilon or lower max_partitions (in a '
+                              'transform: raise the selection budget, or lower the privacy '
+                              "unit's max_keys_per_unit)", kind)
+
+    def noise_scales(self) -> Tuple[Tuple[float, str], ...]:
+        """(scale, kind) of every noise the selection draws: checked at construction against
+        the exact samplers' range (``beam_dp.noise.noise_scale_problem``)."""
+        return ()
 
     def privacy_cost(self) -> PrivacyCost:
         return PrivacyCost(epsilon=self.epsilon, delta=self.delta)
@@ -109,7 +148,10 @@ class TruncatedGeometricSelection(_SelectionParams):
         eps, delta = self.epsilon / self.max_partitions, self.delta / self.max_partitions
         pi = 0.0
         for _ in range(int(n)):
-            pi = min(math.exp(eps) * pi + delta, 1 - math.exp(-eps) * (1 - pi - delta), 1.0)
+            # e^ε·π without overflow: once it would exceed 1 the min is the other term.
+            log_grown = eps + math.log(pi) if pi > 0 else -math.inf
+            grown = math.exp(log_grown) if log_grown < 1.0 else math.e
+            pi = min(grown + delta, 1 - math.exp(-eps) * (1 - pi - delta), 1.0)
         return pi
 
     def _enclosure(self, n: int, prec: int):
@@ -149,6 +191,9 @@ class LaplaceThresholdSelection(_SelectionParams):
     def scale(self) -> float:
         return self.max_partitions / self.epsilon
 
+    def noise_scales(self) -> Tuple[Tuple[float, str], ...]:
+        return ((self.scale, 'laplace'),)
+
     @property
     def threshold(self) -> int:
         # P[1 + Y ≥ τ] = P[Y ≥ τ - 1] ≤ δ/k.
@@ -167,7 +212,7 @@ def _dgauss_tail(s2: float, m: int) -> float:
     radius = int(40 * math.sqrt(s2)) + 10
     y = np.arange(-radius, radius + 1)
     w = np.exp(-y.astype(float) ** 2 / (2 * s2))
-    return float(w[y >= m].sum() / w.sum())
+    return min(1.0, float(w[y >= m].sum() / w.sum()))     # float sums may exceed 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +222,11 @@ class GaussianThresholdSelection(_SelectionParams):
     def sigma2(self) -> float:
         rho = rho_for_epsilon_delta(self.epsilon, self.delta / 2)
         return self.max_partitions / (2 * rho)          # ρ = Δ₂²/(2σ²), Δ₂² = k.
+
+    def noise_scales(self) -> Tuple[Tuple[float, str], ...]:
+        rho = rho_for_epsilon_delta(self.epsilon, self.delta / 2)
+        # ρ underflows to 0 for a tiny ε: σ² is then infinite (refused, not a ZeroDivisionError).
+        return ((self.max_partitions / (2 * rho) if rho > 0 else math.inf, 'gaussian'),)
 
     def _tail(self, m: int) -> float:
         return _dgauss_tail(float(as_rational_up(self.sigma2)), int(m))
@@ -228,22 +278,33 @@ class ContinualKeySelection(_SelectionParams):
         return self.epsilon / self.max_partitions
 
     @property
+    def log_failure_probability(self) -> float:
+        """ln δ_f = ln δ - ln k - ln(1 + e^ε') (log space: finite for every ε)."""
+        return (math.log(self.delta) - math.log(self.max_partitions)
+                - _log1p_exp(self.key_epsilon))
+
+    @property
     def failure_probability(self) -> float:
-        """δ_f: the bound on P[a key whose count stays ≤ 1 is ever selected]."""
-        return self.delta / (self.max_partitions * (1 + math.exp(self.key_epsilon)))
+        """δ_f: the bound on P[a key whose count stays ≤ 1 is ever selected] (0.0 once it is
+        below the float range: the thresholds use ``log_failure_probability``)."""
+        return math.exp(self.log_failure_probability)
 
     @property
     def scale(self) -> float:
         return 2 / self.key_epsilon
 
+    def noise_scales(self) -> Tuple[Tuple[float, str], ...]:
+        return ((self.scale, 'laplace'),)
+
     @property
     def noise_floor(self) -> int:
         """z0 with P[Z ≤ -z0] ≤ δ_f/2."""
-        return dlap_threshold(self.scale, self.failure_probability / 2)
+        return dlap_threshold(self.scale, log_target=self.log_failure_probability - _LOG2)
 
     def threshold(self, step: int) -> int:
         """τ_t on the global step clock (public)."""
-        m_t = dlap_threshold(self.scale, self.failure_probability / 2 * basel_weight(step))
+        m_t = dlap_threshold(self.scale, log_target=(self.log_failure_probability - _LOG2
+                                                     + _log_basel_weight(step)))
         return self.noise_floor + m_t - 1
 
     def init_state(self, first_step: int = 1) -> KeySelectionState:
@@ -359,7 +420,7 @@ class ContinualKeySelection(_SelectionParams):
 
     def _draw_due(self, t0: int, count: int, noise: int, rng: RandomSource):
         g0 = self._gap(t0, count, noise)
-        if g0 < _SKIP_MIN_GAP:
+        if g0 < 1 or (g0 < _SKIP_MIN_GAP and log_dlap_tail(self.scale, g0) > _LOG_SMALL_Q):
             return (t0, 'test', None)
         skip = geometric_dlap_tail(rng.derive('key-skip', t0), self.scale, g0, _SKIP_LIMIT)
         return (t0 + skip, 'redraw' if skip >= _SKIP_LIMIT else 'thin', g0)

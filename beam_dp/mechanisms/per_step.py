@@ -53,11 +53,16 @@ class PerStepCounter(CounterPrivacy):
       l1_sensitivity, l2_sensitivity, dimension: as ``BinaryTreeCounter``.
 
     Raises:
-      InvalidParamsError: on a bad parameter.
+      InvalidParamsError: on a bad parameter, or a noise scale outside the exact samplers'
+        range (``beam_dp.noise.noise_scale_problem``).
     """
 
     def __post_init__(self):
         self.check_counter_privacy()
+        self.check_noise_scales()
+
+    def noises(self) -> Tuple[_dyadic.NodeNoise, ...]:
+        return (self.step_noise,)
 
     @property
     def step_noise(self) -> _dyadic.NodeNoise:

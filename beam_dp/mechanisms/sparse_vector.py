@@ -34,10 +34,12 @@ from beam_dp.noise.geometric import bernoulli_dlap_tail
 from beam_dp.noise.geometric import dlap_tail
 from beam_dp.noise.geometric import geometric_dlap_tail
 from beam_dp.noise.samplers import as_rational_up
+from beam_dp.noise.samplers import check_noise_scale
 
 __all__ = [
     'SparseVector',
     'SparseVectorState',
+    'check_svt_scales',
     'svt_noise_scales',
 ]
 
@@ -46,6 +48,13 @@ def svt_noise_scales(epsilon: float, monotone: bool = False) -> Tuple[Fraction, 
     """(threshold scale 2/ε, query scale 4/ε or 2/ε), rounded up exactly as the samplers do."""
     query = 2.0 / epsilon if monotone else 4.0 / epsilon
     return as_rational_up(2.0 / epsilon), as_rational_up(query)
+
+
+def check_svt_scales(owner: str, epsilon: float, monotone: bool = False) -> None:
+    """InvalidParamsError at construction unless both SVT noises (2/ε, and 4/ε or 2/ε) are in
+    the exact samplers' range (``beam_dp.noise.noise_scale_problem``)."""
+    for scale in (2.0 / epsilon, 2.0 / epsilon if monotone else 4.0 / epsilon):
+        check_noise_scale(owner, scale, 'raise epsilon')
 
 
 def halting_gap(noisy_threshold: int, count: int) -> int:
@@ -86,6 +95,7 @@ class SparseVector:
         object.__setattr__(self, 'threshold', threshold)
         if not isinstance(self.monotone, bool):
             v._fail(owner, f'monotone must be a bool, got {self.monotone!r}.')
+        check_svt_scales(owner, self.epsilon, self.monotone)
 
     @property
     def threshold_scale(self) -> Fraction:

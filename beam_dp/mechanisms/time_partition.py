@@ -51,6 +51,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms.sparse_vector import SparseVector
 from beam_dp.mechanisms.sparse_vector import halting_gap
+from beam_dp.mechanisms.sparse_vector import check_svt_scales
 from beam_dp.mechanisms.sparse_vector import svt_noise_scales
 from beam_dp.noise import RandomSource
 from beam_dp.noise.geometric import bernoulli_dlap_tail
@@ -131,6 +132,7 @@ class TimePartitioner:
         for name in ('monotone', 'skip_ahead'):
             if not isinstance(getattr(self, name), bool):
                 v._fail(owner, f'{name} must be a bool, got {getattr(self, name)!r}.')
+        check_svt_scales(owner, self.epsilon, self.monotone)
 
     # --- Public schedule: functions of (j, t_{j-1}) only. -------------------------------------
 

@@ -18,6 +18,8 @@ from beam_dp.noise.samplers import bernoulli_exp
 from beam_dp.noise.samplers import check_noise_scale
 from beam_dp.noise.samplers import discrete_gaussian
 from beam_dp.noise.samplers import discrete_laplace
+from beam_dp.noise.samplers import noise_scale_problem
+from beam_dp.noise.samplers import samplable
 from beam_dp.noise.samplers import uniform_below
 from beam_dp.noise.secret_key import NoiseKeyRef
 from beam_dp.noise.sources import check_runner
@@ -43,7 +45,9 @@ __all__ = [
     'discrete_laplace_variance',
     'encode_address',
     'l2_laplace',
+    'noise_scale_problem',
     'noise_source',
+    'samplable',
     'secure_rng',
     'seeded',
     'uniform_below',

@@ -14,7 +14,7 @@ import fractions
 import functools
 import math
 import numbers
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -23,12 +23,15 @@ from beam_dp.noise.rng import RandomSource
 
 __all__ = [
     'MAX_SCALE',
+    'NOISE_KINDS',
     'SCALE_GRID_BITS',
     'as_rational_up',
     'bernoulli_exp',
     'check_noise_scale',
     'discrete_gaussian',
     'discrete_laplace',
+    'noise_scale_problem',
+    'samplable',
     'uniform_below',
 ]
 
@@ -61,22 +64,52 @@ def as_rational_up(x: Rational, name: str = 'scale', cap: bool = True) -> fracti
     return frac
 
 
+#: The noise kinds ``noise_scale_problem`` knows: the discrete Laplace scale b, the discrete
+#: Gaussian variance parameter σ².
+NOISE_KINDS = ('laplace', 'gaussian')
+
+
+def noise_scale_problem(scale, kind: str = 'laplace') -> Optional[str]:
+    """Why the exact samplers cannot draw noise with this parameter, or None if they can.
+
+    THE rule every mechanism's construction-time check derives from (``check_noise_scale``,
+    ``samplable``): ``discrete_laplace`` takes a scale b and ``discrete_gaussian`` a variance
+    parameter σ² that is a positive finite real at most ``MAX_SCALE`` = 2**40 (their numpy
+    paths work in int64 on b or σ² times 2**SCALE_GRID_BITS); a positive value below the grid
+    2**-SCALE_GRID_BITS is rounded up to it (more noise, never less), so there is no lower
+    limit. Both are in the units the noise is added in (grid units for sums).
+    """
+    if kind not in NOISE_KINDS:
+        raise ValueError(f'kind must be one of {NOISE_KINDS}, got {kind!r}.')
+    what = 'discrete Gaussian variance sigma2' if kind == 'gaussian' else 'discrete Laplace scale'
+    if (isinstance(scale, bool) or not isinstance(scale, (numbers.Rational, float))
+            or not math.isfinite(scale) or not scale > 0):     # what as_rational_up takes
+        return f'the {what} must be positive and finite, got {scale!r}'
+    if scale > MAX_SCALE:
+        return (f'the {what} {float(scale):.4g} exceeds the exact samplers\' range '
+                f'(2**40 = {MAX_SCALE:.4g})')
+    return None
+
+
+def samplable(scale, kind: str = 'laplace') -> bool:
+    """Whether ``discrete_laplace`` (kind 'laplace': scale b) or ``discrete_gaussian`` (kind
+    'gaussian': σ²) draws with this parameter (``noise_scale_problem`` is None)."""
+    return noise_scale_problem(scale, kind) is None
+
+
 def check_noise_scale(owner: str, scale: float, change: str, kind: str = 'laplace') -> None:
     """Raises InvalidParamsError at construction if a noise parameter is outside the samplers'
-    range, naming what to change; mechanisms call it where they compute a scale.
+    range (``noise_scale_problem``), naming what to change; mechanisms call it where they
+    compute a scale.
 
     Args:
       owner: the class (or transform) in the message.
       scale: the discrete Laplace scale b, or the discrete Gaussian σ² (``kind='gaussian'``).
       change: the parameters that set it, e.g. "lower l1_sensitivity or raise epsilon".
     """
-    what = 'discrete Gaussian variance sigma2' if kind == 'gaussian' else 'discrete Laplace scale'
-    if not (isinstance(scale, numbers.Real) and math.isfinite(scale) and scale > 0):
-        raise InvalidParamsError(f'{owner}: the {what} must be positive and finite, got '
-                                 f'{scale!r}; {change}.')
-    if scale > MAX_SCALE:
-        raise InvalidParamsError(f'{owner}: the {what} {float(scale):.4g} exceeds the exact '
-                                 f'samplers\' range (2**40 = {MAX_SCALE:.4g}); {change}.')
+    problem = noise_scale_problem(scale, kind)
+    if problem is not None:
+        raise InvalidParamsError(f'{owner}: {problem}; {change}.')
 
 
 def _bit_length(x: np.ndarray) -> np.ndarray:

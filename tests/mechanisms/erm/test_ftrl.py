@@ -165,14 +165,18 @@ def _l1():
                                     dimension=650)), 'horizon'),
     (dict(horizon=None, counter=BinaryTreeCounter(horizon=64, epsilon=1.0, l1_sensitivity=1e5,
                                                   dimension=650)), 'infinite-horizon'),
-    (dict(epsilon=1e-9, counter=PerStepCounter(epsilon=1e-9, l1_sensitivity=9e3,
-                                               dimension=650)), 'exact samplers'),
     (dict(counter='auto'), 'continual counter'),
 ])
 def test_bad_parameters_are_refused_by_name(kwargs, says):
     params = dict(loss=SOFTMAX, records_per_block=64, feature_dim=D_X, epsilon=1.0, horizon=8)
     with pytest.raises(InvalidParamsError, match=says):
         DPFTRL(**{**params, **kwargs})
+
+
+def test_a_counter_outside_the_samplers_range_is_refused_when_built():
+    """Issue 21: the counter refuses its own unsamplable noise scale (before DPFTRL sees it)."""
+    with pytest.raises(InvalidParamsError, match='exact samplers'):
+        PerStepCounter(epsilon=1e-9, l1_sensitivity=9e3, dimension=650)
 
 
 def test_unbounded_horizon_runs_on_an_infinite_horizon_counter():
