@@ -109,6 +109,16 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
         raise InvalidParamsError(f"{_OWNER}: estimator applies to the tree mechanisms, not to "
                                  f"mechanism={mechanism!r}.")
     common = dict(l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
+    if (not budget.is_zcdp and budget.delta > 0 and mechanism not in ('auto', 'blt')) or (
+            mechanism == 'auto' and estimator is not None and not budget.is_zcdp
+            and budget.delta > 0):
+        what = f'mechanism={mechanism!r}' + (f' with estimator={estimator!r}' if estimator
+                                              else '')
+        raise InvalidParamsError(
+            f"{_OWNER}: {what} is pure epsilon-DP and would not spend delta={budget.delta:g} "
+            f"(the releases would claim a delta the accountant never recorded): give "
+            f"PrivacyBudget(epsilon={budget.epsilon:g}), or mechanism='auto' / 'blt', which turn "
+            f"delta into Gaussian noise where that is better.")
     if mechanism == 'auto' and estimator is not None:                   # the old trees
         if horizon_steps is not None:
             return BinaryTreeCounter(horizon=horizon_steps, estimator=estimator, **common,

@@ -314,9 +314,13 @@ class KeyedReleaseDriver:
     def release_metadata(self) -> Dict[str, object]:
         """The privacy fields of every ``Release`` of this transform (public)."""
         if self.private_keys is None:
+            cost = self.release_cost()
+            if cost.is_zcdp:    # ρ, checked as the budget's (ε, δ) through the CKS conversion
+                epsilon, delta = self.budget.epsilon or 0.0, self.budget.delta
+            else:               # exactly what the accountant records (a pure counter: δ = 0)
+                epsilon, delta = cost.epsilon, cost.delta
             return dict(metric=self.metric, mechanism=self.mechanism_name,
-                        epsilon=float(self.budget.epsilon or 0.0),
-                        delta=float(self.budget.delta), rho=self._release_rho(),
+                        epsilon=float(epsilon), delta=float(delta), rho=self._release_rho(),
                         privacy_unit=self.privacy_unit.describe())
         selection = self.private_keys.budget
         if self.budget.is_zcdp:                 # selection's (ε, δ) and the release's ρ

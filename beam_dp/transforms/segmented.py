@@ -240,9 +240,12 @@ class SegmentedPerKey(shell.ShellTransform):
                 public_keys = list(KeyLayout.of(list(public_keys)).keys)
         if not isinstance(budget, PrivacyBudget):
             raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got {budget!r}.')
-        if budget.is_zcdp:
-            raise InvalidParamsError(f'{owner}: budget must be a pure epsilon budget (the SVT '
-                                     f'partitioner is epsilon-DP), got {budget}.')
+        if budget.is_zcdp or budget.delta:
+            raise InvalidParamsError(f'{owner}: budget must be a pure epsilon budget '
+                                     f'PrivacyBudget(epsilon=...) (the SVT partitioner and the '
+                                     f'counters are epsilon-DP: a delta would not be spent), got '
+                                     f'{budget}. Private keys take their own (epsilon, delta) in '
+                                     f'PrivateKeys(budget=...).')
         if privacy_unit is not None and not isinstance(privacy_unit, EventLevel):
             raise InvalidParamsError(f'{owner}: only privacy_unit=EventLevel() is supported '
                                      f'(bound users and apply group privacy to epsilon first), '

@@ -125,8 +125,32 @@ def test_explicit_blt_under_approximate_dp_and_refused_under_pure():
     assert isinstance(forced, BLTCounter) and forced.rho == pytest.approx(RHO, rel=1e-12)
     with pytest.raises(InvalidParamsError, match='zCDP budget'):
         _choose(PrivacyBudget(epsilon=1.0), 64, mechanism='blt')
-    tree = _choose(APPROX, 64, mechanism='kary_tree')
+    # A pure counter forced under (ε, δ > 0) would not spend δ, while every release said δ and
+    # the accountant recorded δ = 0 (issue 28): refused, naming what to write.
+    for mechanism in ('kary_tree', 'binary_tree', 'balanced_tree', 'per_step', 'infinite_tree'):
+        with pytest.raises(InvalidParamsError, match=r'pure epsilon-DP and would not spend '
+                                                     r'delta=1e-06.*PrivacyBudget\(epsilon=1\)'):
+            _choose(APPROX, 64, mechanism=mechanism)
+    with pytest.raises(InvalidParamsError, match='would not spend delta'):
+        choose_counter('auto', 'textbook', APPROX, 64, 64, 1.0, 1.0, 1)
+    tree = _choose(PrivacyBudget(epsilon=1.0), 64, mechanism='kary_tree')
     assert tree.epsilon == 1.0 and tree.rho is None
+
+
+def test_every_release_reports_what_the_accountant_records():
+    """'auto' under (ε, δ) may pick a pure counter (better at these bounds): the releases then
+    say δ = 0, the cost the accountant records, not the budget's δ."""
+    from beam_dp import ContinualCountPerKey
+    acc = BudgetAccountant(APPROX)
+    t = ContinualCountPerKey(public_keys=['a'], start=0, step=60, end=60 * 8, budget=APPROX,
+                             accountant=acc, label='Short')
+    t.spend_budget()
+    meta, [entry] = t.driver.release_metadata(), acc.ledger
+    if entry.cost.is_zcdp:
+        assert (meta['delta'], meta['rho']) == (APPROX.delta, pytest.approx(entry.cost.rho))
+    else:
+        assert (meta['epsilon'], meta['delta']) == (entry.cost.epsilon, entry.cost.delta)
+        assert meta['delta'] == 0.0
 
 
 def test_transform_spends_the_gaussian_cost_on_an_epsilon_delta_accountant():
@@ -174,3 +198,13 @@ def test_release_metadata_for_every_notion_with_public_and_private_keys(budget, 
     else:
         assert meta['rho'] == 0.0 and meta['epsilon'] == pytest.approx(1.0 + sel_eps)
         assert meta['delta'] == pytest.approx(sel_delta)
+
+
+def test_the_sparse_family_refuses_a_delta_it_would_not_spend():
+    """SparseContinualCountPerKey ignored δ silently (issue 28)."""
+    from beam_dp import DynamicCountPerKey
+    from beam_dp import SparseContinualCountPerKey
+    for cls in (SparseContinualCountPerKey, DynamicCountPerKey):
+        with pytest.raises(InvalidParamsError, match='pure epsilon budget.*delta would not'):
+            cls(public_keys=['a'], start=0, step=60, end=600, budget=APPROX)
+        cls(public_keys=['a'], start=0, step=60, end=600, budget=PrivacyBudget(epsilon=1.0))
