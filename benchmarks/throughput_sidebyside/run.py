@@ -153,6 +153,7 @@ def event_stage_costs(args):
     BUNDLE = 100_000
     from beam_dp import ContinualCountPerKey, PrivacyBudget
     from beam_dp import Release
+    from beam_dp.drivers import rows
     from beam_dp.transforms import continual, continual_extract as ce, shell
     rng = np.random.default_rng(args.seed)
     names = [f'k{i:05d}' for i in range(args.keys)]
@@ -212,7 +213,7 @@ def event_stage_costs(args):
     timed('release: Release records, per-key rows + keywords (before)', before, releases)
     def after():
         for step, keys, est, sd in arrays:
-            _ = continual._releases(driver.clock, step, keys, est, sd, fields, False)
+            _ = rows.array_releases(driver.clock, step, keys, est, sd, fields, False)
     timed('release: Release tuples from the arrays (after)', after, releases)
     for name, us in costs.items():
         print(f'{name:66s} {us:6.2f} µs (CPU)')
