@@ -5,8 +5,8 @@ It holds the key layout (``beam_dp.drivers.key_layout``: public keys in shards, 
 ``PrivateKeys``), the quantisation of values
 to integer grid units, the counters and their costs, and the two shard state machines: a public
 shard (``release_public_step``) and a private-keys shard (``beam_dp.drivers.private_keys``).
-Driving it by hand (``beam_dp.testing.reference_releases`` does) gives exactly the releases of
-the Beam job under the same seed.
+Its loop drivers (``PublicShardLoop``, ``PrivateShardLoop``) are what the release loop runs;
+``beam_dp.testing.replay`` drives them exactly as the Beam job does (same releases under a seed).
 
 Design (why shards): a stateful DoFn call costs tens of microseconds, so one call per key per
 step does not scale to 10^4 keys. Public keys are laid out in ``num_shards`` shards; each shard
@@ -466,6 +466,8 @@ class PublicShardLoop:
     ``PublicShardState`` (pending partials included) in one cell, one release per step, noise
     at (label, shard, step)."""
 
+    LOOP = 'single_cell'
+
     def __init__(self, keyed: KeyedReleaseDriver):
         self.keyed = keyed
         self.clock = keyed.clock
@@ -506,6 +508,8 @@ class PublicShardLoop:
 class PrivateShardLoop:
     """``BufferedDriver`` of a private-keys shard (``PrivateKeysShard``): the shard state in
     the cell, ``PrivatePartial``s in the pending bag, noise at (label)."""
+
+    LOOP = 'buffered'
 
     def __init__(self, keyed: KeyedReleaseDriver):
         self.keyed = keyed

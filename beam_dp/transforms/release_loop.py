@@ -17,8 +17,8 @@ Two variants of the same loop:
   them from the estimate instead of walking every object.
 
 The state and timer names are part of the Dataflow update contract: a family keeps its names
-(``cell`` argument; the bag is 'pending', the flag 'finished', the timers 'release' and
-'end_of_input'). The loop classes are built once per cell name at import (so that workers
+(``cell`` and ``timer`` arguments; the bag is 'pending', the flag 'finished', the timers
+'release' (Boost: 'wake') and 'end_of_input'). The loop classes are built once per cell name at import (so that workers
 unpickle them by reference).
 
 Element: ``(loop key, payload)``, payload None for a key's seed at ``start``.
@@ -198,10 +198,22 @@ class _BufferedFn(_LoopFn):
         self._arm(release_timer, out.timer_micros)
         return self._outputs(out)
 
-    @staticmethod
-    def _end(finished, release_timer):
+    def _end(self, key, cell, pending, finished, release_timer):
+        if finished.read():
+            return ()
         finished.write(True)
         release_timer.clear()
+        end = getattr(self._driver, 'end_of_input', None)
+        if end is None:
+            return ()
+        out = end(_unwrap(cell.read()), key)
+        if out.pending is not None:
+            pending.clear()
+            for item in out.pending:
+                pending.add(item)
+        if out.state is not UNCHANGED:
+            cell.write(self._wrap(out.state))
+        return self._outputs(out)
 
 
 def _single_cell_class(cell_name: str):
@@ -234,11 +246,11 @@ def _single_cell_class(cell_name: str):
     return SingleCellLoop
 
 
-def _buffered_class(cell_name: str):
+def _buffered_class(cell_name: str, timer_name: str = 'release'):
     cell_spec = ReadModifyWriteStateSpec(cell_name, PickleCoder())
     pending_spec = BagStateSpec('pending', PickleCoder())
     finished_spec = ReadModifyWriteStateSpec('finished', BooleanCoder())
-    release_spec = TimerSpec('release', TimeDomain.WATERMARK)
+    release_spec = TimerSpec(timer_name, TimeDomain.WATERMARK)
     end_spec = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     class BufferedLoop(_BufferedFn):
@@ -264,9 +276,11 @@ def _buffered_class(cell_name: str):
             return self._release(key, fired, cell, pending, finished, release_timer)
 
         @on_timer(end_spec)
-        def end_of_input(self, finished=beam.DoFn.StateParam(finished_spec),
+        def end_of_input(self, key=beam.DoFn.KeyParam, cell=beam.DoFn.StateParam(cell_spec),
+                         pending=beam.DoFn.StateParam(pending_spec),
+                         finished=beam.DoFn.StateParam(finished_spec),
                          release_timer=beam.DoFn.TimerParam(release_spec)):
-            self._end(finished, release_timer)
+            return self._end(key, cell, pending, finished, release_timer)
 
     return BufferedLoop
 
@@ -280,8 +294,9 @@ def _named(cls, name: str):
 # One class per cell name a family uses (state names are kept across the port).
 _SINGLE_CELL = {name: _named(_single_cell_class(name), f'SingleCellLoop_{name}')
                 for name in ('shard_state',)}
-_BUFFERED = {name: _named(_buffered_class(name), f'BufferedLoop_{name}')
-             for name in ('shard_state', 'key_state', 'stream_state')}
+_BUFFERED = {(name, timer): _named(_buffered_class(name, timer), f'BufferedLoop_{name}_{timer}')
+             for name, timer in (('shard_state', 'release'), ('key_state', 'release'),
+                                 ('stream_state', 'release'), ('driver_state', 'wake'))}
 
 
 def single_cell_loop(driver, label: str, rng: noise.RandomSource, *, cell: str = 'shard_state',
@@ -292,6 +307,8 @@ def single_cell_loop(driver, label: str, rng: noise.RandomSource, *, cell: str =
 
 
 def buffered_loop(driver, label: str, rng: noise.RandomSource, *, cell: str,
-                  noise_label: Optional[str] = None) -> beam.DoFn:
-    """The buffered loop running ``driver`` (a ``BufferedDriver``): state cell ``cell``."""
-    return _BUFFERED[cell](driver, label, rng, noise_label)
+                  timer: str = 'release', noise_label: Optional[str] = None) -> beam.DoFn:
+    """The buffered loop running ``driver`` (a ``BufferedDriver``): state cell ``cell``,
+    release timer ``timer``. A driver with ``end_of_input(state, key) -> Outcome`` is called
+    when the input ends (e.g. to refuse what still waits)."""
+    return _BUFFERED[(cell, timer)](driver, label, rng, noise_label)

@@ -15,10 +15,12 @@ def test_loop_keeps_the_state_and_timer_names_of_the_update_contract():
     single = release_loop.single_cell_loop(None, 'L', None)
     assert (single.CELL.name, single.RELEASE_TIMER.name, single.END_TIMER.name) == (
         'shard_state', 'ts-release', 'ts-end_of_input')
-    for cell in ('shard_state', 'key_state', 'stream_state'):
-        fn = release_loop.buffered_loop(None, 'L', None, cell=cell)
+    for cell, timer in (('shard_state', 'release'), ('key_state', 'release'),
+                        ('stream_state', 'release'), ('driver_state', 'wake')):
+        fn = release_loop.buffered_loop(None, 'L', None, cell=cell, timer=timer)
         assert (fn.CELL.name, fn.PENDING.name, fn.FINISHED.name, fn.RELEASE_TIMER.name,
-                fn.END_TIMER.name) == (cell, 'pending', 'finished', 'ts-release', 'ts-end_of_input')
+                fn.END_TIMER.name) == (cell, 'pending', 'finished', f'ts-{timer}',
+                                       'ts-end_of_input')
 
 
 def test_noise_root_draws_at_label_then_parts():
