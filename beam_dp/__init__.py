@@ -36,6 +36,7 @@ from beam_dp.transforms import BBSchedulerQueries
 from beam_dp.transforms import BoostOutputs
 from beam_dp.transforms import BoostQueries
 from beam_dp.transforms import BoundContributions
+from beam_dp.transforms import BoundedOutputs
 from beam_dp.transforms import ContinualCountPerKey
 from beam_dp.transforms import ContinualERM
 from beam_dp.transforms import ContinualHistogramPerKey
@@ -43,6 +44,8 @@ from beam_dp.transforms import ContinualOutputs
 from beam_dp.transforms import ContinualSumPerKey
 from beam_dp.transforms import DynamicCountPerKey
 from beam_dp.transforms import ERMOutputs
+from beam_dp.transforms import GrowingDatabaseOutputs
+from beam_dp.transforms import KeySelectionOutputs
 from beam_dp.transforms import SelectKeys
 from beam_dp.transforms import SlidingWindowERM
 from beam_dp.transforms import SparseContinualCountPerKey
@@ -62,6 +65,7 @@ __all__ = [
     'BoostQueries',
     'BoostQueryRecord',
     'BoundContributions',
+    'BoundedOutputs',
     'BudgetAccountant',
     'BudgetExceededError',
     'ContinualCountPerKey',
@@ -74,10 +78,12 @@ __all__ = [
     'ERMLedgerRow',
     'ERMOutputs',
     'EventLevel',
+    'GrowingDatabaseOutputs',
     'InfiniteTreeCounter',
     'InvalidParamsError',
     'InvalidRecordError',
     'KaryTreeCounter',
+    'KeySelectionOutputs',
     'LinearQuery',
     'ModelRelease',
     'PerStepCounter',
