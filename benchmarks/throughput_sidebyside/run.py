@@ -154,7 +154,7 @@ def event_stage_costs(args):
     from beam_dp import ContinualCountPerKey, PrivacyBudget
     from beam_dp import Release
     from beam_dp.drivers import rows
-    from beam_dp.transforms import continual, continual_extract as ce, shell
+    from beam_dp.transforms import continual, continual_extract as ce
     rng = np.random.default_rng(args.seed)
     names = [f'k{i:05d}' for i in range(args.keys)]
     p = np.arange(1, args.keys + 1, dtype=np.float64) ** -1.1
@@ -190,7 +190,7 @@ def event_stage_costs(args):
     timed('entry, aggregating (after): Extract summing the bundle + merge', lambda: bundles(
         ce._ExtractAndAggregateFn(*args_fn), ce._MergePartialsFn(driver), True))
     releases = len(names) * args.steps
-    fields = shell.release_fields(driver.release_metadata())
+    fields = rows.release_fields(driver.release_metadata())
     states = [driver.init_shard(s) for s in range(driver.num_shards)]
     arrays = []
 
