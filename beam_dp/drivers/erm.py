@@ -1,13 +1,12 @@
 """The continual / sliding-window ERM driver (pure, no Beam): what a DoFn keyed by stream calls.
 
 One stream (one key in the global window) is a sequence of event-time blocks on the shared public
-``StepClock`` (block b = the clock's step b, [start + b·len, start + (b+1)·len)); ``driver.clock``
-is what the shell's ``DriverFn`` caches.
-The DoFn keeps one ``StreamState`` in a ReadModifyWrite cell and
+``StepClock`` (block b = the clock's step b, [start + b·len, start + (b+1)·len)). The release
+loop runs ``ERMLoop`` per stream: ``BlockRecord``s wait in its pending bag, the ``StreamState``
+is in its cell; 'ExtractAndValidate' parses each record with ``add`` (malformed records come
+back as (reason, record) for the dead-letter output), ``ERMLoop.fold`` dead-letters a record of
+an already-released block (late), and the loop
 
-* on each element calls ``add(state, [(timestamp_micros, x, y)])``: malformed records and
-  records of already-released blocks (late) come back as (reason, record) for the dead-letter
-  output and never enter state;
 * sets an event-time timer at ``release_time(b)`` = end of block b + allowed lateness (the
   clock's ``release_time_micros``), and when
   it fires calls ``close_through(state, b, rng, stream)``: blocks next_block..b are closed in
