@@ -3,7 +3,7 @@ applies on each timer, and the pure reference its parity tests replay.
 
 Items are ``('row', event_time_micros, attributes)`` and ``('query', event_time_micros,
 BoostQueryRecord)``. ``run_events`` adds the rows to their open blocks (a row of a sealed block
-is refused 'late' by the driver), then walks event time: each block is sealed at its end plus the
+is refused as late by the driver), then walks event time: each block is sealed at its end plus the
 allowed lateness (empty blocks included), each group of queries stamped at one instant is
 submitted together (the driver answers it in query-id order); a seal and a query group at the
 same instant: the seal first. So the outputs depend on event times only, never on bundling.
@@ -151,7 +151,7 @@ class BoostLoop:
             driver = self.drivers[dataset]
             block = (micros - driver.start_micros) // driver.block_micros
             if block < state.mech.num_blocks:
-                return Outcome(dead_letters=[Dead(_STAGE, 'late', {
+                return Outcome(dead_letters=[Dead(_STAGE, self.clock.late_reason(block), {
                     'dataset': dataset, 'attributes': payload}, micros)])
             return Outcome(keep=True)
         wake, timer = self._arm(wake, micros)

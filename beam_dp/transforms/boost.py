@@ -20,7 +20,8 @@ Wiring (labels are part of the update contract):
                               fire, events up to the fired time are applied in time order
                               (block seals before queries of the same instant, queries of one
                               instant in query-id order): the order depends on event times
-                              only, never on bundling. A row for a sealed block is 'late' and
+                              only, never on bundling. A row for a sealed block is late
+                              (``StepClock.late_reason``, the one late reason) and
                               dead-lettered (a sealed block never changes). Once the last block
                               (``end``) is sealed, or at the end of an unbounded input, the
                               queries still waiting are refused ('window_not_sealed').
@@ -255,7 +256,8 @@ class BoostQueries(shell.ShellTransform):
                 owner, 'replay_retention', replay_retention, allow_zero=False, duration=True)
             # One driver per dataset, differing only in ``dataset`` (the DoFn re-keys it).
             self._drivers = {d: BoostDriver(d, tuple(shape), mechanism, self._clock.start_micros,
-                                            self._clock.step_micros, replay, ledger_delta)
+                                            self._clock.step_micros, replay, ledger_delta,
+                                            self._clock.allowed_lateness_micros)
                              for d in self._datasets}
         self._mechanism = mechanism
         self.check_budget()

@@ -142,7 +142,7 @@ def test_streaming_late_rows_dead_lettered_and_never_change_a_sealed_block():
         qs = events | 'Qs' >> beam.FlatMap(lambda e: [e[1]] if e[0] == 'q' else [])
         _collect_all((data, qs) | transform)
     got = _collected()
-    late = [d for d in got['dead_letter'] if d.reason == 'late']
+    late = [d for d in got['dead_letter'] if d.reason.startswith('late: step ')]
     assert sorted(d.event_time_micros for d in late) == [3 * US, 15 * US]
     sizes = {b.block: b.size for b in got['blocks'] if b.dataset == 'covid'}
     assert sizes == {0: 200, 1: 200, 2: 1, 3: 0}
