@@ -4,7 +4,7 @@
 continual counter with ``algorithm='dp_ftrl'``) and
 ``SlidingWindowERM`` (Alg 5 PSWERM) release noised models of a stream of labelled feature
 vectors. Every decision is the pure driver's (``beam_dp.drivers.erm.ERMStreamDriver``); this
-module is wiring, state and timers on the shared shell (``beam_dp.transforms.shell``).
+module is wiring on the shared shell and the release loop (docs/erm.md).
 
 Wiring (labels are part of the update contract):
 
@@ -15,12 +15,12 @@ Wiring (labels are part of the update contract):
     + 'StreamSeeds'/'SeedAtStart'  one element per public stream at ``start``: every stream
                             releases from block 0, with or without data
     | 'MergeSeeds'          typed Tuple[str, Any]: the state key coder is deterministic
-    | 'TrainBlocks'         stateful DoFn per stream (global window): a Bag of pending
-                            (block, features, label), the ``StreamState`` in one
-                            ReadModifyWrite cell, ONE event-time timer at the release time
-                            of the next block; on fire the block is closed in index order
-                            (empty blocks included: padded to n_max), late records
-                            (block already closed) dead-lettered
+    | 'TrainBlocks'         the release loop (``release_loop.buffered_loop``) per stream,
+                            running ``drivers.erm.ERMLoop``: pending ``BlockRecord``s in its
+                            bag, the ``StreamState`` in its cell, ONE event-time timer at the
+                            release time of the next block; on fire the blocks are closed in
+                            index order (empty blocks included: padded to n_max), late
+                            records (block already closed) dead-lettered
     | 'MergeDeadLetters'
 
 Noise address: ``rng.derive(label)``, then the driver's ('erm', stream), ('subsample', b) and
