@@ -37,6 +37,7 @@ from beam_dp.transforms import BBSchedulerQueries
 from beam_dp.transforms import BoostOutputs
 from beam_dp.transforms import BoostQueries
 from beam_dp.transforms import BoundContributions
+from beam_dp.transforms import BoundedOutputs
 from beam_dp.transforms import BoundsOutputs
 from beam_dp.transforms import ChooseContributionBounds
 from beam_dp.transforms import ContinualCountPerKey
@@ -46,6 +47,8 @@ from beam_dp.transforms import ContinualOutputs
 from beam_dp.transforms import ContinualSumPerKey
 from beam_dp.transforms import DynamicCountPerKey
 from beam_dp.transforms import ERMOutputs
+from beam_dp.transforms import GrowingDatabaseOutputs
+from beam_dp.transforms import KeySelectionOutputs
 from beam_dp.transforms import SelectKeys
 from beam_dp.transforms import SlidingWindowERM
 from beam_dp.transforms import SparseContinualCountPerKey
@@ -65,6 +68,7 @@ __all__ = [
     'BoostQueries',
     'BoostQueryRecord',
     'BoundContributions',
+    'BoundedOutputs',
     'BoundsOutputs',
     'BoundsRecommendation',
     'BudgetAccountant',
@@ -80,10 +84,12 @@ __all__ = [
     'ERMLedgerRow',
     'ERMOutputs',
     'EventLevel',
+    'GrowingDatabaseOutputs',
     'InfiniteTreeCounter',
     'InvalidParamsError',
     'InvalidRecordError',
     'KaryTreeCounter',
+    'KeySelectionOutputs',
     'LinearQuery',
     'ModelRelease',
     'PerStepCounter',

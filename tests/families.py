@@ -15,6 +15,7 @@ from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
 from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.dynamic import DynamicCountPerKey
+from beam_dp.transforms.erm import ContinualERM
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
@@ -37,7 +38,8 @@ def _user(max_keys=2):
 
 
 #: name → (kind, factory(**shell kwargs)). Records of the 'records' kind are tuples
-#: (key, value, unit); dynamic: (key, record_id, op); growing data: domain indices.
+#: (key, value, unit); dynamic: (key, record_id, op); ERM: (stream, feature, unit), label 0;
+#: growing data: domain indices.
 FAMILIES = {
     'ContinualCountPerKey': ('records', lambda **kw: ContinualCountPerKey(
         public_keys=list(KEYS), budget=EPS, **_CLOCK, **kw)),
@@ -70,6 +72,11 @@ FAMILIES = {
     'BBImproverQueries': ('growing', lambda **kw: BBImproverQueries(
         mechanism=LaplaceQueryVector(_QUERIES), epsilon=0.9, delta=1e-6, beta=0.05, n=50,
         domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+    'ContinualERM': ('records', lambda **kw: ContinualERM(
+        public_streams=list(KEYS), num_classes=2, feature_dim=1, records_per_block=2, mu=0.5,
+        blocks_per_base=2,
+        passes=1, budget=EPS, features_fn=lambda r: [r[1]], label_fn=lambda r: 0, **_CLOCK,
+        **kw)),
     'BoostQueries': ('growing', lambda **kw: BoostQueries(
         public_datasets=['d'], shape=[2, DOMAIN], budget=EPS, **_CLOCK, **kw)),
 }

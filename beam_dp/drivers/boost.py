@@ -2,8 +2,8 @@
 (spec 002 §5). The DoFn only holds a ``BoostDriverState`` in one state cell and calls:
 
 * ``add_rows(state, rows)`` for data rows (event time, attribute tuple): a row goes into its open
-  event-time block; a row for a sealed block is refused with reason 'late' and never changes
-  it (trap 9.3), a row before ``start_micros`` is 'before_start', a bad row 'malformed';
+  event-time block; a row for a sealed block is refused as late (``clock.late_reason``, the one
+  late reason of every family) and never changes it (trap 9.3), a row before ``start_micros`` is 'before_start', a bad row 'malformed';
 * ``seal_until(state, watermark, rng)`` from its event-time timer: seals every block whose end is
   at or before the watermark **in order, empty blocks included** (the dyadic tree needs
   contiguous ids), then answers the pending queries that were waiting for them;
@@ -31,6 +31,7 @@ import numpy as np
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import rho_for_epsilon_delta
+from beam_dp.drivers.clock import late_reason
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.boost import BoostAnswerRecord
 from beam_dp.io.boost import BoostBlockSealed
@@ -135,6 +136,8 @@ class BoostDriver:
         SVs and cache it would read have changed, so the same addressed noise would not give
         the same output) and charge again. New queries that late are refused alike (a public
         rule on public query times).
+      allowed_lateness_micros: a block is sealed when the watermark passes its end plus this
+        (the clock's allowed lateness: the late reason says it).
       ledger_delta: with a Gaussian mechanism (ρ-zCDP filters), the δ > 0 at which the ledger
         rows and each answer's ``epsilon`` are reported as (ε, δ)-DP ε (``consumed`` =
         ε(ρ consumed), a row's ``epsilon`` its increment, ``capacity`` = ε(ρ_G): the
@@ -150,6 +153,7 @@ class BoostDriver:
     block_micros: int = 7 * 24 * 3600 * 10 ** 6
     replay_retention_micros: Optional[int] = None
     ledger_delta: float = 0.0
+    allowed_lateness_micros: int = 0
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -164,6 +168,7 @@ class BoostDriver:
                            f'domain_size is {self.mechanism.domain_size}.')
         v.check_non_negative_int(owner, 'start_micros', self.start_micros)
         v.check_positive_int(owner, 'block_micros', self.block_micros)
+        v.check_non_negative_int(owner, 'allowed_lateness_micros', self.allowed_lateness_micros)
         if self.replay_retention_micros is not None:
             v.check_positive_int(owner, 'replay_retention_micros', self.replay_retention_micros)
         if v.check_probability(owner, 'ledger_delta', self.ledger_delta) and (
@@ -204,7 +209,7 @@ class BoostDriver:
                 continue
             block = (int(time) - self.start_micros) // self.block_micros
             if block < sealed:
-                rejected.append(self._reject('late', time, row))
+                rejected.append(self._reject(self._late(block), time, row))
                 continue
             index = self._bin(attrs)
             if index is None:
@@ -221,20 +226,24 @@ class BoostDriver:
     def add_block_counts(self, state: BoostDriverState, block: int, counts
                          ) -> Tuple[BoostDriverState, List[BoostRowRejection]]:
         """Adds a pre-aggregated histogram of block ``block`` (spec §5.1 step 3: rows combined
-        per event-time window upstream). A sealed block is refused ('late'), never changed."""
+        per event-time window upstream). A sealed block is refused as late, never changed."""
         c = np.asarray(counts)
         if (isinstance(block, bool) or not isinstance(block, numbers.Integral) or block < 0
                 or c.shape != (self.mechanism.domain_size,)
                 or not np.issubdtype(c.dtype, np.integer) or (c.size and c.min() < 0)):
             return state, [self._reject('malformed', None, ('block', block))]
         if block < state.mech.num_blocks:
-            return state, [self._reject('late', self.block_end(block) - 1, ('block', block))]
+            return state, [self._reject(self._late(block), self.block_end(block) - 1,
+                                        ('block', block))]
         open_blocks = dict(state.open_blocks)
         base = open_blocks.get(block)
         total = c.astype(np.int64) if base is None else base + c.astype(np.int64)
         total.setflags(write=False)
         open_blocks[block] = total
         return dataclasses.replace(state, open_blocks=tuple(sorted(open_blocks.items()))), []
+
+    def _late(self, block: int) -> str:
+        return late_reason(block, self.allowed_lateness_micros)
 
     def _reject(self, reason: str, time, row) -> BoostRowRejection:
         return BoostRowRejection(self.dataset, reason, None if time is None else int(time),

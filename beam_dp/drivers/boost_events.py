@@ -3,7 +3,7 @@ applies on each timer, and the pure reference its parity tests replay.
 
 Items are ``('row', event_time_micros, attributes)`` and ``('query', event_time_micros,
 BoostQueryRecord)``. ``run_events`` adds the rows to their open blocks (a row of a sealed block
-is refused 'late' by the driver), then walks event time: each block is sealed at its end plus the
+is refused as late by the driver), then walks event time: each block is sealed at its end plus the
 allowed lateness (empty blocks included), each group of queries stamped at one instant is
 submitted together (the driver answers it in query-id order); a seal and a query group at the
 same instant: the seal first. So the outputs depend on event times only, never on bundling.
@@ -11,15 +11,24 @@ same instant: the seal first. So the outputs depend on event times only, never o
 """
 
 import dataclasses
-from typing import Any, List
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from beam_dp.drivers.boost import BoostDriver
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.protocol import END_OF_TIME_MICROS
+from beam_dp.drivers.protocol import Dead
+from beam_dp.drivers.protocol import Outcome
 from beam_dp.errors import InvalidRecordError
+from beam_dp.io.boost import BoostAnswerRecord
+from beam_dp.io.boost import BoostBlockSealed
+from beam_dp.io.boost import BoostLedgerRow
 from beam_dp.io.boost import BoostQueryRecord
+from beam_dp.io.boost import BoostRefusal
 from beam_dp.io.boost import boost_from_avro
 from beam_dp.noise import canonical_key
 
-__all__ = ['QUERY', 'ROW', 'parse_query', 'refuse_waiting', 'run_events']
+__all__ = ['BLOCKS', 'BoostItem', 'BoostLoop', 'LEDGER', 'QUERY', 'REFUSALS', 'ROW', 'parse_query',
+           'refuse_waiting', 'run_events']
 
 ROW, QUERY = 'row', 'query'
 _QUERY_TYPES = {'query_id': str, 'dataset': str, 'subsets': list, 'vector': list,
@@ -95,3 +104,90 @@ def refuse_waiting(driver: BoostDriver, state):
         state, rows = driver._finish(state, q, 'window_not_sealed', None)  # pylint: disable=protected-access
         out.extend(rows)
     return state, out
+
+
+class BoostItem(NamedTuple):
+    """One event of a dataset: ``kind`` ROW (``payload``: the attributes) or QUERY (``payload``:
+    the ``BoostQueryRecord``), at ``micros``."""
+    kind: str
+    micros: int
+    payload: Any
+
+
+#: The tags of a Boost dataset's outputs besides the answers and the dead letters.
+REFUSALS, LEDGER, BLOCKS = 'refusals', 'ledger', 'blocks'
+_STAGE = 'AnswerQueries'
+
+
+class BoostLoop:
+    """``BufferedDriver`` of the Boost datasets (``beam_dp.drivers.protocol``), keyed by
+    dataset: the cell holds ``(BoostDriverState, armed wake micros or None)``, rows and queries
+    wait in the pending bag, ONE timer wakes at the next block seal or the next query, whichever
+    is first (``run_events`` orders what is due). Noise at (label); the drivers' own addresses
+    below it. At the end of input every waiting query is refused ('window_not_sealed')."""
+
+    LOOP = 'buffered'
+
+    def __init__(self, drivers: Dict[str, BoostDriver], clock: StepClock):
+        self.drivers = drivers
+        self.clock = clock
+
+    def _seal_time(self, block: int) -> Optional[int]:
+        if self.clock.last_step is not None and block > self.clock.last_step:
+            return None
+        return self.clock.release_time_micros(block)
+
+    @staticmethod
+    def _arm(wake: Optional[int], micros: Optional[int]):
+        """(wake, timer micros): arm at ``micros`` only if it is earlier than ``wake``."""
+        if micros is not None and (wake is None or micros < wake):
+            return micros, min(micros, END_OF_TIME_MICROS)
+        return wake, None
+
+    def start(self, dataset: str, noise_root) -> Outcome:
+        wake, micros = self._arm(None, self._seal_time(0))
+        return Outcome((self.drivers[dataset].init_state(), wake), timer_micros=micros)
+
+    def fold(self, stored, dataset: str, item: BoostItem) -> Outcome:
+        state, wake = stored
+        kind, micros, payload = item
+        if kind == ROW:
+            driver = self.drivers[dataset]
+            block = (micros - driver.start_micros) // driver.block_micros
+            if block < state.mech.num_blocks:
+                return Outcome(dead_letters=[Dead(_STAGE, self.clock.late_reason(block), {
+                    'dataset': dataset, 'attributes': payload}, micros)])
+            return Outcome(keep=True)
+        wake, timer = self._arm(wake, micros)
+        return Outcome((state, wake), timer_micros=timer, keep=True)
+
+    def close(self, stored, dataset: str, fired_micros: int, pending, noise_root) -> Outcome:
+        state, _ = stored
+        state, out, rest = run_events(self.drivers[dataset], self.clock, state, list(pending),
+                                      fired_micros, noise_root.derive())
+        times = [i[1] for i in rest if i[0] == QUERY]
+        seal = self._seal_time(state.mech.num_blocks)
+        times += [] if seal is None else [seal]
+        wake, timer = self._arm(None, min(times) if times else None)
+        return self._route(out, (state, wake), timer_micros=timer, pending=rest)
+
+    def end_of_input(self, stored, dataset: str) -> Outcome:
+        state, _ = stored
+        state, out = refuse_waiting(self.drivers[dataset], state)
+        return self._route(out, (state, None), pending=[])
+
+    @staticmethod
+    def _route(out, state, **kwargs) -> Outcome:
+        answers, dead, tagged = [], [], []
+        for record in out:
+            if isinstance(record, BoostAnswerRecord):
+                answers.append(record)
+            elif isinstance(record, BoostRefusal):
+                tagged.append((REFUSALS, record))
+            elif isinstance(record, BoostLedgerRow):
+                tagged.append((LEDGER, record))
+            elif isinstance(record, BoostBlockSealed):
+                tagged.append((BLOCKS, record))
+            else:
+                dead.append(Dead(_STAGE, record.reason, record.record, record.event_time_micros))
+        return Outcome(state, answers, dead, tagged=tagged, **kwargs)

@@ -26,6 +26,7 @@ __all__ = [
     'NO_EVENT_TIME_MICROS',
     'StepClock',
     'format_micros',
+    'late_reason',
     'refuse_milliseconds',
     'require_public_end',
 ]
@@ -151,8 +152,7 @@ class StepClock:
 
     def late_reason(self, step: int) -> str:
         """The dead-letter reason of a contribution whose step was already released."""
-        return (f'late: step {step} was already released (allowed lateness '
-                f'{self.allowed_lateness_micros / MICROS_PER_SECOND:g}s)')
+        return late_reason(step, self.allowed_lateness_micros)
 
     def describe(self) -> dict:
         """Public facts for display data."""
@@ -160,6 +160,13 @@ class StepClock:
             'step_seconds': self.step_micros / MICROS_PER_SECOND,
             'allowed_lateness_seconds': self.allowed_lateness_micros / MICROS_PER_SECOND,
         }
+
+
+def late_reason(step: int, allowed_lateness_micros: int) -> str:
+    """THE phrasing of a late record in every family (one reason, one wording): its step (a
+    Boost block, an ERM block) was already released."""
+    return (f'late: step {step} was already released (allowed lateness '
+            f'{allowed_lateness_micros / MICROS_PER_SECOND:g}s)')
 
 
 def refuse_milliseconds(owner: str, name: str, value) -> None:

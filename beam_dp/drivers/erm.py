@@ -1,13 +1,12 @@
 """The continual / sliding-window ERM driver (pure, no Beam): what a DoFn keyed by stream calls.
 
 One stream (one key in the global window) is a sequence of event-time blocks on the shared public
-``StepClock`` (block b = the clock's step b, [start + b·len, start + (b+1)·len)); ``driver.clock``
-is what the shell's ``DriverFn`` caches.
-The DoFn keeps one ``StreamState`` in a ReadModifyWrite cell and
+``StepClock`` (block b = the clock's step b, [start + b·len, start + (b+1)·len)). The release
+loop runs ``ERMLoop`` per stream: ``BlockRecord``s wait in its pending bag, the ``StreamState``
+is in its cell; 'ExtractAndValidate' parses each record with ``add`` (malformed records come
+back as (reason, record) for the dead-letter output), ``ERMLoop.fold`` dead-letters a record of
+an already-released block (late), and the loop
 
-* on each element calls ``add(state, [(timestamp_micros, x, y)])``: malformed records and
-  records of already-released blocks (late) come back as (reason, record) for the dead-letter
-  output and never enter state;
 * sets an event-time timer at ``release_time(b)`` = end of block b + allowed lateness (the
   clock's ``release_time_micros``), and when
   it fires calls ``close_through(state, b, rng, stream)``: blocks next_block..b are closed in
@@ -23,8 +22,9 @@ finite-length vectors, get the bias column if ``fit_intercept``, then are clippe
 public clip norm. Noise addresses: ``rng.derive('erm', stream)`` then ('subsample', b) per block
 and the mechanism's ('job', id) per model (``DPFTRL``: ('dp_ftrl', b) per block).
 
-``reference`` drives one stream over a list of records and watermarks exactly as a TestStream
-would, so a notebook, a benchmark and the Beam job release the same models under a seed.
+``ERMLoop`` is what the release loop runs per stream; ``beam_dp.testing.replay`` drives it
+exactly as the job does, so a notebook, a benchmark and the Beam job release the same models
+under a seed.
 State: the open blocks' records (what a Beam Bag would hold) plus the mechanism's bounded state.
 """
 
@@ -35,8 +35,12 @@ import numpy as np
 
 from beam_dp import _validation as v
 from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.protocol import Outcome
+from beam_dp.drivers.protocol import late_letter
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
+from beam_dp.io.erm import ledger_row_from_event
+from beam_dp.io.erm import model_release_from_event
 from beam_dp.mechanisms.erm.ftrl import DPFTRL
 from beam_dp.mechanisms.erm.losses import clip_features
 from beam_dp.mechanisms.erm.psgd import permutation
@@ -46,10 +50,11 @@ from beam_dp.mechanisms.erm.release import ReleaseState
 from beam_dp.noise import RandomSource
 
 __all__ = [
+    'BlockRecord',
+    'ERMLoop',
     'ERMStreamDriver',
-    'ReferenceResult',
+    'LEDGER',
     'StreamState',
-    'reference',
 ]
 
 
@@ -64,12 +69,6 @@ class StreamState:
 
     def pending_records(self) -> int:
         return sum(len(r) for _, r in self.pending)
-
-
-class ReferenceResult(NamedTuple):
-    events: Tuple[ReleaseEvent, ...]
-    rejected: Tuple[Tuple[str, Any], ...]
-    state: StreamState
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,29 +189,64 @@ class ERMStreamDriver:
         return tuple(events), StreamState(next_block, tuple(sorted(pending.items())), mech)
 
 
-def reference(driver: ERMStreamDriver, stream: str, inputs: Sequence, rng: RandomSource,
-              until_block: Optional[int] = None) -> ReferenceResult:
-    """Drives one stream as a TestStream would: ``inputs`` is a sequence of
-    ('record', timestamp_micros, x, y) and ('watermark', timestamp_micros); a watermark closes
-    every block whose release time it has passed. At the end blocks are closed through
-    ``until_block`` (default: the last block that received a record)."""
-    state = driver.init_state()
-    events, rejected = [], []
-    last_seen = -1
-    for item in inputs:
-        if item[0] == 'watermark':
-            through = driver.last_final_block(int(item[1]))
-            if through >= state.next_block:
-                out, state = driver.close_through(state, through, rng, stream)
-                events.extend(out)
-            continue
-        record = tuple(item[1:])
-        state, bad = driver.add(state, [record])
-        rejected.extend(bad)
-        if not bad:
-            last_seen = max(last_seen, driver.clock.step_of(record[0]))
-    final = last_seen if until_block is None else until_block
-    if final >= state.next_block:
-        out, state = driver.close_through(state, final, rng, stream)
-        events.extend(out)
-    return ReferenceResult(tuple(events), tuple(rejected), state)
+class BlockRecord(NamedTuple):
+    """One valid record of a stream: its block, its features, its label."""
+    block: int
+    features: Tuple[float, ...]
+    label: int
+
+
+#: The tag of the ledger rows (``ERMLedgerRow``) a close emits besides the model releases.
+LEDGER = 'ledger'
+_STAGE = 'TrainBlocks'
+
+
+class ERMLoop:
+    """``BufferedDriver`` of one stream (``beam_dp.drivers.protocol``): the ``StreamState`` in
+    the cell, ``BlockRecord``s in the pending bag, a timer per block; a firing closes every
+    block whose release time the watermark passed. Noise at (label), then the driver's
+    ('erm', stream) addresses."""
+
+    LOOP = 'buffered'
+
+    def __init__(self, driver: ERMStreamDriver, epsilon_total: float, num_classes: int):
+        self.driver = driver
+        self.clock = driver.clock
+        self._epsilon_total = epsilon_total
+        self._num_classes = num_classes
+
+    def start(self, stream: str, noise_root) -> Outcome:
+        return Outcome(self.driver.init_state(), timer_micros=self.clock.release_time_micros(0))
+
+    def fold(self, state: StreamState, stream: str, item: BlockRecord) -> Outcome:
+        block, features, label = item
+        if block >= state.next_block:
+            return Outcome(keep=True)
+        return Outcome(dead_letters=[late_letter(
+            self.clock, _STAGE, block,
+            {'stream': stream, 'block': block, 'features': features, 'label': label})])
+
+    def close(self, state: StreamState, stream: str, fired_micros: int, pending,
+              noise_root) -> Outcome:
+        driver = self.driver
+        through = driver.last_final_block(fired_micros)
+        if state is None or through < state.next_block:
+            return Outcome()
+        due, rest = {}, []
+        for item in pending:
+            if item[0] <= through:
+                due.setdefault(item[0], []).append((item[1], item[2]))
+            else:
+                rest.append(item)
+        state = dataclasses.replace(state, pending=tuple(
+            (b, tuple(records)) for b, records in sorted(due.items())))
+        events, state = driver.close_through(state, through, noise_root.derive(), stream)
+        mechanism = driver.mechanism
+        releases = [model_release_from_event(stream, event, self._epsilon_total,
+                                             self._num_classes, mechanism.feature_dim,
+                                             driver.block_start(event.job.lo))
+                    for event in events]
+        ledger = [(LEDGER, ledger_row_from_event(stream, event, mechanism.ledger_budget))
+                  for event in events]
+        return Outcome(state, releases, timer_micros=self.clock.next_release_time_micros(through),
+                       pending=rest if due else None, tagged=ledger)

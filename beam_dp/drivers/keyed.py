@@ -5,8 +5,8 @@ It holds the key layout (``beam_dp.drivers.key_layout``: public keys in shards, 
 ``PrivateKeys``), the quantisation of values
 to integer grid units, the counters and their costs, and the two shard state machines: a public
 shard (``release_public_step``) and a private-keys shard (``beam_dp.drivers.private_keys``).
-Driving it by hand (``beam_dp.testing.reference_releases`` does) gives exactly the releases of
-the Beam job under the same seed.
+Its loop drivers (``PublicShardLoop``, ``PrivateShardLoop``) are what the release loop runs;
+``beam_dp.testing.replay`` drives them exactly as the Beam job does (same releases under a seed).
 
 Design (why shards): a stateful DoFn call costs tens of microseconds, so one call per key per
 step does not scale to 10^4 keys. Public keys are laid out in ``num_shards`` shards; each shard
@@ -21,7 +21,7 @@ Which counter runs, and how it is calibrated at user level: ``beam_dp.drivers.co
 
 import dataclasses
 import math
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers import counter_choice
+from beam_dp.drivers import rows
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.counter_choice import MECHANISMS
 from beam_dp.drivers.key_layout import CountCodes
@@ -37,6 +38,8 @@ from beam_dp.drivers.key_layout import PrivateCountCodes
 from beam_dp.drivers.key_layout import text_key
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.private_keys import PrivateKeysShard
+from beam_dp.drivers.protocol import Outcome
+from beam_dp.drivers.protocol import late_letter
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
@@ -48,7 +51,11 @@ __all__ = [
     'MECHANISMS',
     'KeyLayout',
     'KeyedReleaseDriver',
+    'PrivatePartial',
+    'PrivateShardLoop',
+    'PublicShardLoop',
     'PublicShardState',
+    'ShardPartial',
     'text_key',
 ]
 
@@ -429,6 +436,10 @@ class KeyedReleaseDriver:
 
     # -- private-keys shards ----------------------------------------------------------------------
 
+    def loop_driver(self):
+        """What the release loop runs: ``PublicShardLoop`` or ``PrivateShardLoop``."""
+        return PublicShardLoop(self) if self.private_keys is None else PrivateShardLoop(self)
+
     @property
     def private_shard(self) -> PrivateKeysShard:
         """The private-keys shard state machine of this release."""
@@ -436,3 +447,128 @@ class KeyedReleaseDriver:
                                 self.counter(1), self.bins_per_key, self.from_units,
                                 self.counter_noise_stddev)
 
+
+
+# -- the release loop's drivers (``beam_dp.drivers.protocol``) ----------------------------------
+
+_RELEASE_STAGE = 'ReleaseNoisyValues'
+
+
+class ShardPartial(NamedTuple):
+    """A public shard's payload: exact sums of one step, pre-aggregated per flat position
+    (key position × bins + bin) in the shard."""
+    step: int
+    positions: np.ndarray
+    values: np.ndarray
+
+
+class PrivatePartial(NamedTuple):
+    """A private-keys shard's payload: per key of one step, (per-bin units, new units)."""
+    step: int
+    per_key: Dict[str, Tuple[Tuple[int, ...], int]]
+
+
+class PublicShardLoop:
+    """``SingleCellDriver`` of a public shard (the keyed fast path): the shard's
+    ``PublicShardState`` (pending partials included) in one cell, one release per step, noise
+    at (label, shard, step)."""
+
+    LOOP = 'single_cell'
+
+    def __init__(self, keyed: KeyedReleaseDriver):
+        self.keyed = keyed
+        self.clock = keyed.clock
+        self._fields = rows.release_fields(keyed.release_metadata())
+        self._histogram = keyed.metric == 'histogram'
+
+    def start(self, shard: int, noise) -> Outcome:
+        return Outcome(self.keyed.init_shard(shard),
+                       timer_micros=self.clock.release_time_micros(0))
+
+    def fold(self, state: PublicShardState, shard: int, payload: ShardPartial) -> Outcome:
+        new_state = self.keyed.add_pending(state, payload)
+        if new_state is not None:
+            return Outcome(new_state)
+        step, positions, values = payload
+        return Outcome(dead_letters=[
+            late_letter(self.clock, _RELEASE_STAGE, step, {'key': key, 'step': step,
+                                                           'value': value})
+            for key, value in self.keyed.late_contributions(shard, positions, values)])
+
+    def close(self, state: PublicShardState, shard: int, fired_micros: int, pending,
+              noise) -> Outcome:
+        step = state.next_step
+        clock = self.clock
+        if state.input_ended or not clock.is_released(step):
+            return _NOTHING
+        keys, estimates, stddev, new_state = self.keyed.release_public_arrays(
+            shard, state, noise.derive(shard, step))
+        return Outcome(new_state, rows.array_releases(clock, step, keys, estimates, stddev,
+                                                      self._fields, self._histogram),
+                       timer_micros=clock.next_release_time_micros(step))
+
+    @staticmethod
+    def end_of_input(state: PublicShardState) -> PublicShardState:
+        return dataclasses.replace(state, input_ended=True)
+
+
+class PrivateShardLoop:
+    """``BufferedDriver`` of a private-keys shard (``PrivateKeysShard``): the shard state in
+    the cell, ``PrivatePartial``s in the pending bag, noise at (label)."""
+
+    LOOP = 'buffered'
+
+    def __init__(self, keyed: KeyedReleaseDriver):
+        self.keyed = keyed
+        self.clock = keyed.clock
+        self._shard = keyed.private_shard
+        self._fields = rows.release_fields(keyed.release_metadata())
+        self._histogram = keyed.metric == 'histogram'
+
+    def start(self, shard: int, noise) -> Outcome:
+        return Outcome(self._shard.init_state(), timer_micros=self.clock.release_time_micros(0))
+
+    def fold(self, state, shard: int, payload: PrivatePartial) -> Outcome:
+        step, per_key = payload
+        if step >= state.next_step:
+            return _KEEP
+        return Outcome(dead_letters=[
+            late_letter(self.clock, _RELEASE_STAGE, step, {'key': key, 'step': step,
+                                                           'value': sum(values)})
+            for key, (values, _) in sorted(per_key.items())])
+
+    def close(self, state, shard: int, fired_micros: int, pending, noise) -> Outcome:
+        step = state.next_step
+        clock = self.clock
+        if not clock.is_released(step):
+            return _NOTHING
+        due, rest, dropped = [], [], 0
+        for item in pending:
+            if item[0] > step:
+                rest.append(item)
+            else:               # this step's, or a released step's left in the bag (below)
+                dropped += 1
+                if item[0] == step:
+                    due.append(item)
+        # Rewriting the bag re-encodes every later payload: done only when more items leave it
+        # than stay, so each payload is written O(1) times amortised. Items of released steps
+        # stay until then and are skipped: nothing of a released step is ever added (late).
+        released, new_state = self._shard.release_step(
+            state, self._shard.merge(per_key for _, per_key in due), noise.derive())
+        return Outcome(new_state, rows.releases(clock, step, released, self._fields,
+                                                self._histogram),
+                       timer_micros=clock.next_release_time_micros(step),
+                       pending=rest if dropped > len(rest) else None)
+
+    @staticmethod
+    def state_size(state) -> int:
+        """Beam's state cache size estimate: from the number of keys."""
+        return 256 + 400 * (len(state.candidates) + len(state.selected))
+
+    @staticmethod
+    def payload_size(payload: PrivatePartial) -> int:
+        return 128 + 200 * len(payload[1])
+
+
+_NOTHING = Outcome()
+_KEEP = Outcome(keep=True)

@@ -10,9 +10,9 @@ tick, but the driver only visits data ticks and the ticks the selection's schedu
 candidate's timer no longer fires every tick); the mechanism then starts on a local clock whose
 first tick carries everything since the key's first record.
 
-``reference_releases`` drives one key in one go with the transform's noise addresses, so a
-notebook, a benchmark and the Beam job (which calls the same driver from its timer) release the
-same values under a seed (the seeded parity tests).
+``SegmentLoop`` is what the release loop runs per key; ``beam_dp.testing.replay`` drives it
+exactly as the job does, so a notebook, a benchmark and the Beam job release the same values
+under a seed (the seeded parity tests).
 """
 
 import bisect
@@ -21,7 +21,12 @@ import math
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 from beam_dp import noise
+from beam_dp.drivers import rows
 from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.protocol import END_OF_TIME_MICROS
+from beam_dp.drivers.protocol import Dead
+from beam_dp.drivers.protocol import Outcome
+from beam_dp.drivers.protocol import late_letter
 from beam_dp.mechanisms.key_selection import ContinualKeySelection
 from beam_dp.mechanisms.key_selection import KeySelectionState
 
@@ -31,9 +36,10 @@ __all__ = [
     'KeyState',
     'Rejected',
     'SegmentClose',
+    'SegmentItem',
+    'SegmentLoop',
     'StepOutput',
     'mechanism_tick',
-    'reference_releases',
 ]
 
 
@@ -257,16 +263,80 @@ class CounterDriver(KeyDriver):
         return math.sqrt(self.mechanism.counter.release_variance(mechanism_state.counter.s))
 
 
-def reference_releases(driver: KeyDriver, key: str, label: str, seed: int,
-                       events: Sequence[Tuple[int, Any]], until: int, private: bool = False):
-    """Pure reference of one key: the ``StepOutput`` of driving ``driver`` over ``events``
-    (step, payload) up to step ``until`` in one go, with the transform's noise addresses
-    (``rng.derive(label, 'key', key)`` and ``rng.derive(label, 'select', key)``: the second
-    label tells a key's counter from its selection whatever the key is)."""
-    base = noise.seeded(seed)
-    rng, sel_rng = base.derive(label, 'key', key), base.derive(label, 'select', key)
-    first = min((s for s, _ in events), default=None)
-    if private and first is None:
-        return StepOutput((), ()), None
-    state = driver.init_state(first, rng, private)
-    return driver.process(state, events, until, rng, sel_rng)
+class SegmentItem(NamedTuple):
+    """One record's payload for one key: its step and what the key's mechanism consumes."""
+    step: int
+    payload: Any
+
+
+_STAGE = 'ReleaseSegments'
+
+
+class SegmentLoop:
+    """``BufferedDriver`` of one key (``beam_dp.drivers.protocol``): the cell holds
+    ``(KeyState or None, armed wake step)``, ``SegmentItem``s wait in the pending bag, the timer
+    wakes at data steps and at the partitioner's sampled halting/forced steps (exact skip-ahead).
+    Noise at (label, 'key', key) and, for a private key's selection, (label, 'select', key): the
+    second label tells a key's counter from its selection whatever the key is (a key named
+    'select' included).
+
+    A public key runs from step 0 whether its seed or its data arrives first; a private key's
+    candidate state is created at its first firing, from the earliest buffered step (elements
+    arrive in any order). The late check (a step at or before the key's last processed step) is
+    a backstop behind the transform's lateness gate."""
+
+    LOOP = 'buffered'
+
+    def __init__(self, driver: KeyDriver, metadata: dict, histogram: bool):
+        self.driver = driver
+        self.clock = driver.clock
+        self._fields = rows.release_fields(metadata)
+        self._histogram = histogram
+
+    def _arm(self, wake: Optional[int]) -> Tuple[Optional[int], Optional[int]]:
+        """(armed step, timer micros) for step ``wake`` (None, None: nothing armed)."""
+        micros = self.driver.wake_micros(wake)
+        if micros is None or micros >= END_OF_TIME_MICROS:
+            return None, None
+        return wake, micros
+
+    def start(self, key: str, noise_root) -> Outcome:
+        driver = self.driver
+        if driver.selection is not None:
+            return Outcome(None)
+        state = driver.init_state(None, noise_root.derive('key', key), False)
+        wake, micros = self._arm(driver.next_wake(state, []))
+        return Outcome((state, wake), timer_micros=micros)
+
+    def fold(self, stored, key: str, item: SegmentItem) -> Outcome:
+        state, wake = stored if stored is not None else (None, None)
+        step, payload = item
+        if state is not None and step <= state.last_step:
+            return Outcome(dead_letters=[late_letter(
+                self.clock, _STAGE, step, {'key': key, 'step': step, 'payload': payload})])
+        micros = None
+        if wake is None or step < wake:
+            wake, micros = self._arm(step if state is None
+                                     else self.driver.next_wake(state, [step]))
+        return Outcome((state, wake), timer_micros=micros, keep=True)
+
+    def close(self, stored, key: str, fired_micros: int, pending, noise_root) -> Outcome:
+        state, wake = stored
+        if wake is None:
+            return Outcome()
+        driver = self.driver
+        due, rest = driver.split_due(pending, wake)
+        if state is None:
+            state = driver.init_state(min(s for s, _ in due), None, True)
+        out, state = driver.process(state, due, wake, noise_root.derive('key', key),
+                                    noise_root.derive('select', key))
+        wake, micros = self._arm(driver.next_wake(state, [s for s, _ in rest]))
+        clock = self.clock
+        dead = [Dead(_STAGE, reason, update, clock.step_end(step) - 1)
+                for step, reason, update in out.rejected]
+        releases = []
+        for close in out.closes:
+            releases += rows.releases(clock, close.step,
+                                      [(key, list(close.answer), close.noise_stddev)],
+                                      self._fields, self._histogram)
+        return Outcome((state, wake), releases, dead, timer_micros=micros, pending=rest)

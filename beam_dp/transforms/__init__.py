@@ -13,6 +13,7 @@ from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
 from beam_dp.transforms.contribution_bounding import BoundContributions
+from beam_dp.transforms.contribution_bounding import BoundedOutputs
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.erm import ContinualERM
 from beam_dp.transforms.erm import ERMOutputs
@@ -33,6 +34,7 @@ __all__ = [
     'BoostOutputs',
     'BoostQueries',
     'BoundContributions',
+    'BoundedOutputs',
     'BoundsOutputs',
     'ChooseContributionBounds',
     'ContinualCountPerKey',

@@ -20,7 +20,8 @@ Wiring (labels are part of the update contract):
                               fire, events up to the fired time are applied in time order
                               (block seals before queries of the same instant, queries of one
                               instant in query-id order): the order depends on event times
-                              only, never on bundling. A row for a sealed block is 'late' and
+                              only, never on bundling. A row for a sealed block is late
+                              (``StepClock.late_reason``, the one late reason) and
                               dead-lettered (a sealed block never changes). Once the last block
                               (``end``) is sealed, or at the end of an unbounded input, the
                               queries still waiting are refused ('window_not_sealed').
@@ -35,26 +36,21 @@ import typing
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.coders import BooleanCoder
-from apache_beam.coders import PickleCoder
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.timestamp import Timestamp
 
 from beam_dp import _validation as v
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.boost import BoostDriver
 from beam_dp.drivers.boost import budget_fields
+from beam_dp.drivers.boost_events import BLOCKS
+from beam_dp.drivers.boost_events import LEDGER
 from beam_dp.drivers.boost_events import QUERY
+from beam_dp.drivers.boost_events import REFUSALS
+from beam_dp.drivers.boost_events import BoostItem
+from beam_dp.drivers.boost_events import BoostLoop
 from beam_dp.drivers.boost_events import ROW
 from beam_dp.drivers.boost_events import parse_query
-from beam_dp.drivers.boost_events import refuse_waiting
-from beam_dp.drivers.boost_events import run_events
 from beam_dp.drivers.clock import require_public_end
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
@@ -66,6 +62,7 @@ from beam_dp.mechanisms.boost import Readiness
 from beam_dp.mechanisms.boost import preset as boost_preset
 from beam_dp.mechanisms.boost.presets import PRESETS
 from beam_dp.transforms import arguments
+from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.shell import DEAD_LETTER
 
@@ -80,7 +77,6 @@ __all__ = [
     'run_events',
 ]
 
-REFUSALS, LEDGER, BLOCKS = 'refusals', 'ledger', 'blocks'
 
 BOOST_DOCS = {
     **arguments.COMMON_DOCS,
@@ -162,7 +158,7 @@ class _ExtractFn(beam.DoFn):
         if self._last_block is not None and block > self._last_block:
             raise InvalidRecordError(f'after_end: block {block} is after the last block '
                                      f'{self._last_block}')
-        return dataset, (ROW, micros, tuple(int(x) for x in attributes))
+        return dataset, BoostItem(ROW, micros, tuple(int(x) for x in attributes))
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam):
         micros = timestamp.micros
@@ -180,117 +176,7 @@ class _ExtractFn(beam.DoFn):
                 query.dataset, query.query_id, 'wrong_dataset', query.first_block,
                 query.last_block, False))
             return
-        yield query.dataset, (QUERY, micros, query)
-
-
-class _AnswerFn(shell.DriverFn):
-    """Keyed by dataset: the ``BoostDriverState`` in one cell, rows/queries in a Bag, the
-    number of sealed blocks in a cell (the late check), ONE wake-up timer."""
-
-    DRIVER_STATE = ReadModifyWriteStateSpec('driver_state', PickleCoder())
-    PENDING = BagStateSpec('pending', PickleCoder())
-    WAKE = ReadModifyWriteStateSpec('wake', PickleCoder())
-    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
-    WAKE_TIMER = TimerSpec('wake', TimeDomain.WATERMARK)
-    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
-
-    def __init__(self, drivers, label: str, rng, clock, noise_label=None):
-        super().__init__(drivers, label, rng, noise_label)
-        self._step_clock = clock
-
-    def setup(self):
-        self._clock = self._step_clock
-
-    def _seal_time(self, block: int) -> Optional[int]:
-        if self._clock.last_step is not None and block > self._clock.last_step:
-            return None
-        return self._clock.release_time_micros(block)
-
-    def _arm(self, timer, wake, micros: Optional[int]) -> None:
-        current = wake.read()
-        if micros is not None and (current is None or micros < current):
-            timer.set(Timestamp(micros=min(micros, shell.MAX_MICROS)))
-            wake.write(micros)
-
-    def process(self, element, key=beam.DoFn.KeyParam,
-                driver_state=beam.DoFn.StateParam(DRIVER_STATE),
-                pending=beam.DoFn.StateParam(PENDING), wake=beam.DoFn.StateParam(WAKE),
-                wake_timer=beam.DoFn.TimerParam(WAKE_TIMER),
-                end_timer=beam.DoFn.TimerParam(END_TIMER)):
-        _, item = element
-        state = driver_state.read()
-        if state is None:
-            state = self._driver[key].init_state()
-            driver_state.write(state)
-            self._arm(wake_timer, wake, self._seal_time(0))
-            shell.arm_end_of_input(self._clock, end_timer)
-        if item is None:
-            return
-        kind, micros, payload = item
-        if kind == ROW:
-            driver = self._driver[key]
-            block = (micros - driver.start_micros) // driver.block_micros
-            if block < state.mech.num_blocks:
-                yield shell.dead_letter(self._label, 'AnswerQueries', 'late', {
-                    'dataset': key, 'attributes': payload}, micros)
-                return
-        pending.add(item)
-        if kind == QUERY:
-            self._arm(wake_timer, wake, micros)
-
-    @on_timer(WAKE_TIMER)
-    def on_wake(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
-                driver_state=beam.DoFn.StateParam(DRIVER_STATE),
-                pending=beam.DoFn.StateParam(PENDING), wake=beam.DoFn.StateParam(WAKE),
-                wake_timer=beam.DoFn.TimerParam(WAKE_TIMER),
-                finished=beam.DoFn.StateParam(FINISHED)):
-        wake.clear()
-        state = driver_state.read()
-        if state is None or finished.read():
-            return
-        items = list(pending.read())
-        state, out, rest = run_events(self._driver[key], self._clock, state, items, fired.micros,
-                                      self._rng.derive(self._noise_label))
-        driver_state.write(state)
-        pending.clear()
-        for item in rest:
-            pending.add(item)
-        yield from _route(self._label, out)
-        times = [i[1] for i in rest if i[0] == QUERY]
-        seal = self._seal_time(state.mech.num_blocks)
-        times += [] if seal is None else [seal]
-        self._arm(wake_timer, wake, min(times) if times else None)
-
-    @on_timer(END_TIMER)
-    def end_of_input(self, key=beam.DoFn.KeyParam,
-                     driver_state=beam.DoFn.StateParam(DRIVER_STATE),
-                     pending=beam.DoFn.StateParam(PENDING),
-                     wake_timer=beam.DoFn.TimerParam(WAKE_TIMER),
-                     finished=beam.DoFn.StateParam(FINISHED)):
-        state = driver_state.read()
-        if state is None or finished.read():
-            return
-        finished.write(True)
-        state, out = refuse_waiting(self._driver[key], state)
-        driver_state.write(state)
-        pending.clear()
-        wake_timer.clear()
-        yield from _route(self._label, out)
-
-
-def _route(label: str, out):
-    for record in out:
-        if isinstance(record, BoostAnswerRecord):
-            yield record
-        elif isinstance(record, BoostRefusal):
-            yield beam.pvalue.TaggedOutput(REFUSALS, record)
-        elif isinstance(record, BoostLedgerRow):
-            yield beam.pvalue.TaggedOutput(LEDGER, record)
-        elif isinstance(record, BoostBlockSealed):
-            yield beam.pvalue.TaggedOutput(BLOCKS, record)
-        else:
-            yield shell.dead_letter(label, 'AnswerQueries', record.reason, record.record,
-                                    record.event_time_micros)
+        yield query.dataset, BoostItem(QUERY, micros, query)
 
 
 @arguments.public(docs=BOOST_DOCS)
@@ -370,10 +256,15 @@ class BoostQueries(shell.ShellTransform):
                 owner, 'replay_retention', replay_retention, allow_zero=False, duration=True)
             # One driver per dataset, differing only in ``dataset`` (the DoFn re-keys it).
             self._drivers = {d: BoostDriver(d, tuple(shape), mechanism, self._clock.start_micros,
-                                            self._clock.step_micros, replay, ledger_delta)
+                                            self._clock.step_micros, replay, ledger_delta,
+                                            self._clock.allowed_lateness_micros)
                              for d in self._datasets}
         self._mechanism = mechanism
         self.check_budget()
+
+    def loop_driver(self) -> BoostLoop:
+        """What the release loop runs per dataset (``beam_dp.testing.replay`` drives it too)."""
+        return BoostLoop(dict(self._drivers), self._clock)
 
     def driver(self, dataset: str) -> BoostDriver:
         """The pure driver of ``dataset`` (``run_events`` with ``rng.derive(label)`` replays
@@ -407,8 +298,9 @@ class BoostQueries(shell.ShellTransform):
                                      create_label='DatasetSeeds', key_type=str)
         merged = (extracted[ROW].valid, extracted[QUERY].valid, seeds) | 'MergeSeeds' >> \
             beam.Flatten().with_output_types(typing.Tuple[str, typing.Any])
-        answered = merged | 'AnswerQueries' >> beam.ParDo(_AnswerFn(
-            dict(self._drivers), label, self.rng, clock, noise_label)).with_outputs(
+        answered = merged | 'AnswerQueries' >> beam.ParDo(release_loop.buffered_loop(
+            self.loop_driver(), label, self.rng, cell='driver_state', timer='wake',
+            noise_label=noise_label)).with_outputs(
                 DEAD_LETTER, REFUSALS, LEDGER, BLOCKS, main='answers')
         answered.answers.element_type = BoostAnswerRecord
         refusals = (answered[REFUSALS], extracted[QUERY][REFUSALS]) | 'MergeRefusals' >> \

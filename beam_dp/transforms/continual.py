@@ -15,9 +15,10 @@ Wiring (every label is part of the Dataflow update contract):
                              so the stateful DoFn sees one small vector per shard, step and bundle
     + 'ShardSeeds'           one element per shard at ``start``: every shard gets a timer even if
                              no record ever reaches it, so idle keys and empty steps are released
-    | 'ReleaseNoisyValues'   stateful DoFn keyed by shard: the shard's ``PublicShardState`` in one
-                             ReadModifyWrite cell, one watermark timer per step boundary;
-                             releases every key of the shard for every step
+    | 'ReleaseNoisyValues'   the release loop (``release_loop.single_cell_loop``) keyed by shard,
+                             running ``drivers.keyed.PublicShardLoop``: the shard's
+                             ``PublicShardState`` in one cell, one watermark timer per step
+                             boundary; releases every key of the shard for every step
 
 With ``keys=PrivateKeys(...)`` the key universe is unknown (``continual_private_keys``): keys are
 hashed to shards and each shard holds its candidate and selected keys.
@@ -28,16 +29,10 @@ to the dead-letter output (aggregated per key: the pre-aggregation no longer has
 All privacy arithmetic is in ``beam_dp.drivers.keyed``; the shared work in ``shell``.
 """
 
-import dataclasses
 import operator
 from typing import Any, Callable, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindows
 
 from beam_dp.accounting import BudgetAccountant
@@ -52,6 +47,7 @@ from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import arguments
+from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.continual_extract import _ExtractAndAggregateFn
 from beam_dp.transforms.continual_extract import _ExtractAndAggregatePrivateFn
@@ -72,75 +68,6 @@ __all__ = [
 
 _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
-
-
-def _releases(clock, step, keys, estimates, stddev, fields, histogram):
-    """The ``Release``s of one public shard's step, as ``shell.releases`` builds them from the
-    driver's rows (value = ``float(sum(row))``), straight from the estimates array."""
-    start, end = clock.step_bounds(step)
-    new = tuple.__new__
-    f0, f1, f2, f3, f4, f5 = fields   # locals: no star-unpacking per release
-    if histogram:
-        return [new(Release, (key, step, start, end, float(sum(row)), row, f0, f1, f2, f3, f4,
-                              f5, stddev)) for key, row in zip(keys, estimates.tolist())]
-    values = (estimates[:, 0] + 0.0).tolist()   # = float(sum([x])): -0.0 becomes 0.0 there too
-    return [new(Release, (key, step, start, end, value, [], f0, f1, f2, f3, f4, f5, stddev))
-            for key, value in zip(keys, values)]
-
-
-class _ReleaseFn(shell.DriverFn):
-    """Keyed by shard: holds the shard's ``PublicShardState`` (counter state, pending
-    contributions, end of input) in ONE state cell, and the release timer."""
-
-    SHARD_STATE = ReadModifyWriteStateSpec('shard_state', PickleCoder())
-    RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
-    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
-
-    def setup(self):
-        super().setup()
-        self._fields = shell.release_fields(self._driver.release_metadata())
-        self._histogram = self._driver.metric == 'histogram'
-
-    def process(self, element, shard_state=beam.DoFn.StateParam(SHARD_STATE),
-                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
-                end_timer=beam.DoFn.TimerParam(END_TIMER)):
-        shard, payload = element
-        state = shard_state.read()
-        if state is None:
-            state = self._driver.init_shard(shard)
-            shell.start_timers(self._clock, release_timer, end_timer)
-            if payload is None:
-                shard_state.write(state)
-        if payload is None:
-            return
-        new_state = self._driver.add_pending(state, payload)
-        if new_state is not None:
-            shard_state.write(new_state)
-            return
-        step, positions, values = payload
-        for key, value in self._driver.late_contributions(shard, positions, values):
-            yield shell.late_dead_letter(self._label, 'ReleaseNoisyValues', self._clock, step,
-                                         {'key': key, 'step': step, 'value': value})
-
-    @on_timer(RELEASE_TIMER)
-    def release(self, key=beam.DoFn.KeyParam, shard_state=beam.DoFn.StateParam(SHARD_STATE),
-                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        state = shard_state.read()
-        step = state.next_step
-        if state.input_ended or not self._clock.is_released(step):
-            return
-        keys, estimates, stddev, new_state = self._driver.release_public_arrays(
-            key, state, self._rng.derive(self._noise_label, key, step))
-        shard_state.write(new_state)
-        shell.next_release_time(self._clock, step, release_timer)
-        return _releases(self._clock, step, keys, estimates, stddev, self._fields,
-                         self._histogram)
-
-    @on_timer(END_TIMER)
-    def end_of_input(self, shard_state=beam.DoFn.StateParam(SHARD_STATE),
-                     release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        shard_state.write(dataclasses.replace(shard_state.read(), input_ended=True))
-        release_timer.clear()
 
 
 class _ContinualPerKey(shell.ShellTransform):
@@ -217,8 +144,9 @@ class _ContinualPerKey(shell.ShellTransform):
             seeds = shell.seeds_at_start(records.pipeline, range(driver.num_shards),
                                          driver.clock.start_micros)
             released = shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(
-                _ReleaseFn(driver, self.label, self.rng, noise_label)).with_outputs(DEAD_LETTER,
-                                                                      main='releases')
+                release_loop.single_cell_loop(driver.loop_driver(), self.label, self.rng,
+                                              noise_label=noise_label)
+            ).with_outputs(DEAD_LETTER, main='releases')
         releases = released.releases
         releases.element_type = Release
         return ContinualOutputs(releases, shell.merge_dead_letters(

@@ -33,6 +33,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.drivers.key_layout import _ID_BITS
 from beam_dp.drivers.keyed import KeyedReleaseDriver
+from beam_dp.drivers.keyed import PrivatePartial
+from beam_dp.drivers.keyed import ShardPartial
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
 from beam_dp.transforms import shell
@@ -82,7 +84,7 @@ def _partial(clock, shard, step, positions, values, unit=False):
     """A partial sum ``(shard, (step, positions, values))`` (``(None, ...)`` with ``unit``),
     in the global window at the end of its step: never earlier than any input it sums, so it
     cannot be late where its inputs were not."""
-    value = (shard, (step, positions, values))
+    value = (shard, ShardPartial(step, positions, values))
     return WindowedValue((None, value) if unit else value,
                          Timestamp(micros=clock.step_end(step) - 1), [GlobalWindow()])
 
@@ -284,7 +286,7 @@ class _ExtractAndAggregatePrivateFn(_CodedEntryFn):
         self.start_bundle()
 
     def _partial(self, shard, step, payload):
-        return WindowedValue((None, (shard, (step, payload))),
+        return WindowedValue((None, (shard, PrivatePartial(step, payload))),
                              Timestamp(micros=self._clock.step_end(step) - 1), [GlobalWindow()])
 
 

@@ -57,6 +57,7 @@ from beam_dp.drivers.bounding import UnitUsage
 from beam_dp.drivers.bounding import shard_capacity
 from beam_dp.drivers.bounding import unit_cap_reason
 from beam_dp.drivers.clock import StepClock
+from beam_dp.errors import InvalidParamsError
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms.lateness import advance_chain
 from beam_dp.transforms.lateness import batch_input
@@ -405,8 +406,8 @@ class BoundContributions(beam.PTransform):
                  mark_new_keys: bool = False, clock: Optional[StepClock] = None):
         super().__init__()
         if not isinstance(privacy_unit, UserLevel):
-            raise TypeError(f'BoundContributions: privacy_unit must be UserLevel(...), got '
-                            f'{privacy_unit!r}.')
+            raise InvalidParamsError(f'BoundContributions: privacy_unit must be UserLevel(...), '
+                                     f'got {privacy_unit!r}.')
         self._unit = privacy_unit
         self._transform_label = transform_label
         self._mark_new_keys = mark_new_keys

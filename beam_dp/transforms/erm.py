@@ -4,7 +4,7 @@
 continual counter with ``algorithm='dp_ftrl'``) and
 ``SlidingWindowERM`` (Alg 5 PSWERM) release noised models of a stream of labelled feature
 vectors. Every decision is the pure driver's (``beam_dp.drivers.erm.ERMStreamDriver``); this
-module is wiring, state and timers on the shared shell (``beam_dp.transforms.shell``).
+module is wiring on the shared shell and the release loop (docs/erm.md).
 
 Wiring (labels are part of the update contract):
 
@@ -15,47 +15,39 @@ Wiring (labels are part of the update contract):
     + 'StreamSeeds'/'SeedAtStart'  one element per public stream at ``start``: every stream
                             releases from block 0, with or without data
     | 'MergeSeeds'          typed Tuple[str, Any]: the state key coder is deterministic
-    | 'TrainBlocks'         stateful DoFn per stream (global window): a Bag of pending
-                            (block, features, label), the ``StreamState`` in one
-                            ReadModifyWrite cell, ONE event-time timer at the release time
-                            of the next block; on fire the block is closed in index order
-                            (empty blocks included: padded to n_max), late records
-                            (block already closed) dead-lettered
+    | 'TrainBlocks'         the release loop (``release_loop.buffered_loop``) per stream,
+                            running ``drivers.erm.ERMLoop``: pending ``BlockRecord``s in its
+                            bag, the ``StreamState`` in its cell, ONE event-time timer at the
+                            release time of the next block; on fire the blocks are closed in
+                            index order (empty blocks included: padded to n_max), late
+                            records (block already closed) dead-lettered
     | 'MergeDeadLetters'
 
 Noise address: ``rng.derive(label)``, then the driver's ('erm', stream), ('subsample', b) and
 ('job', release id) (DP-FTRL: ('dp_ftrl', b)); with ``noise_key=`` a re-fired timer releases bit-identical models.
 """
 
-import dataclasses
 import operator
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.coders import BooleanCoder
-from apache_beam.coders import PickleCoder
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import FixedWindows
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.transforms.window import Sessions
 from apache_beam.transforms.window import SlidingWindows
 
 from beam_dp import _validation as v
-from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.clock import require_public_end
+from beam_dp.drivers.erm import LEDGER
+from beam_dp.drivers.erm import BlockRecord
+from beam_dp.drivers.erm import ERMLoop
 from beam_dp.drivers.erm import ERMStreamDriver
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.erm import ERMLedgerRow
 from beam_dp.io.erm import ModelRelease
-from beam_dp.io.erm import ledger_row_from_event
-from beam_dp.io.erm import model_release_from_event
 from beam_dp.mechanisms.erm import PSGD
 from beam_dp.mechanisms.erm import BinaryLogistic
 from beam_dp.mechanisms.erm import ContinualReleaseSchedule
@@ -64,6 +56,7 @@ from beam_dp.mechanisms.erm import SlidingWindowChain
 from beam_dp.mechanisms.erm import SoftmaxCrossEntropy
 from beam_dp.transforms import arguments
 from beam_dp.transforms import erm_options
+from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.erm_options import ERM_DOCS
 from beam_dp.transforms.shell import DEAD_LETTER
@@ -76,7 +69,6 @@ __all__ = [
     'check_unwindowed',
 ]
 
-LEDGER = 'ledger'
 _LOSSES = {'softmax': SoftmaxCrossEntropy, 'logistic': BinaryLogistic}
 
 class ERMOutputs(NamedTuple):
@@ -142,7 +134,7 @@ class _ExtractFn(beam.DoFn):
         if rejected:
             raise InvalidRecordError(rejected[0][0])
         ((block, ((features, label),)),) = state.pending
-        return str(stream), (block, features, label)
+        return str(stream), BlockRecord(block, features, label)
 
     def process(self, record, timestamp=beam.DoFn.TimestampParam):
         micros = timestamp.micros
@@ -150,84 +142,6 @@ class _ExtractFn(beam.DoFn):
             yield self.extract(record, micros)
         except InvalidRecordError as e:
             yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
-
-
-class _TrainBlocksFn(shell.DriverFn):
-    """Keyed by stream: pending records in a Bag, the StreamState in one cell, one timer."""
-
-    STREAM_STATE = ReadModifyWriteStateSpec('stream_state', PickleCoder())
-    PENDING = BagStateSpec('pending', PickleCoder())
-    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
-    RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
-    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
-
-    def __init__(self, driver: ERMStreamDriver, label: str, rng: noise.RandomSource,
-                 epsilon_total: float, num_classes: int, noise_label=None):
-        super().__init__(driver, label, rng, noise_label)
-        self._epsilon_total = epsilon_total
-        self._num_classes = num_classes
-
-    def process(self, element, stream_state=beam.DoFn.StateParam(STREAM_STATE),
-                pending=beam.DoFn.StateParam(PENDING),
-                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
-                end_timer=beam.DoFn.TimerParam(END_TIMER)):
-        stream, item = element
-        state = stream_state.read()
-        if state is None:
-            # Seed and data arrive in any order: whichever comes first starts block 0's timer.
-            state = self._driver.init_state()
-            stream_state.write(state)
-            shell.start_timers(self._clock, release_timer, end_timer)
-        if item is None:                              # the stream's seed at ``start``
-            return
-        block, features, label = item
-        if block < state.next_block:
-            yield shell.late_dead_letter(
-                self._label, 'TrainBlocks', self._clock, block,
-                {'stream': stream, 'block': block, 'features': features, 'label': label})
-            return
-        pending.add(item)
-
-    @on_timer(RELEASE_TIMER)
-    def release(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
-                stream_state=beam.DoFn.StateParam(STREAM_STATE),
-                pending=beam.DoFn.StateParam(PENDING), finished=beam.DoFn.StateParam(FINISHED),
-                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        if finished.read():
-            return
-        state = stream_state.read()
-        through = self._driver.last_final_block(fired.micros)
-        if state is None or through < state.next_block:
-            return
-        due, rest = {}, []
-        for item in pending.read():
-            if item[0] <= through:
-                due.setdefault(item[0], []).append((item[1], item[2]))
-            else:
-                rest.append(item)
-        state = dataclasses.replace(state, pending=tuple(
-            (b, tuple(records)) for b, records in sorted(due.items())))
-        events, state = self._driver.close_through(state, through, self._rng.derive(self._noise_label),
-                                                   key)
-        stream_state.write(state)
-        if due:
-            pending.clear()
-            for item in rest:
-                pending.add(item)
-        shell.next_release_time(self._clock, through, release_timer)
-        mechanism = self._driver.mechanism
-        for event in events:
-            yield model_release_from_event(
-                key, event, self._epsilon_total, self._num_classes, mechanism.feature_dim,
-                self._driver.block_start(event.job.lo))
-            yield beam.pvalue.TaggedOutput(LEDGER, ledger_row_from_event(
-                key, event, mechanism.ledger_budget))
-
-    @on_timer(END_TIMER)
-    def end_of_input(self, finished=beam.DoFn.StateParam(FINISHED),
-                     release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        finished.write(True)
-        release_timer.clear()
 
 
 class _ERMTransform(shell.ShellTransform):
@@ -304,8 +218,8 @@ class _ERMTransform(shell.ShellTransform):
 
     @property
     def driver(self) -> ERMStreamDriver:
-        """The pure per-stream driver this transform runs (``beam_dp.drivers.erm.reference``
-        with ``rng.derive(label)`` replays it)."""
+        """The pure per-stream driver this transform runs (its ``loop_driver()`` under
+        ``beam_dp.testing.replay`` gives the job's releases)."""
         return self._driver
 
     def privacy_costs(self):
@@ -317,6 +231,10 @@ class _ERMTransform(shell.ShellTransform):
                 'step_seconds': self._clock.step_micros / 1e6, 'streams': len(self._streams),
                 'records_per_block': self._driver.mechanism.records_per_block,
                 'reproduce_paper': self._psgd.reproduce_paper}
+
+    def loop_driver(self) -> ERMLoop:
+        """What the release loop runs per stream (``beam_dp.testing.replay`` drives it too)."""
+        return ERMLoop(self._driver, float(self._budget.epsilon), self._psgd.loss.num_classes)
 
     def expand(self, records):
         check_unwindowed(self.owner, records)
@@ -332,10 +250,9 @@ class _ERMTransform(shell.ShellTransform):
         seeds = shell.seeds_at_start(records.pipeline, self._streams, clock.start_micros,
                                      create_label='StreamSeeds', key_type=str)
         inputs = shell.merge_seeds(extracted.valid, seeds, key_type=str)
-        trained = inputs | 'TrainBlocks' >> beam.ParDo(_TrainBlocksFn(
-            self._driver, label, self.rng, float(self._budget.epsilon),
-            self._psgd.loss.num_classes, noise_label)).with_outputs(DEAD_LETTER, LEDGER,
-                                                                    main='releases')
+        trained = inputs | 'TrainBlocks' >> beam.ParDo(release_loop.buffered_loop(
+            self.loop_driver(), label, self.rng, cell='stream_state', noise_label=noise_label)
+        ).with_outputs(DEAD_LETTER, LEDGER, main='releases')
         releases, ledger = trained.releases, trained[LEDGER]
         releases.element_type = ModelRelease
         ledger.element_type = ERMLedgerRow

@@ -185,6 +185,13 @@ class _TagFn(beam.DoFn):
         yield instance, ((key, wid), (micros, QUERY, qid, (qid, query)))
 
 
+def _late_reason(wid, lateness_micros: int) -> str:
+    """The one late reason (``StepClock.late_reason``'s wording) for a record of a closed fixed
+    window: the window takes the place of the step."""
+    return (f'late: window [{wid[0]}, {wid[1]}) us was already released (allowed lateness '
+            f'{lateness_micros / 1_000_000:g}s)')
+
+
 def _closed_reason(wid) -> str:
     """Why an item of a closed fixed window is refused (a query) or dead-lettered (a record)."""
     return (f'window [{wid[0]}, {wid[1]}) us is closed (its instance was finalised when the '
@@ -217,7 +224,8 @@ class _WindowSchedule:
         """The dead letter of a gated record: as 'AnswerQueries' words it."""
         (_, wid), (micros, _, _, payload) = item
         reason = self._reason(wid, step)
-        return (reason if step < 0 else f'late: {reason}'), payload, micros
+        late = _late_reason(wid, self.clock.allowed_lateness_micros)
+        return (reason if step < 0 else late), payload, micros
 
     def refuse(self, mechanism: str):
         """``refuse_fn`` of the query gate: a late query's HALTED refusal, as a closed
@@ -289,7 +297,8 @@ class _GrowingFn(beam.DoFn):
         if kind == QUERY:
             yield _halted(payload[0], self._engine.name, micros, reason)
         else:
-            yield dead_letter(self._label, 'AnswerQueries', f'late: {reason}', payload, micros)
+            yield dead_letter(self._label, 'AnswerQueries', _late_reason(wid, self._lateness),
+                              payload, micros)
 
     @on_timer(FLUSH_TIMER)
     def on_flush(self, fire=beam.DoFn.TimestampParam,

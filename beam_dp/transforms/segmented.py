@@ -12,7 +12,8 @@ Wiring (labels are part of the update contract):
                             shard, seeded at launch), at stage 'ReleaseSegments' with its reason
     + 'KeySeeds'            public keys only: one element per key at ``start``, so every public
                             key's partitioner runs from step 0 whether or not it has data
-    | 'ReleaseSegments'     stateful DoFn per key (sparse streams: one instance per key):
+    | 'ReleaseSegments'     the release loop (``release_loop.buffered_loop``) per key, running
+                            ``drivers.segmented.SegmentLoop`` (sparse streams: one per key):
                             a Bag of pending (step, payload), the key's ``KeyState`` in one
                             ReadModifyWrite cell, ONE watermark timer re-armed at
                             min(next buffered step, the partitioner's next halt step (exact
@@ -57,17 +58,8 @@ import operator
 from typing import Any, Callable, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.coders import BooleanCoder
-from apache_beam.coders import PickleCoder
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.timestamp import Timestamp
 
-from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
@@ -75,10 +67,13 @@ from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.segmented import KeyDriver
+from beam_dp.drivers.segmented import SegmentItem
+from beam_dp.drivers.segmented import SegmentLoop
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.records import Release
 from beam_dp.privacy_unit import EventLevel
+from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import LatenessGate
 from beam_dp.transforms.lateness import batch_input
@@ -123,96 +118,7 @@ class _ExtractFn(beam.DoFn):
         except InvalidRecordError as e:
             yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
             return
-        yield key, (step, payload)
-
-
-class _SegmentReleaseFn(shell.DriverFn):
-    """Keyed by key: pending (step, payload) in a Bag, the KeyState in one cell, one timer."""
-
-    KEY_STATE = ReadModifyWriteStateSpec('key_state', PickleCoder())
-    PENDING = BagStateSpec('pending', PickleCoder())
-    FINISHED = ReadModifyWriteStateSpec('finished', BooleanCoder())
-    RELEASE_TIMER = TimerSpec('release', TimeDomain.WATERMARK)
-    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
-
-    def __init__(self, driver: KeyDriver, label: str, rng: noise.RandomSource, metadata: dict,
-                 histogram: bool, noise_label: Optional[str] = None):
-        super().__init__(driver, label, rng, noise_label)
-        self._metadata = metadata
-        self._histogram = histogram
-
-    def _arm(self, timer, wake: Optional[int]) -> Optional[int]:
-        """Sets the timer for step ``wake``; returns the armed step (None: nothing armed)."""
-        micros = self._driver.wake_micros(wake)
-        if micros is None or micros >= shell.MAX_MICROS:
-            return None
-        timer.set(Timestamp(micros=micros))
-        return wake
-
-    def process(self, element, key_state=beam.DoFn.StateParam(KEY_STATE),
-                pending=beam.DoFn.StateParam(PENDING),
-                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER),
-                end_timer=beam.DoFn.TimerParam(END_TIMER)):
-        key, item = element
-        stored = key_state.read()
-        if stored is None:
-            shell.arm_end_of_input(self._clock, end_timer)
-            if self._driver.selection is None:
-                # A public key runs from step 0, whether its seed or its data arrives first
-                # (Flatten gives no order between them).
-                rng = self._rng.derive(self._noise_label, 'key', key)
-                state = self._driver.init_state(None, rng, False)
-                stored = (state, self._arm(release_timer, self._driver.next_wake(state, [])))
-                key_state.write(stored)
-        if item is None:                             # a public key's seed at ``start``
-            return
-        state, wake = stored if stored is not None else (None, None)
-        step, payload = item
-        if state is not None and step <= state.last_step:
-            yield shell.late_dead_letter(self._label, 'ReleaseSegments', self._clock, step,
-                                         {'key': key, 'step': step, 'payload': payload})
-            return
-        pending.add(item)
-        # A private key's candidate state is created at its first firing, from the earliest
-        # buffered step (elements arrive in any order).
-        if wake is None or step < wake:
-            wake = self._arm(release_timer, step if state is None
-                             else self._driver.next_wake(state, [step]))
-        key_state.write((state, wake))
-
-    @on_timer(RELEASE_TIMER)
-    def release(self, key=beam.DoFn.KeyParam, key_state=beam.DoFn.StateParam(KEY_STATE),
-                pending=beam.DoFn.StateParam(PENDING), finished=beam.DoFn.StateParam(FINISHED),
-                release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        if finished.read():
-            return
-        state, wake = key_state.read()
-        if wake is None:
-            return
-        due, rest = self._driver.split_due(pending.read(), wake)
-        if state is None:
-            state = self._driver.init_state(min(s for s, _ in due), None, True)
-        pending.clear()
-        for item in rest:
-            pending.add(item)
-        out, state = self._driver.process(state, due, wake,
-                                          self._rng.derive(self._noise_label, 'key', key),
-                                          self._rng.derive(self._noise_label, 'select', key))
-        key_state.write((state, self._arm(release_timer,
-                                          self._driver.next_wake(state, [s for s, _ in rest]))))
-        for step, reason, update in out.rejected:
-            yield shell.dead_letter(self._label, 'ReleaseSegments', reason, update,
-                                    self._clock.step_end(step) - 1)
-        for close in out.closes:
-            yield from shell.releases(self._clock, close.step,
-                                      [(key, list(close.answer), close.noise_stddev)],
-                                      self._metadata, self._histogram)
-
-    @on_timer(END_TIMER)
-    def end_of_input(self, finished=beam.DoFn.StateParam(FINISHED),
-                     release_timer=beam.DoFn.TimerParam(RELEASE_TIMER)):
-        finished.write(True)
-        release_timer.clear()
+        yield key, SegmentItem(step, payload)
 
 
 class SegmentedPerKey(shell.ShellTransform):
@@ -278,6 +184,10 @@ class SegmentedPerKey(shell.ShellTransform):
         selection = None if self._private is None else self._private.selection(1)
         return self._driver_class(self._mechanism, selection, self._clock)
 
+    def loop_driver(self) -> SegmentLoop:
+        """What the release loop runs per key (``beam_dp.testing.replay`` drives it too)."""
+        return SegmentLoop(self.driver, self._metadata(), self._metric == 'histogram')
+
     @property
     def clock(self) -> StepClock:
         return self._clock
@@ -322,9 +232,9 @@ class SegmentedPerKey(shell.ShellTransform):
                                          clock.start_micros, create_label='KeySeeds',
                                          key_type=str)
         inputs = shell.merge_seeds(valid, seeds, key_type=str)
-        released = inputs | 'ReleaseSegments' >> beam.ParDo(_SegmentReleaseFn(
-            self.driver, label, self.rng, self._metadata(),
-            self._metric == 'histogram', noise_label)).with_outputs(DEAD_LETTER, main='releases')
+        released = inputs | 'ReleaseSegments' >> beam.ParDo(release_loop.buffered_loop(
+            self.loop_driver(), label, self.rng, cell='key_state', noise_label=noise_label)
+        ).with_outputs(DEAD_LETTER, main='releases')
         releases = released.releases
         releases.element_type = Release
         return ContinualOutputs(releases, shell.merge_dead_letters(

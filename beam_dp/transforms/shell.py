@@ -22,13 +22,13 @@ driver (``beam_dp/drivers/``) and a thin transform built on this shell:
    so the stateful DoFn's key coder is deterministic); end with ``merge_dead_letters``
    ('MergeDeadLetters'; pass ``debug_metrics=self.debug_metrics``) and return
    ``ContinualOutputs``.
-3. **Stateful DoFns** — subclass ``DriverFn`` (keeps the driver, label, noise source, clock),
-   keyed by an int shard (or by ``key_bytes(...)`` of any other id, never a
-   ``FastPrimitivesCoder`` key); on the first element of a shard call ``start_timers`` (first
-   release at ``release_time_micros(0)``; an end-of-input timer when the clock has no last
-   step, which stops the loop when a bounded input ends); re-arm with ``next_release_time``;
-   late contributions go out as ``late_dead_letter``; releases are built by ``releases``. A stage
-   whose own late check depends on other records gets ``lateness.LatenessGate`` before it.
+3. **The release loop** — every family on the step clock runs its pure loop driver
+   (``beam_dp.drivers.protocol``) in ``release_loop.single_cell_loop`` or
+   ``release_loop.buffered_loop`` (state, timers, lateness, dead letters, release rows), keyed
+   by an int shard or a ``str`` key (never a ``FastPrimitivesCoder`` key; ``key_bytes(...)``
+   for any other id), with ``noise_label=`` what ``spend_budget`` returned. A stage whose own
+   late check depends on other records gets ``lateness.LatenessGate`` before it;
+   ``start_timers`` / ``next_release_time`` are the timer helpers of those gates.
 """
 
 import contextlib
@@ -36,7 +36,7 @@ import datetime
 import math
 import numbers
 import typing
-from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.coders import FastPrimitivesCoder
@@ -54,12 +54,10 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io import coders  # noqa: F401  (registers the records' RowCoders)
 from beam_dp.io.records import DeadLetter
-from beam_dp.io.records import Release
 
 __all__ = [
     'ContinualOutputs',
     'DEAD_LETTER',
-    'DriverFn',
     'MAX_MICROS',
     'RecordText',
     'SHARD_ELEMENT',
@@ -70,16 +68,12 @@ __all__ = [
     'extract_key',
     'extract_unit',
     'key_bytes',
-    'late_dead_letter',
     'merge_dead_letters',
     'merge_seeds',
     'next_release_time',
     'noise_source',
     'parse_clock',
     'parse_key_set',
-    'RELEASE_METADATA',
-    'release_fields',
-    'releases',
     'render_record',
     'seeds_at_start',
     'start_timers',
@@ -92,8 +86,6 @@ DEAD_LETTER = 'dead_letter'
 SHARD_ELEMENT = typing.Tuple[int, typing.Any]
 _MAX_RECORD_CHARS = 2000
 _KEY_CODER = FastPrimitivesCoder()
-#: ``Release`` fields between ``values`` and ``noise_stddev``: a driver's release metadata.
-RELEASE_METADATA = Release._fields[6:-1]
 #: The largest event time a timer can be set to (the end of the global window).
 MAX_MICROS = GlobalWindow().max_timestamp().micros
 
@@ -370,13 +362,6 @@ def extract_unit(unit_fn, record):
     return unit
 
 
-def late_dead_letter(transform: str, stage: str, clock: StepClock, step: int,
-                     record) -> beam.pvalue.TaggedOutput:
-    """The dead letter of a contribution to ``step`` that arrived after the step's release."""
-    return dead_letter(transform, stage, clock.late_reason(step), record,
-                       clock.step_end(step) - 1)
-
-
 def key_bytes(key) -> bytes:
     """A deterministic state key for any id (its ``FastPrimitivesCoder`` encoding, which is what
     Beam would key the state by): key a stateful DoFn by this, typed ``Tuple[bytes, Any]``.
@@ -385,26 +370,6 @@ def key_bytes(key) -> bytes:
       Exception: whatever the coder raises for an id it cannot encode (dead-letter the record).
     """
     return _KEY_CODER.encode(key)
-
-
-def releases(clock: StepClock, step: int, rows: Iterable[Tuple[str, list, float]],
-             metadata: dict, histogram: bool) -> Iterable[Release]:
-    """``Release`` records of one step from a driver's (key, per-bin values, noise sd) rows.
-
-    Built as plain tuples in ``Release``'s field order (a keyword construction costs ~1 µs a
-    release, and every key is released at every step)."""
-    start, end = clock.step_bounds(step)
-    fixed, new = release_fields(metadata), tuple.__new__
-    for key, row, stddev in rows:
-        yield new(Release, (key, step, start, end, float(sum(row)), row if histogram else [],
-                            *fixed, stddev))
-
-
-def release_fields(metadata: dict) -> tuple:
-    """A driver's release metadata as the ``RELEASE_METADATA`` fields of a ``Release``."""
-    if set(metadata) != set(RELEASE_METADATA):
-        raise ValueError(f'release metadata must be {RELEASE_METADATA}, got {sorted(metadata)}')
-    return tuple(metadata[name] for name in RELEASE_METADATA)
 
 
 def merge_dead_letters(dead_letters: Sequence[beam.PCollection], debug_metrics: bool = False,
@@ -429,23 +394,6 @@ def _count_dead_letter(dead: DeadLetter, namespace: str) -> DeadLetter:
 
 
 # -- shards, seeds and timers -----------------------------------------------------------------------
-
-
-class DriverFn(beam.DoFn):
-    """Base of a stateful DoFn that runs a driver: it keeps the driver, the transform label
-    (dead letters), the noise label (the transform's full path, ``ShellTransform.noise_label``:
-    the first label of every noise address; default the label) and the noise source, and caches
-    the driver's ``clock``."""
-
-    def __init__(self, driver, label: str, rng: noise.RandomSource,
-                 noise_label: Optional[str] = None):
-        self._driver = driver
-        self._label = label
-        self._noise_label = label if noise_label is None else noise_label
-        self._rng = rng
-
-    def setup(self):
-        self._clock = self._driver.clock
 
 
 def seeds_at_start(pipeline: beam.Pipeline, keys: Sequence, start_micros: int,

@@ -5,7 +5,7 @@ baseline vs DP-FTRL on beam_dp's counters, at equal privacy (see README.md).
     .venv/bin/python -m benchmarks.erm.run --extra    # + DP-FTRL on the infinite tree and BLT
     .venv/bin/python -m benchmarks.erm.run --part=gauss   # only the stationary-mixture sweep
 
-Every Watson-style model goes through the real pure driver (``beam_dp.drivers.erm.reference``):
+Every Watson-style model goes through the real pure driver (``ERMStreamDriver.add`` + ``close_through`` in one pass, ``_one_pass``):
 records timestamped by block, blocks padded to n_max, models noised and ledger-checked.
 Accuracy = test accuracy of each *published* model; per run we keep the mean over releases and
 the final release; tables show the median over seeds.
@@ -16,12 +16,12 @@ import math
 import pathlib
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 
 from beam_dp import noise
 from beam_dp.drivers.erm import ERMStreamDriver
-from beam_dp.drivers.erm import reference
 from beam_dp.mechanisms.erm import PSGD
 from beam_dp.mechanisms.erm import ContinualReleaseSchedule
 from beam_dp.mechanisms.erm import ERMRelease
@@ -37,6 +37,32 @@ HERE = pathlib.Path(__file__).resolve().parent
 INF = math.inf
 EPSILONS = (0.1, 1.0, 10.0, 100.0, INF)
 SEEDS = (0, 1, 2, 3, 4)
+
+
+def reference(driver, stream, inputs, rng, until_block=None):
+    """The driver's one pass over ('record', micros, x, y) / ('watermark', micros) inputs
+    (the Beam job's reference is ``beam_dp.testing.replay`` of ``ERMLoop``; the same
+    releases): an object with ``events``."""
+    state, events, last_seen = driver.init_state(), [], -1
+    for item in inputs:
+        if item[0] == 'watermark':
+            through = driver.last_final_block(int(item[1]))
+            if through >= state.next_block:
+                out, state = driver.close_through(state, through, rng, stream)
+                events.extend(out)
+            continue
+        state, bad = driver.add(state, [tuple(item[1:])])
+        if not bad:
+            last_seen = max(last_seen, driver.clock.step_of(item[1]))
+    final = last_seen if until_block is None else until_block
+    if final >= state.next_block:
+        out, state = driver.close_through(state, final, rng, stream)
+        events.extend(out)
+    return _OnePass(tuple(events))
+
+
+class _OnePass(NamedTuple):
+    events: tuple
 
 
 def _design(x):

@@ -91,10 +91,18 @@ def private_keys():
     return rows
 
 
+def _one_pass(driver, key, label, seed, events, until, private=False):
+    """The driver's one pass over ``events`` up to step ``until`` (``KeyDriver.process``), at
+    the transform's noise addresses (``SegmentLoop`` does it timer by timer)."""
+    base = noise.seeded(seed)
+    rng, sel_rng = base.derive(label, key), base.derive(label, 'select', key)
+    first = min((s for s, _ in events), default=None)
+    return driver.process(driver.init_state(first, rng, private), events, until, rng, sel_rng)
+
+
 def segmented():
     from beam_dp.drivers.dynamic import DynamicDriver
     from beam_dp.drivers.segmented import CounterDriver
-    from beam_dp.drivers.segmented import reference_releases
     from beam_dp.mechanisms.dynamic import FullyDynamicCounter
     from beam_dp.mechanisms.sparse_counter import SparseCounter
     selection = PrivateKeys(PrivacyBudget(epsilon=1.0, delta=1e-6)).selection(1)
@@ -103,17 +111,17 @@ def segmented():
     sparse_private = CounterDriver(SparseCounter(1.0), selection)
     for until in (10, 100, 1000, 10000):
         events = [(s, (1,)) for s in range(0, until, max(1, until // 20))]
-        _, state = reference_releases(sparse, 'k', 'L', 0, events, until)
+        _, state = _one_pass(sparse, 'k', 'L', 0, events, until)
         rows.append({'family': 'sparse', 'what': 'public key', 'steps': until,
                      'data_steps': len(events), 'key_bytes': size(state), 'in_memory_bytes': in_memory(state)})
-        _, state = reference_releases(sparse_private, 'k', 'L', 0, [(0, (1,))], until,
+        _, state = _one_pass(sparse_private, 'k', 'L', 0, [(0, (1,))], until,
                                       private=True)
         rows.append({'family': 'sparse', 'what': 'candidate (one record)', 'steps': until,
                      'key_bytes': size(state), 'in_memory_bytes': in_memory(state)})
     dynamic = DynamicDriver(FullyDynamicCounter(1.0), None, 'fully_dynamic')
     for live in (0, 100, 1000):
         events = [(i % 50, ((f'record-{i:07d}', 1),)) for i in range(live)]
-        _, state = reference_releases(dynamic, 'k', 'L', 0, events, 100)
+        _, state = _one_pass(dynamic, 'k', 'L', 0, events, 100)
         rows.append({'family': 'dynamic', 'what': 'public key, live records', 'steps': 100,
                      'live_records': live, 'key_bytes': size(state), 'in_memory_bytes': in_memory(state)})
     base = rows[-3]['key_bytes']

@@ -1,6 +1,6 @@
 """Benchmark (c): bytes of counter state per key at T = 2^20.
 
-Measures, for shards of 1, 64 and 512 keys (the sharded ``_ReleaseFn`` keeps ONE counter of
+Measures, for shards of 1, 64 and 512 keys (the sharded release loop keeps ONE counter of
 dimension = keys-in-shard per shard; 512 is the default shard size):
 
 * finite ``BinaryTreeCounter(horizon=2^20)``: ``init_state().nbytes()`` (raw numpy payload) and
@@ -151,7 +151,7 @@ def main():
     rows += inf_rows
     # Pickled per-key overhead floor: what one empty PublicShardState costs.
     results = {'benchmark': 'state_size', 'log2_T': LOG2_T, 'target_bytes_per_key': 1024,
-               'coder': 'apache_beam.coders.PickleCoder (as _ReleaseFn.SHARD_STATE)',
+               'coder': 'apache_beam.coders.PickleCoder (the release loop\'s shard_state cell)',
                'rows': rows, 'construction_checks': checks,
                'wall_seconds': time.perf_counter() - t0}
     for r in rows:

@@ -153,7 +153,8 @@ def event_stage_costs(args):
     BUNDLE = 100_000
     from beam_dp import ContinualCountPerKey, PrivacyBudget
     from beam_dp import Release
-    from beam_dp.transforms import continual, continual_extract as ce, shell
+    from beam_dp.drivers import rows
+    from beam_dp.transforms import continual, continual_extract as ce
     rng = np.random.default_rng(args.seed)
     names = [f'k{i:05d}' for i in range(args.keys)]
     p = np.arange(1, args.keys + 1, dtype=np.float64) ** -1.1
@@ -189,7 +190,7 @@ def event_stage_costs(args):
     timed('entry, aggregating (after): Extract summing the bundle + merge', lambda: bundles(
         ce._ExtractAndAggregateFn(*args_fn), ce._MergePartialsFn(driver), True))
     releases = len(names) * args.steps
-    fields = shell.release_fields(driver.release_metadata())
+    fields = rows.release_fields(driver.release_metadata())
     states = [driver.init_shard(s) for s in range(driver.num_shards)]
     arrays = []
 
@@ -212,7 +213,7 @@ def event_stage_costs(args):
     timed('release: Release records, per-key rows + keywords (before)', before, releases)
     def after():
         for step, keys, est, sd in arrays:
-            _ = continual._releases(driver.clock, step, keys, est, sd, fields, False)
+            _ = rows.array_releases(driver.clock, step, keys, est, sd, fields, False)
     timed('release: Release tuples from the arrays (after)', after, releases)
     for name, us in costs.items():
         print(f'{name:66s} {us:6.2f} µs (CPU)')

@@ -8,8 +8,8 @@ Evaluation (NOT private; not part of the DP job):
 
 * on the embedded demo data (on by default): test accuracy of every published model next to the
   non-private model of the same release, and ``accuracy.png``. The non-private models are the
-  same schedule run by the pure driver (``beam_dp.drivers.erm.reference``) at ε = ∞ on the
-  embedded data (DP-FTRL: the same blocks with exact prefix sums, no counter noise); the drift
+  same schedule run by the pure driver (``ERMLoop`` under ``beam_dp.testing.replay``) at
+  ε = ∞ on the embedded data (DP-FTRL: the same blocks with exact prefix sums, no counter noise); the drift
   stream is scored on the test set of the regime its block belongs to;
 * on the user's input (``--evaluate``): the accuracy of every published model on the valid input
   records of its stream (the training data: not a test accuracy), the dead-letter count, and
@@ -26,11 +26,13 @@ import fastavro
 import numpy as np
 
 from beam_dp import noise
+from beam_dp.drivers.erm import ERMLoop
 from beam_dp.drivers.erm import ERMStreamDriver
-from beam_dp.drivers.erm import reference
 from beam_dp.io.erm import model_release_from_avro
 from beam_dp.mechanisms.erm import clip_features
 from beam_dp.mechanisms.erm import ftrl
+from beam_dp.testing import replay
+from beam_dp.testing import stream_events
 from pipelines.common import evaluation
 from pipelines.common.plots import png_bytes
 from pipelines.erm_digits import data
@@ -139,8 +141,10 @@ def _nonprivate(ds: data.Dataset, transform, records) -> Dict[str, np.ndarray]:
                                                        epsilon=math.inf))
     clear = ERMStreamDriver(mechanism, driver.raw_dim, driver.clock, driver.fit_intercept)
     inputs = [('record', r['event_time_micros'], r['features'], r['label']) for r in records]
-    res = reference(clear, ds.name, inputs, noise.secure_rng(), until_block=ds.blocks - 1)
-    return {e.job.job_id: np.asarray(e.model.weights) for e in res.events}
+    out = replay(ERMLoop(clear, math.inf, driver.mechanism.loss.num_classes),
+                 stream_events(clear, ds.name, inputs, until_block=ds.blocks - 1),
+                 label=transform.label, rng=noise.secure_rng(), end_input=False)
+    return {r.release_id: np.asarray(r.weights) for r in out.releases}
 
 
 def _published(models) -> Dict[Tuple[str, str], List[int]]:

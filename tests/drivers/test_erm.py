@@ -12,7 +12,7 @@ import pytest
 from beam_dp import noise
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.erm import ERMStreamDriver
-from beam_dp.drivers.erm import reference
+from tests.drivers.erm_one_pass import reference
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io import erm as records
 from beam_dp.mechanisms.erm import NOT_DP_LABEL

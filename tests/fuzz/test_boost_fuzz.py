@@ -33,8 +33,8 @@ from beam_dp.mechanisms.boost import Readiness
 from beam_dp.transforms.boost import QUERY
 from beam_dp.transforms.boost import ROW
 from beam_dp.transforms.boost import BoostQueries
-from beam_dp.transforms.boost import refuse_waiting
-from beam_dp.transforms.boost import run_events
+from beam_dp.drivers.boost_events import refuse_waiting
+from beam_dp.drivers.boost_events import run_events
 from tests.fuzz import strategies as fz
 from tests.fuzz.harness import _Finder
 from tests.fuzz.test_erm_fuzz import _PIPELINE_MICROS

@@ -30,7 +30,7 @@ from beam_dp import ContinualERM
 from beam_dp import PrivacyBudget
 from beam_dp import SlidingWindowERM
 from beam_dp import noise
-from beam_dp.drivers.erm import reference
+from tests.drivers.erm_one_pass import reference
 from beam_dp.io.erm import model_release_from_event
 from tests.fuzz import strategies as fz
 from tests.fuzz.harness import _Finder

@@ -3,7 +3,7 @@
 * An unbounded source that Flink runs: ``PeriodicImpulse`` (a splittable DoFn with a watermark)
   drives a deterministic generator of ride events with event timestamps;
   ``ContinualCountPerKey`` (public end, ``testing_seed``) releases every key for every step; the
-  releases equal ``reference_releases`` release for release, and equal what the DirectRunner
+  releases equal ``beam_dp.testing.replay`` release for release, and equal what the DirectRunner
   releases for the same events.
 * ``TestStream`` on Flink: idle keys and empty steps released, late records dead-lettered.
   TestStream needs an explicit standard coder on Flink: its default ``FastPrimitivesCoder`` is
@@ -30,7 +30,9 @@ from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import ContinualCountPerKey
 from beam_dp import PrivacyBudget
-from beam_dp.testing import reference_releases
+from beam_dp.testing import keyed_events
+from beam_dp.testing import release_table
+from beam_dp.testing import replay
 from tests import runners
 
 pytestmark = [pytest.mark.integration, pytest.mark.flink, runners.requires_flink]
@@ -65,10 +67,10 @@ def counts(start, **kwargs):
 
 def expected_releases(start):
     transform = counts(start)
-    reference = reference_releases(
-        transform.driver, LABEL, SEED,
+    reference = release_table(replay(transform.driver.loop_driver(), keyed_events(
+        transform.driver,
         [(key, int((t - start) // STEP), None) for (key, _), t in all_events(start)],
-        steps=IMPULSES // STEP)
+        steps=IMPULSES // STEP), label=LABEL, seed=SEED, end_input=False).releases)
     return sorted((key, step, values[0]) for (key, step), values in reference.items())
 
 
@@ -126,8 +128,9 @@ def test_teststream_idle_keys_late_records_and_parity():
     transform = ContinualCountPerKey(public_keys=KEYS, start=0, step=STEP, end=20,
                                      budget=PrivacyBudget(epsilon=1.0), testing_seed=SEED,
                                      label=LABEL)
-    reference = reference_releases(transform.driver, LABEL, SEED,
-                                   [(k, t // STEP, None) for (k, _), t in events], steps=4)
+    reference = release_table(replay(transform.driver.loop_driver(), keyed_events(
+        transform.driver, [(k, t // STEP, None) for (k, _), t in events], steps=4),
+        label=LABEL, seed=SEED, end_input=False).releases)
     expected = sorted((k, s, v[0]) for (k, s), v in reference.items())
 
     def check_dead(dead):

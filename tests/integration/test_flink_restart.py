@@ -7,7 +7,7 @@ the events produced in real time while the job runs, and the secret noise key
 (``noise_key='env:...'``: every draw is a PRF of the key and its address):
 
 * **restart**: the TaskManager is killed (SIGKILL) mid-stream and started again; the job restores
-  from its last checkpoint; the releases equal those of an uninterrupted run (``reference_releases``
+  from its last checkpoint; the releases equal those of an uninterrupted run (``beam_dp.testing.replay``
   under the job's keyed noise source, which test_kafka_flink and the parity tests show equal to
   an uninterrupted run), none missing; the Kafka sink is at-least-once, so a release may appear twice
   and is then identical.
@@ -31,7 +31,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_dp.noise import NoiseKeyRef
 from beam_dp import ContinualCountPerKey
 from beam_dp import PrivacyBudget
-from beam_dp.testing import reference_releases
+from beam_dp.testing import keyed_events
+from beam_dp.testing import release_table
+from beam_dp.testing import replay
 from tests import runners
 from tests.integration import kafka_support as ks
 from tests.integration import test_kafka_flink as kf
@@ -179,14 +181,13 @@ def run_to_completion(cluster, reader, result, timeout):
 
 
 def uninterrupted(start, events):
-    """The releases of an uninterrupted run: ``reference_releases`` under the job's own noise
+    """The releases of an uninterrupted run: ``beam_dp.testing.replay`` under the job's own noise
     source (the keyed PRF), which the parity tests and test_kafka_flink show equal to what the
     transform releases on a run that is not interrupted."""
     transform = counts(start)
-    reference = reference_releases(
-        transform.driver, LABEL, transform.rng,
-        [(k, int((t - start) // kf.STEP), None) for k, _, t in events],
-        steps=SECONDS // kf.STEP)
+    reference = release_table(replay(transform.driver.loop_driver(), keyed_events(
+        transform.driver, [(k, int((t - start) // kf.STEP), None) for k, _, t in events],
+        steps=SECONDS // kf.STEP), label=LABEL, rng=transform.rng, end_input=False).releases)
     return {(k, s): v[0] for (k, s), v in reference.items()}
 
 

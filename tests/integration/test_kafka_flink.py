@@ -8,7 +8,7 @@ FlinkRunner -> ContinualCountPerKey (public end) -> releases (Avro) on a topic, 
   adjustments this needs), and run by the 2.62 Flink job server (embedded ``[local]`` cluster).
 * The events carry their event time (Avro field and Kafka CreateTime; the source's watermark
   follows CreateTime); the job releases every step of every public key exactly once, with the
-  values of ``reference_releases`` under the seed.
+  values of ``beam_dp.testing.replay`` under the seed.
 * The events are on the topic before the job starts (a fresh job on a backlog) and Flink
   checkpoints every 200 ms with ``--finish_bundle_before_checkpointing``
   (``CHECKPOINTING``). Without that option, the 2.62 runner finishes a bundle inside the
@@ -28,7 +28,9 @@ from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import ContinualCountPerKey
 from beam_dp import PrivacyBudget
-from beam_dp.testing import reference_releases
+from beam_dp.testing import keyed_events
+from beam_dp.testing import release_table
+from beam_dp.testing import replay
 from tests import runners
 from tests.integration import kafka_support as ks
 from tests.integration.kafka_support import broker  # noqa: F401  (module fixture)
@@ -108,9 +110,9 @@ def test_avro_events_from_kafka_to_releases_on_kafka(broker):
     prod.close()
 
     transform = counts(start)
-    reference = reference_releases(transform.driver, LABEL, SEED,
-                                   [(k, int((t - start) // STEP), None) for k, _, t in evs],
-                                   steps=SECONDS // STEP)
+    reference = release_table(replay(transform.driver.loop_driver(), keyed_events(
+        transform.driver, [(k, int((t - start) // STEP), None) for k, _, t in evs],
+        steps=SECONDS // STEP), label=LABEL, seed=SEED, end_input=False).releases)
     expected = sorted((k, s, v[0]) for (k, s), v in reference.items())
     assert len(expected) == len(KEYS) * SECONDS // STEP
 

@@ -3,7 +3,7 @@ built by ``.ci/build_prism.sh``).
 
 TestStream in streaming mode: idle keys and empty steps released, releases following the
 watermark, late and malformed records dead-lettered, user-level bounding, parity with
-``reference_releases`` under a seed. Prism 2.77.0 panics with "zero length key" when a TestStream
+``beam_dp.testing.replay`` under a seed. Prism 2.77.0 panics with "zero length key" when a TestStream
 feeds a stateful stage directly; the transforms re-window first ('GlobalWindow'), and these tests
 put an identity Map after the TestStream as well.
 """
@@ -22,7 +22,9 @@ from apache_beam.transforms.window import TimestampedValue as tv
 from beam_dp import ContinualCountPerKey
 from beam_dp import PrivacyBudget
 from beam_dp import UserLevel
-from beam_dp.testing import reference_releases
+from beam_dp.testing import keyed_events
+from beam_dp.testing import release_table
+from beam_dp.testing import replay
 from tests import runners
 
 pytestmark = [pytest.mark.integration, pytest.mark.prism, runners.requires_prism]
@@ -123,7 +125,8 @@ def test_parity_with_the_pure_reference_under_a_seed():
     transform = ContinualCountPerKey(public_keys=keys, start=0, step=STEP, end=300, num_shards=3,
                                      budget=PrivacyBudget(epsilon=1.0), testing_seed=11,
                                      label='Counts')
-    expected = reference_releases(transform.driver, 'Counts', 11,
-                                  [(k, t // STEP, None) for k, t in events], steps=5)
+    expected = release_table(replay(transform.driver.loop_driver(), keyed_events(
+        transform.driver, [(k, t // STEP, None) for k, t in events], steps=5), label='Counts',
+        seed=11, end_input=False).releases)
     run(stream, transform, tuple[str, int],
         expected=[(k, s, round(v[0], 6)) for (k, s), v in expected.items()])

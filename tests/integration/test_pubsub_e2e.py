@@ -8,7 +8,7 @@ switching DirectRunner would first try Prism), each on its own subscription of o
 
 * ε = 10⁶ (noise ≪ 1): every release equals the true running count;
 * ε = 1 with ``--noise_key=file:...`` (a secret noise key; the jobs take no seed): every release
-  equals ``reference_releases`` driven by the same keyed source (same noise, release for
+  equals ``beam_dp.testing.replay`` driven by the same keyed source (same noise, release for
   release) and lies within 6·noise_stddev of the truth.
 
 It publishes a realistic stream: each step's rides (Avro, event time in the ``event_time``
@@ -294,7 +294,9 @@ def test_continual_counts_end_to_end_on_the_pubsub_emulator(emulator, tmp_path):
     from beam_dp import PrivacyBudget  # pylint: disable=import-outside-toplevel
     from beam_dp import UserLevel  # pylint: disable=import-outside-toplevel
     from beam_dp import noise  # pylint: disable=import-outside-toplevel
-    from beam_dp.testing import reference_releases  # pylint: disable=import-outside-toplevel
+    from beam_dp.testing import keyed_events  # pylint: disable=import-outside-toplevel
+    from beam_dp.testing import release_table  # pylint: disable=import-outside-toplevel
+    from beam_dp.testing import replay  # pylint: disable=import-outside-toplevel
 
     began = time.monotonic()
     ps = _Pubsub(emulator)
@@ -411,8 +413,9 @@ def test_continual_counts_end_to_end_on_the_pubsub_emulator(emulator, tmp_path):
             budget=PrivacyBudget(epsilon=1.0), privacy_unit=unit,
             allowed_lateness=LATENESS_SECONDS, key_fn=lambda r: r.station).driver
         keyed = noise.KeyedRandom(f'file:{_noise_key_file(tmp_path)}')
-        reference = reference_releases(spec, 'ContinualCountPerStation', keyed,
-                                       [(k, s, None) for k, s in truth_events], steps=STEPS)
+        reference = release_table(replay(spec.loop_driver(), keyed_events(
+            spec, [(k, s, None) for k, s in truth_events], steps=STEPS),
+            label='ContinualCountPerStation', rng=keyed, end_input=False).releases)
 
         for job in jobs:
             log = job.log_tail()

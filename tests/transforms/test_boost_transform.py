@@ -10,16 +10,15 @@ from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp.noise import NoiseKeyRef
 from beam_dp import PrivacyBudget
-from beam_dp import noise
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.boost import BoostQueryRecord
 from beam_dp.io.boost import boost_to_avro
+from beam_dp.drivers.boost_events import BoostItem
 from beam_dp.mechanisms.boost import Readiness
+from beam_dp.testing import replay
 from beam_dp.transforms.boost import QUERY
 from beam_dp.transforms.boost import ROW
 from beam_dp.transforms.boost import BoostQueries
-from beam_dp.transforms.boost import refuse_waiting
-from beam_dp.transforms.boost import run_events
 from tests.runners import streaming_options
 
 SHAPE = (2, 4)
@@ -85,16 +84,14 @@ def _run(transform, rows, queries, runner='BundleBasedDirectRunner'):
 
 
 def _reference(transform, rows, queries):
-    """The pure reference: the driver, the same events, the same order, one call at the end."""
-    driver = transform.driver('covid')
-    items = [(ROW, round(t * US), a) for t, (d, a) in rows if d == 'covid']
-    items += [(QUERY, round(t * US), q) for t, q in queries if q.dataset == 'covid']
-    rng = noise.seeded(7).derive(transform.label)
-    state, out, rest = run_events(driver, transform.clock, driver.init_state(), items,
-                                  2 ** 62, rng)
-    assert rest == []
-    state, more = refuse_waiting(driver, state)
-    return out + more
+    """``beam_dp.testing.replay`` of the transform's loop driver over the same events: every
+    answer, refusal, ledger row and sealed block of 'covid'."""
+    items = [BoostItem(ROW, round(t * US), tuple(a)) for t, (d, a) in rows if d == 'covid']
+    items += [BoostItem(QUERY, round(t * US), q) for t, q in queries if q.dataset == 'covid']
+    out = replay(transform.loop_driver(), [('covid', None)] + [('covid', i) for i in items],
+                 label=transform.label, seed=7)
+    assert out.pending['covid'] == []
+    return out.releases + [r for values in out.tagged.values() for r in values]
 
 
 def test_batch_parity_with_the_pure_driver_blocks_replay_and_refusals():
@@ -145,7 +142,7 @@ def test_streaming_late_rows_dead_lettered_and_never_change_a_sealed_block():
         qs = events | 'Qs' >> beam.FlatMap(lambda e: [e[1]] if e[0] == 'q' else [])
         _collect_all((data, qs) | transform)
     got = _collected()
-    late = [d for d in got['dead_letter'] if d.reason == 'late']
+    late = [d for d in got['dead_letter'] if d.reason.startswith('late: step ')]
     assert sorted(d.event_time_micros for d in late) == [3 * US, 15 * US]
     sizes = {b.block: b.size for b in got['blocks'] if b.dataset == 'covid'}
     assert sizes == {0: 200, 1: 200, 2: 1, 3: 0}

@@ -22,7 +22,9 @@ from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp import Release
 from beam_dp import UserLevel
-from beam_dp.testing import reference_releases
+from beam_dp.testing import keyed_events
+from beam_dp.testing import release_table
+from beam_dp.testing import replay
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
@@ -186,8 +188,9 @@ def test_parity_with_the_pure_reference_under_a_seed():
     transform = ContinualCountPerKey(public_keys=keys, start=0, step=STEP, end=300, num_shards=3,
                                      budget=PrivacyBudget(epsilon=1.0), testing_seed=11,
                                      label='Counts')
-    expected = reference_releases(transform.driver, 'Counts', 11,
-                                  [(k, t // STEP, None) for k, t in events], steps=5)
+    expected = release_table(replay(transform.driver.loop_driver(), keyed_events(
+        transform.driver, [(k, t // STEP, None) for k, t in events], steps=5), label='Counts',
+        seed=11, end_input=False).releases)
     run_stream(stream, transform, extract=lambda r: (r.key, r.step, r.value),
                expected=[(k, s, v[0]) for (k, s), v in expected.items()])
 

@@ -16,7 +16,9 @@ from beam_dp import ContinualCountPerKey
 from beam_dp import ContinualHistogramPerKey
 from beam_dp import PrivacyBudget
 from beam_dp import UserLevel
-from beam_dp.testing import reference_releases
+from beam_dp.testing import keyed_events
+from beam_dp.testing import release_table
+from beam_dp.testing import replay
 from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 
@@ -57,8 +59,9 @@ def _run(transform, events, steps, later=(), dead=None, value=lambda k, u: None)
 
 def _matches_reference(transform, events, steps, value):
     driver = transform.driver
-    ref = reference_releases(driver, transform.label, 17,
-                             [(k, t // STEP, value(k, u)) for k, u, t in events], steps)
+    ref = release_table(replay(driver.loop_driver(), keyed_events(
+        driver, [(k, t // STEP, value(k, u)) for k, u, t in events], steps),
+        label=transform.label, seed=17, end_input=False).releases)
 
     def check(actual):
         assert len(actual) == len(KEYS) * steps == len(set((k, s) for k, s, *_ in actual))

@@ -18,6 +18,8 @@ from apache_beam.testing.util import equal_to
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beam_dp import EventLevel
+from beam_dp import InvalidParamsError
 from beam_dp import UserLevel
 from beam_dp.io.records import DeadLetter
 from beam_dp.drivers.bounding import EXHAUSTED_KEYS
@@ -415,3 +417,8 @@ def test_on_prism_with_groups_emitted_from_process(monkeypatch):
     monkeypatch.setattr(_GroupByUnitInBundleFn, 'MAX_BUFFERED', 1)
     _past_s_steps_pipeline(beam.Pipeline(options=PipelineOptions(
         runners.prism_options(streaming=True))))
+
+
+def test_a_privacy_unit_that_is_not_user_level_is_an_invalid_parameter():
+    with pytest.raises(InvalidParamsError, match='privacy_unit must be UserLevel'):
+        BoundContributions(EventLevel())

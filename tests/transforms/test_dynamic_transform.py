@@ -12,7 +12,8 @@ from apache_beam.transforms.window import TimestampedValue
 from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp.transforms.dynamic import DynamicCountPerKey
-from beam_dp.drivers.segmented import reference_releases
+from beam_dp.testing import key_events
+from beam_dp.testing import replay
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
@@ -79,10 +80,11 @@ def test_invalid_updates_are_counted_by_the_partitioner(construction):
     t = DynamicCountPerKey(public_keys=['a'], start=0, step=1, budget=NOISE_FREE,
                            construction=construction)
     invalid = [(4, (('x', -1),)), (7, ((None, 1),))]
-    out, _ = reference_releases(t.driver, 'a', 'L', 0, invalid, 11)
-    assert 4 in [close.step for close in out.closes] and 7 in [close.step for close in out.closes]
-    assert all(close.answer == (0.0,) for close in out.closes)
-    assert len(out.rejected) == 2
+    out = replay(t.loop_driver(), key_events(t.clock, 'a', invalid, 11), label='L', seed=0,
+                 end_input=False)
+    assert 4 in [r.step for r in out.releases] and 7 in [r.step for r in out.releases]
+    assert all(r.value == 0.0 for r in out.releases)
+    assert len(out.dead_letters) == 2
 
 
 @pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
@@ -97,8 +99,9 @@ def test_parity_with_the_pure_driver_under_a_seed(construction):
         updates.append(('a', f'r{i}', -1, 3 * i + 30.5))
     updates = [u for u in updates if u[3] < 290]
     batches = [(int(tt), ((rid, op),)) for _, rid, op, tt in updates]
-    ref, _ = reference_releases(t.driver, 'a', 'Dyn', 3, batches, 299)
-    expected = [(close.step, round(close.answer[0], 6)) for close in ref.closes]
+    ref = replay(t.loop_driver(), key_events(t.clock, 'a', batches, 299), label='Dyn', seed=3,
+                 end_input=False).releases
+    expected = [(r.step, round(r.value, 6)) for r in ref]
     assert len(expected) >= 3
     stream = TestStream().advance_watermark_to(0)
     half = len(updates) // 2

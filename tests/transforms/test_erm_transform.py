@@ -20,10 +20,8 @@ from beam_dp import ContinualERM
 from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp import SlidingWindowERM
-from beam_dp import noise
-from beam_dp.drivers.erm import reference
-from beam_dp.io.erm import ledger_row_from_event
-from beam_dp.io.erm import model_release_from_event
+from beam_dp.testing import replay
+from beam_dp.testing import stream_events
 from beam_dp.mechanisms.erm import NOT_DP_LABEL
 from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
@@ -83,17 +81,15 @@ def stream_of(records, order_seed=None):
 
 
 def expected(transform, label, records):
-    """ModelRelease and ledger rows of the pure reference for every public stream."""
+    """ModelRelease and ledger rows of ``beam_dp.testing.replay`` for every public stream."""
     driver = transform.driver
     releases, ledger = [], []
     for stream in ('a', 'b'):
         inputs = [('record', t * 1_000_000, r[1], r[2]) for r, t in records if r[0] == stream]
-        res = reference(driver, stream, inputs, noise.seeded(SEED).derive(label),
-                        until_block=LAST_BLOCK)
-        for e in res.events:
-            releases.append(model_release_from_event(
-                stream, e, 4.0, 3, driver.mechanism.feature_dim, driver.block_start(e.job.lo)))
-            ledger.append(ledger_row_from_event(stream, e, driver.mechanism.ledger_budget))
+        out = replay(transform.loop_driver(), stream_events(driver, stream, inputs, LAST_BLOCK),
+                     label=label, seed=SEED, end_input=False)
+        releases += out.releases
+        ledger += out.tagged.get('ledger', [])
     return releases, ledger
 
 

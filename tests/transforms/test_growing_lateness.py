@@ -24,6 +24,7 @@ from beam_dp import InvalidParamsError
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
 from beam_dp.transforms.growing_database import _closed_reason
+from beam_dp.transforms.growing_database import _late_reason
 from tests import runners
 from tests.transforms.test_bb_transforms import N as BB_DOMAIN
 from tests.transforms.test_bb_transforms import scheduler_args
@@ -35,7 +36,7 @@ from tests.transforms.test_segment_lateness import prism_pipeline
 
 #: Windows of 100 s from t = 100 s: [100, 200) is the window of the records below.
 START_S, WID = 100, (100_000_000, 200_000_000)
-LATE = ('AnswerQueries', f'late: {_closed_reason(WID)}')
+LATE = ('AnswerQueries', _late_reason(WID, 0))           # allowed_lateness 0 (default)
 
 
 def _batches(with_other):

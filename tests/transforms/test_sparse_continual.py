@@ -15,7 +15,8 @@ from beam_dp import BudgetExceededError
 from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp import noise
-from beam_dp.drivers.segmented import reference_releases
+from beam_dp.testing import key_events
+from beam_dp.testing import replay
 from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
@@ -24,6 +25,13 @@ from tests.runners import streaming_options
 pytestmark = pytest.mark.pipeline
 
 NOISE_FREE = PrivacyBudget(epsilon=1e6)   # θ < 1 and zero noise: a data step closes, empty ones do not
+
+
+def _replay(transform, key, label, seed, batches, until, private=False):
+    """The releases of one key: ``beam_dp.testing.replay`` of the transform's loop driver."""
+    return replay(transform.loop_driver(), key_events(transform.clock, key, batches, until,
+                                                      private),
+                  label=label, seed=seed, end_input=False).releases
 
 
 def tv(record, seconds):
@@ -100,8 +108,8 @@ def test_parity_with_the_pure_driver_under_a_seed(c_theta):
     transform = sparse(public_keys=['a'], end=390, budget=PrivacyBudget(epsilon=1.0),
                        c_theta=c_theta, testing_seed=5, label='Sparse')
     batches = [(t - 1, (1,)) for t in EVENTS]      # event at t - 0.5 s: step t - 1
-    ref, _ = reference_releases(transform.driver, 'a', 'Sparse', 5, batches, 389)
-    expected = [(close.step, close.answer[0]) for close in ref.closes]
+    ref = _replay(transform, 'a', 'Sparse', 5, batches, 389)
+    expected = [(r.step, r.value) for r in ref]
     assert expected, 'the reference closes at least the forced segments'
     # The boundaries agree with the partitioner driven directly (an independent code path; the
     # mechanism's ticks count from 1: tick = step + 1).
@@ -110,7 +118,7 @@ def test_parity_with_the_pure_driver_under_a_seed(c_theta):
     for t in EVENTS:
         arrivals[t] = arrivals.get(t, 0) + 1
     closes, _ = part.run(arrivals, 390, noise.seeded(5).derive('Sparse', 'key', 'a', 'partition'))
-    assert [c.close_tick for c in closes] == [close.step + 1 for close in ref.closes]
+    assert [c.close_tick for c in closes] == [r.step + 1 for r in ref]
     run(_parity_stream(EVENTS, lambda e: (e[10:], e[:10])), transform,
         extract=lambda r: (r.step, r.value), expected=expected)
 
@@ -121,8 +129,7 @@ def test_release_time_purity_boundaries_after_j_do_not_depend_on_data_before():
     transform = sparse(public_keys=['a'], budget=PrivacyBudget(epsilon=1.0), c_theta=1.0,
                        testing_seed=1, label='P')
     base = [(t - 1, (1,)) for t in EVENTS]
-    ref, _ = reference_releases(transform.driver, 'a', 'P', 1, base, 1999)
-    steps = [close.step for close in ref.closes]
+    steps = [r.step for r in _replay(transform, 'a', 'P', 1, base, 1999)]
     assert len(steps) >= 4
     j = 2
     cut = steps[j - 1]
@@ -133,9 +140,9 @@ def test_release_time_purity_boundaries_after_j_do_not_depend_on_data_before():
         n = sum(1 for s, _ in base if lo < s <= hi)
         if n:
             perturbed.append((hi, (n,)))      # all of the segment's records at its close step
-    out, _ = reference_releases(transform.driver, 'a', 'P', 1, perturbed, 1999)
-    assert [close.step for close in out.closes][:j] == steps[:j]
-    assert [close.step for close in out.closes][j:] == steps[j:]
+    out = [r.step for r in _replay(transform, 'a', 'P', 1, perturbed, 1999)]
+    assert out[:j] == steps[:j]
+    assert out[j:] == steps[j:]
 
 
 def test_private_keys_on_the_sparse_transform():
@@ -147,11 +154,10 @@ def test_private_keys_on_the_sparse_transform():
     keys = PrivateKeys(budget=PrivacyBudget(epsilon=2.0, delta=1e-3))
     t = SparseContinualCountPerKey(keys=keys, start=0, step=1, end=20, budget=NOISE_FREE,
                                    testing_seed=2, label='PK')
-    ref, _ = reference_releases(t.driver, 'big', 'PK', 2, [(1, (150,))], 19, private=True)
-    expected = [('big', close.step, close.answer[0]) for close in ref.closes]
+    ref = _replay(t, 'big', 'PK', 2, [(1, (150,))], 19, private=True)
+    expected = [('big', r.step, r.value) for r in ref]
     assert expected and expected[0][2] == 150.0
-    solo, _ = reference_releases(t.driver, 'solo', 'PK', 2, [(1, (1,))], 19, private=True)
-    assert solo.closes == ()
+    assert _replay(t, 'solo', 'PK', 2, [(1, (1,))], 19, private=True) == []
     run(stream, t, expected=expected)
 
 

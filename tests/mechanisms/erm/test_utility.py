@@ -6,7 +6,7 @@ import pytest
 
 from beam_dp import noise
 from beam_dp.drivers.erm import ERMStreamDriver
-from beam_dp.drivers.erm import reference
+from tests.drivers.erm_one_pass import reference
 from beam_dp.mechanisms.erm import PSGD
 from beam_dp.mechanisms.erm import ContinualReleaseSchedule
 from beam_dp.mechanisms.erm import ERMRelease

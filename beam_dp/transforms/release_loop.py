@@ -1,0 +1,314 @@
+"""THE release loop: the one stateful DoFn that runs every family's driver
+(``beam_dp.drivers.protocol``) on Beam state and event-time timers.
+
+The loop owns what is Beam: the state cell(s), the release timer, the end-of-input timer, the
+dead-letter output and the release rows. Every decision (what is late, what a step releases,
+when the next timer fires, which noise address each draw uses) is the driver's, so that
+``beam_dp.testing.replay`` drives the same driver exactly as the job does.
+
+Two variants of the same loop:
+
+* ``single_cell_loop`` (the keyed fast path): the driver's whole state, pending contributions
+  included, in ONE ReadModifyWrite cell — one read and one write per element (every cell write
+  costs the SDK a deep-size measurement of the value for its state cache);
+* ``buffered_loop``: the driver's state in one cell, payloads in a pending bag (state too large
+  to rewrite per element), an end-of-input flag. With a driver that gives ``state_size`` /
+  ``payload_size`` estimates, cell and bag values are wrapped so that Beam's state cache sizes
+  them from the estimate instead of walking every object.
+
+The state and timer names are part of the Dataflow update contract: a family keeps its names
+(``cell`` and ``timer`` arguments; the bag is 'pending', the flag 'finished', the timers
+'release' (Boost: 'wake') and 'end_of_input'). The loop classes are built once per cell name at import (so that workers
+unpickle them by reference).
+
+Element: ``(loop key, payload)``, payload None for a key's seed at ``start``.
+"""
+
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam.coders import BooleanCoder
+from apache_beam.coders import PickleCoder
+from apache_beam.runners.worker.statecache import CacheAware
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.userstate import TimerSpec
+from apache_beam.transforms.userstate import on_timer
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_dp import noise
+from beam_dp.drivers.protocol import UNCHANGED
+from beam_dp.drivers.protocol import NoiseRoot
+from beam_dp.drivers.protocol import Outcome
+from beam_dp.io.records import DeadLetter
+from beam_dp.transforms import shell
+
+__all__ = [
+    'buffered_loop',
+    'single_cell_loop',
+]
+
+_END_OF_TIME = GlobalWindow().max_timestamp()
+
+
+class _Sized(CacheAware):
+    """A state value as held in a cell or a bag, sized for Beam's state cache from the driver's
+    estimate (``size``) instead of a walk over every object it holds."""
+
+    __slots__ = ('value', 'size')
+
+    def __init__(self, value, size):
+        self.value = value
+        self.size = size
+
+    def __reduce__(self):
+        return type(self), (self.value, self.size)
+
+    def get_referents_for_cache(self):
+        return []
+
+    def __sizeof__(self):
+        return self.size
+
+
+def _unwrap(value):
+    return value.value if type(value) is _Sized else value  # pylint: disable=unidiomatic-typecheck
+
+
+class _LoopFn(beam.DoFn):
+    """What both variants share: the driver, the labels, the noise root, the outputs."""
+
+    def __init__(self, driver, label: str, rng: noise.RandomSource,
+                 noise_label: Optional[str] = None):
+        self._driver = driver
+        self._label = label            # dead letters
+        self._rng = rng
+        self._noise_label = label if noise_label is None else noise_label
+
+    def setup(self):
+        self._clock = self._driver.clock
+        self._noise = NoiseRoot(self._rng, self._noise_label)
+        self._state_size = getattr(self._driver, 'state_size', None)
+        self._payload_size = getattr(self._driver, 'payload_size', None)
+
+    def _start_timers(self, release_timer, end_timer, micros: Optional[int]) -> None:
+        self._arm(release_timer, micros)
+        if self._clock.last_step is None:
+            # Fires only when the input ends (bounded input, drain): stops the loop, which would
+            # otherwise run forever at watermark +inf.
+            end_timer.set(_END_OF_TIME)
+
+    @staticmethod
+    def _arm(timer, micros: Optional[int]) -> None:
+        if micros is not None:
+            timer.set(Timestamp(micros=micros))
+
+    def _emit(self, out: Outcome):
+        """The outcome's dead letters and tagged outputs (the releases: ``_releases``)."""
+        for dead in out.dead_letters:
+            yield beam.pvalue.TaggedOutput(shell.DEAD_LETTER, DeadLetter(
+                self._label, dead.stage, dead.reason, shell.render_record(dead.record),
+                dead.event_time_micros))
+        for tag, value in out.tagged:
+            yield beam.pvalue.TaggedOutput(tag, value)
+
+    def _outputs(self, out: Outcome):
+        if not out.dead_letters and not out.tagged:
+            return out.releases
+        return list(out.releases) + list(self._emit(out))
+
+
+class _SingleCellFn(_LoopFn):
+    """Base of the single-cell loops (``single_cell_loop``): subclasses bind the specs."""
+
+    def _process(self, element, cell, release_timer, end_timer):
+        key, payload = element
+        state = cell.read()
+        driver = self._driver
+        if state is None:
+            out = driver.start(key, self._noise)
+            state = out.state
+            self._start_timers(release_timer, end_timer, out.timer_micros)
+            if payload is None:
+                cell.write(state)
+        if payload is None:
+            return ()
+        out = driver.fold(state, key, payload)
+        if out.state is not UNCHANGED:
+            cell.write(out.state)
+        self._arm(release_timer, out.timer_micros)
+        return self._outputs(out)
+
+    def _release(self, key, fired, cell, release_timer):
+        out = self._driver.close(cell.read(), key, fired.micros, (), self._noise)
+        if out.state is not UNCHANGED:
+            cell.write(out.state)
+        self._arm(release_timer, out.timer_micros)
+        return self._outputs(out)
+
+    def _end(self, cell, release_timer):
+        cell.write(self._driver.end_of_input(cell.read()))
+        release_timer.clear()
+
+
+class _BufferedFn(_LoopFn):
+    """Base of the buffered loops (``buffered_loop``): subclasses bind the specs."""
+
+    def _wrap(self, state):
+        size = self._state_size
+        return state if size is None or state is None else _Sized(state, size(state))
+
+    def _process(self, element, cell, pending, release_timer, end_timer):
+        key, payload = element
+        stored = cell.read()
+        driver = self._driver
+        if stored is None:
+            out = driver.start(key, self._noise)
+            if out.state is not None:
+                cell.write(self._wrap(out.state))
+            self._start_timers(release_timer, end_timer, out.timer_micros)
+            state = out.state
+        else:
+            state = _unwrap(stored)
+        if payload is None:
+            return ()
+        out = driver.fold(state, key, payload)
+        if out.keep:
+            size = self._payload_size
+            pending.add(payload if size is None else _Sized(payload, size(payload)))
+        if out.state is not UNCHANGED:
+            cell.write(self._wrap(out.state))
+        self._arm(release_timer, out.timer_micros)
+        return self._outputs(out)
+
+    def _release(self, key, fired, cell, pending, finished, release_timer):
+        if finished.read():
+            return ()
+        items = [_unwrap(item) for item in pending.read()]
+        out = self._driver.close(_unwrap(cell.read()), key, fired.micros, items, self._noise)
+        if out.pending is not None:
+            pending.clear()
+            size = self._payload_size
+            for item in out.pending:
+                pending.add(item if size is None else _Sized(item, size(item)))
+        if out.state is not UNCHANGED:
+            cell.write(self._wrap(out.state))
+        self._arm(release_timer, out.timer_micros)
+        return self._outputs(out)
+
+    def _end(self, key, cell, pending, finished, release_timer):
+        if finished.read():
+            return ()
+        finished.write(True)
+        release_timer.clear()
+        end = getattr(self._driver, 'end_of_input', None)
+        if end is None:
+            return ()
+        out = end(_unwrap(cell.read()), key)
+        if out.pending is not None:
+            pending.clear()
+            for item in out.pending:
+                pending.add(item)
+        if out.state is not UNCHANGED:
+            cell.write(self._wrap(out.state))
+        return self._outputs(out)
+
+
+def _single_cell_class(cell_name: str):
+    cell_spec = ReadModifyWriteStateSpec(cell_name, PickleCoder())
+    release_spec = TimerSpec('release', TimeDomain.WATERMARK)
+    end_spec = TimerSpec('end_of_input', TimeDomain.WATERMARK)
+
+    class SingleCellLoop(_SingleCellFn):
+        """The single-cell release loop (state cell '%s')."""
+        CELL = cell_spec
+        RELEASE_TIMER = release_spec
+        END_TIMER = end_spec
+
+        def process(self, element, cell=beam.DoFn.StateParam(cell_spec),
+                    release_timer=beam.DoFn.TimerParam(release_spec),
+                    end_timer=beam.DoFn.TimerParam(end_spec)):
+            return self._process(element, cell, release_timer, end_timer)
+
+        @on_timer(release_spec)
+        def release(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
+                    cell=beam.DoFn.StateParam(cell_spec),
+                    release_timer=beam.DoFn.TimerParam(release_spec)):
+            return self._release(key, fired, cell, release_timer)
+
+        @on_timer(end_spec)
+        def end_of_input(self, cell=beam.DoFn.StateParam(cell_spec),
+                         release_timer=beam.DoFn.TimerParam(release_spec)):
+            self._end(cell, release_timer)
+
+    return SingleCellLoop
+
+
+def _buffered_class(cell_name: str, timer_name: str = 'release'):
+    cell_spec = ReadModifyWriteStateSpec(cell_name, PickleCoder())
+    pending_spec = BagStateSpec('pending', PickleCoder())
+    finished_spec = ReadModifyWriteStateSpec('finished', BooleanCoder())
+    release_spec = TimerSpec(timer_name, TimeDomain.WATERMARK)
+    end_spec = TimerSpec('end_of_input', TimeDomain.WATERMARK)
+
+    class BufferedLoop(_BufferedFn):
+        """The buffered release loop."""
+        CELL = cell_spec
+        PENDING = pending_spec
+        FINISHED = finished_spec
+        RELEASE_TIMER = release_spec
+        END_TIMER = end_spec
+
+        def process(self, element, cell=beam.DoFn.StateParam(cell_spec),
+                    pending=beam.DoFn.StateParam(pending_spec),
+                    release_timer=beam.DoFn.TimerParam(release_spec),
+                    end_timer=beam.DoFn.TimerParam(end_spec)):
+            return self._process(element, cell, pending, release_timer, end_timer)
+
+        @on_timer(release_spec)
+        def release(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
+                    cell=beam.DoFn.StateParam(cell_spec),
+                    pending=beam.DoFn.StateParam(pending_spec),
+                    finished=beam.DoFn.StateParam(finished_spec),
+                    release_timer=beam.DoFn.TimerParam(release_spec)):
+            return self._release(key, fired, cell, pending, finished, release_timer)
+
+        @on_timer(end_spec)
+        def end_of_input(self, key=beam.DoFn.KeyParam, cell=beam.DoFn.StateParam(cell_spec),
+                         pending=beam.DoFn.StateParam(pending_spec),
+                         finished=beam.DoFn.StateParam(finished_spec),
+                         release_timer=beam.DoFn.TimerParam(release_spec)):
+            return self._end(key, cell, pending, finished, release_timer)
+
+    return BufferedLoop
+
+
+def _named(cls, name: str):
+    cls.__name__ = cls.__qualname__ = name
+    globals()[name] = cls
+    return cls
+
+
+# One class per cell name a family uses (state names are kept across the port).
+_SINGLE_CELL = {name: _named(_single_cell_class(name), f'SingleCellLoop_{name}')
+                for name in ('shard_state',)}
+_BUFFERED = {(name, timer): _named(_buffered_class(name, timer), f'BufferedLoop_{name}_{timer}')
+             for name, timer in (('shard_state', 'release'), ('key_state', 'release'),
+                                 ('stream_state', 'release'), ('driver_state', 'wake'))}
+
+
+def single_cell_loop(driver, label: str, rng: noise.RandomSource, *, cell: str = 'shard_state',
+                     noise_label: Optional[str] = None) -> beam.DoFn:
+    """The single-cell loop running ``driver`` (a ``SingleCellDriver``) for the transform
+    ``label`` (dead letters), drawing noise at ``noise_label`` (default ``label``)."""
+    return _SINGLE_CELL[cell](driver, label, rng, noise_label)
+
+
+def buffered_loop(driver, label: str, rng: noise.RandomSource, *, cell: str,
+                  timer: str = 'release', noise_label: Optional[str] = None) -> beam.DoFn:
+    """The buffered loop running ``driver`` (a ``BufferedDriver``): state cell ``cell``,
+    release timer ``timer``. A driver with ``end_of_input(state, key) -> Outcome`` is called
+    when the input ends (e.g. to refuse what still waits)."""
+    return _BUFFERED[(cell, timer)](driver, label, rng, noise_label)
