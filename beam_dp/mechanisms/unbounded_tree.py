@@ -59,7 +59,7 @@ further rather than fail inside a sampler.
 import dataclasses
 import fractions
 import functools
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -69,6 +69,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms._counter_params import CounterPrivacy
+from beam_dp.mechanisms.balanced_tree import BalancedTreeState
 from beam_dp.mechanisms.balanced_tree import levels_for
 from beam_dp.mechanisms.balanced_tree import segments
 from beam_dp.noise import RandomSource
@@ -182,27 +183,10 @@ _register(Schedule(
 
 
 @dataclasses.dataclass(frozen=True)
-class UnboundedTreeState:
-    """Immutable state over d bins: t steps consumed, the exact ``prefix`` per bin, per level h
-    (h < E(t)) the current run ``runs[h] = (first node j, count, sign)``, and ``noise`` level
-    after level: one row (the run's noise sum) for an added run, one row per node (node order)
-    for a subtracted run, none for an empty level. Arrays are read-only."""
-    t: int
-    prefix: np.ndarray
-    runs: np.ndarray
-    noise: np.ndarray
-
-    def nbytes(self) -> int:
-        return self.prefix.nbytes + self.runs.nbytes + self.noise.nbytes + 8
-
-    def level_rows(self) -> List[np.ndarray]:
-        """The noise rows of each level (views)."""
-        out, at = [], 0
-        for _, count, sign in self.runs.tolist():
-            rows = 1 if sign > 0 else (count if sign < 0 else 0)
-            out.append(self.noise[at:at + rows])
-            at += rows
-        return out
+class UnboundedTreeState(BalancedTreeState):
+    """The balanced tree's state layout, over unboundedly many levels: d bins, t steps consumed,
+    the exact ``prefix`` per bin, per level h (h < E(t)) the current run ``runs[h] = (first node
+    j, count, sign)``, and ``noise`` level after level (``BalancedTreeState``)."""
 
 
 @dataclasses.dataclass(frozen=True)
