@@ -18,6 +18,7 @@ from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.protocol import END_OF_TIME_MICROS
 from beam_dp.drivers.protocol import Dead
 from beam_dp.drivers.protocol import Outcome
+from beam_dp.drivers.protocol import RecordText
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.boost import BoostAnswerRecord
 from beam_dp.io.boost import BoostBlockSealed
@@ -150,14 +151,17 @@ class BoostLoop:
 
     def fold(self, stored, dataset: str, item: BoostItem) -> Outcome:
         state, wake = stored
-        kind, micros, payload = item
+        kind, micros, payload = item[:3]
         if kind == ROW:
             driver = self.drivers[dataset]
             block = (micros - driver.start_micros) // driver.block_micros
+            carried = len(item) > 3      # the row's rendering: never stored
             if block < state.mech.num_blocks:
-                return Outcome(dead_letters=[Dead(_STAGE, self.clock.late_reason(block), {
-                    'dataset': dataset, 'attributes': payload}, micros)])
-            return Outcome(keep=True)
+                record = RecordText(item[3]) if carried else {
+                    'dataset': dataset, 'attributes': payload}
+                return Outcome(dead_letters=[Dead(_STAGE, self.clock.late_reason(block), record,
+                                                  micros)])
+            return Outcome(keep=True, stored=BoostItem(*item[:3]) if carried else None)
         wake, timer = self._arm(wake, micros)
         return Outcome((state, wake), timer_micros=timer, keep=True)
 

@@ -36,6 +36,8 @@ import numpy as np
 from beam_dp import _validation as v
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.protocol import Outcome
+from beam_dp.drivers.protocol import Dead
+from beam_dp.drivers.protocol import RecordText
 from beam_dp.drivers.protocol import late_letter
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
@@ -219,9 +221,14 @@ class ERMLoop:
         return Outcome(self.driver.init_state(), timer_micros=self.clock.release_time_micros(0))
 
     def fold(self, state: StreamState, stream: str, item: BlockRecord) -> Outcome:
-        block, features, label = item
+        block, features, label = item[:3]
+        carried = len(item) > 3  # the input record's rendering and time, never stored
         if block >= state.next_block:
-            return Outcome(keep=True)
+            return Outcome(keep=True, stored=BlockRecord(block, features, label) if carried
+                           else None)
+        if carried:
+            return Outcome(dead_letters=[Dead(_STAGE, self.clock.late_reason(block),
+                                              RecordText(item[3]), item[4])])
         return Outcome(dead_letters=[late_letter(
             self.clock, _STAGE, block,
             {'stream': stream, 'block': block, 'features': features, 'label': label})])

@@ -201,6 +201,11 @@ class PrivateCountCodes:
         self.step_micros = clock.step_micros
         self.end_micros = clock.start_micros + steps * clock.step_micros
 
+    @property
+    def shards(self) -> List[int]:
+        """The shard of every learnt key, by id (read only)."""
+        return self._shards
+
     def learn(self, key: str, shard: int) -> None:
         """A key the validator accepted (exactly a ``str``), with its shard."""
         if type(key) is str and key not in self.index and len(self._keys) < _MAX_KEYS:  # pylint: disable=unidiomatic-typecheck

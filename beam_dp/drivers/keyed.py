@@ -40,6 +40,7 @@ from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.private_keys import PrivateKeysShard
 from beam_dp.drivers.protocol import Outcome
 from beam_dp.drivers.protocol import late_letter
+from beam_dp.drivers.protocol import late_records
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
@@ -486,10 +487,17 @@ class PublicShardLoop:
                        timer_micros=self.clock.release_time_micros(0))
 
     def fold(self, state: PublicShardState, shard: int, payload: ShardPartial) -> Outcome:
+        records = None
+        if len(payload) > 3:     # the records it sums: dropped here, never kept in state
+            records, payload = payload[3], ShardPartial(*payload[:3])
         new_state = self.keyed.add_pending(state, payload)
         if new_state is not None:
             return Outcome(new_state)
         step, positions, values = payload
+        if records is not None:  # late: one dead letter per record folded into the partial
+            return Outcome(dead_letters=late_records(self.clock, _RELEASE_STAGE, step, records))
+        # No records (user level, whose chain in 'BoundContributions' dead-letters late
+        # records one by one before this backstop): the aggregate per key and step.
         return Outcome(dead_letters=[
             late_letter(self.clock, _RELEASE_STAGE, step, {'key': key, 'step': step,
                                                            'value': value})
@@ -529,9 +537,14 @@ class PrivateShardLoop:
         return Outcome(self._shard.init_state(), timer_micros=self.clock.release_time_micros(0))
 
     def fold(self, state, shard: int, payload: PrivatePartial) -> Outcome:
+        records = None
+        if len(payload) > 2:     # the records it sums: never stored in the bag
+            records, payload = payload[2], PrivatePartial(payload[0], payload[1])
         step, per_key = payload
         if step >= state.next_step:
-            return _KEEP
+            return _KEEP if records is None else Outcome(keep=True, stored=payload)
+        if records is not None:  # late: one dead letter per record
+            return Outcome(dead_letters=late_records(self.clock, _RELEASE_STAGE, step, records))
         return Outcome(dead_letters=[
             late_letter(self.clock, _RELEASE_STAGE, step, {'key': key, 'step': step,
                                                            'value': sum(values)})

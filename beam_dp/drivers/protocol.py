@@ -82,6 +82,9 @@ class Outcome(NamedTuple):
     keep: bool = False
     pending: Optional[Sequence] = None
     tagged: Sequence[Tuple[str, Any]] = ()
+    #: with ``keep``: the item the bag stores instead of the payload (the payload without the
+    #: records it carried in flight for a late dead letter: those never enter state).
+    stored: Any = None
 
 
 class NoiseRoot(NamedTuple):
@@ -92,6 +95,25 @@ class NoiseRoot(NamedTuple):
 
     def derive(self, *parts):
         return self.rng.derive(self.label, *parts)
+
+
+class RecordText(str):
+    """An already rendered input record: a dead letter shows it as it is (its repr is itself)."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def late_records(clock: StepClock, stage: str, step: int, packed) -> list:
+    """One ``Dead`` per record a late pre-aggregated contribution to ``step`` carried
+    (``packed``: renderings joined, their lengths, their event times µs), each at its own time."""
+    joined, lengths, micros = packed
+    out, end = [], 0
+    reason = clock.late_reason(step)
+    for length, at in zip(list(map(int, lengths)), list(map(int, micros))):
+        out.append(Dead(stage, reason, RecordText(joined[end:end + length]), at))
+        end += length
+    return out
 
 
 def late_letter(clock: StepClock, stage: str, step: int, record) -> Dead:

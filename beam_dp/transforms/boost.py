@@ -64,6 +64,7 @@ from beam_dp.mechanisms.boost.presets import PRESETS
 from beam_dp.transforms import arguments
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
+from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.shell import DEAD_LETTER
 
 __all__ = [
@@ -130,10 +131,14 @@ class _ExtractFn(beam.DoFn):
     """Rows → (dataset, ('row', micros, attributes)); queries → (dataset, ('query', micros,
     record)); or a dead letter (a query of an unknown dataset: a refusal)."""
 
-    def __init__(self, kind: str, label: str, driver: BoostDriver, fns, datasets, last_block):
+    def __init__(self, kind: str, label: str, driver: BoostDriver, fns, datasets, last_block,
+                 keep_records: bool = False):
         self._kind = kind
         self._label = label
         self._driver = driver
+        #: Rows: a 4th item, the input record's rendering, so a late row's dead letter holds
+        #: it ('AnswerQueries' drops it before storing the row).
+        self._keep = keep_records
         self._fns = fns
         self._datasets = frozenset(datasets)
         self._last_block = last_block
@@ -165,7 +170,10 @@ class _ExtractFn(beam.DoFn):
         stage = 'ExtractRows' if self._kind == ROW else 'ExtractQueries'
         try:
             if self._kind == ROW:
-                yield self.extract_row(element, micros)
+                dataset, item = self.extract_row(element, micros)
+                if self._keep:
+                    item += (shell.render_record(element),)
+                yield dataset, item
                 return
             query = parse_query(element)
         except InvalidRecordError as e:
@@ -292,8 +300,9 @@ class BoostQueries(shell.ShellTransform):
                 pcoll
                 | f'{name}ToGlobalWindow' >> beam.WindowInto(GlobalWindows())
                 | f'Extract{"Rows" if kind == ROW else name}' >> beam.ParDo(_ExtractFn(
-                    kind, label, any_driver, self._fns, self._datasets,
-                    clock.last_step)).with_outputs(DEAD_LETTER, REFUSALS, main='valid'))
+                    kind, label, any_driver, self._fns, self._datasets, clock.last_step,
+                    keep_records=not batch_input(pcoll))).with_outputs(
+                        DEAD_LETTER, REFUSALS, main='valid'))
         seeds = shell.seeds_at_start(data.pipeline, self._datasets, clock.start_micros,
                                      create_label='DatasetSeeds', key_type=str)
         merged = (extracted[ROW].valid, extracted[QUERY].valid, seeds) | 'MergeSeeds' >> \

@@ -25,7 +25,13 @@ hashed to shards and each shard holds its candidate and selected keys.
 
 The release of step s happens when the watermark passes end(s) + allowed_lateness: a public,
 data-independent schedule. Contributions for a step that is already released are late: they go
-to the dead-letter output (aggregated per key: the pre-aggregation no longer has the records).
+to the dead-letter output as the records they were. At event level (a streaming pipeline or an
+unbounded input) each partial carries the rendered records it sums with their event times
+(``continual_extract._CodedEntryFn``: bounded by the bundle; 'ReleaseNoisyValues' drops them on
+arrival and never keeps them in state), so a late partial becomes one ``DeadLetter`` per record.
+At user level the chain in 'BoundContributions' dead-letters a late record itself, one by one;
+what reaches 'ReleaseNoisyValues' is never late there, and its check (aggregated per key and
+step, the records are not carried past the bound) is a backstop.
 All privacy arithmetic is in ``beam_dp.drivers.keyed``; the shared work in ``shell``.
 """
 
@@ -56,6 +62,7 @@ from beam_dp.transforms.continual_extract import _MergePartialsFn
 from beam_dp.transforms.continual_extract import _PreAggregateFn
 from beam_dp.transforms.continual_private_keys import release_private_keys
 from beam_dp.transforms.contribution_bounding import BoundContributions
+from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import ContinualOutputs
 
@@ -175,7 +182,7 @@ class _ContinualPerKey(shell.ShellTransform):
             records
             | 'ExtractAndValidate' >> beam.ParDo(
                 self._extract_fn(self._driver, self.label, self._key_fn, self._value_fn,
-                                 self._unit_fn)
+                                 self._unit_fn, keep_records=not batch_input(records))
             ).with_outputs(DEAD_LETTER, main='valid'))
         dead = [extracted[DEAD_LETTER]]
         valid = extracted.valid
@@ -232,8 +239,8 @@ class ContinualCountPerKey(_ContinualPerKey):
     so a bounded input without a public end is refused when the pipeline is built. An unbounded
     stream without ``end`` releases until it is drained.
 
-    Not guaranteed: records arriving after their step was released are not counted (they go to
-    the dead-letter output, aggregated per key and step); records without an event timestamp,
+    Not guaranteed: records arriving after their step was released are not counted (each goes
+    to the dead-letter output as the record it was, with its event time); records without an event timestamp,
     or before ``start``, are dead-lettered with their time and the start.
 
     Private keys: ``keys=PrivateKeys(budget=PrivacyBudget(epsilon=ε_s, delta=δ))`` instead of

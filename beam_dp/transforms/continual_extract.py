@@ -52,12 +52,15 @@ class _ExtractFn(beam.DoFn):
     by the new-unit flag). At user level a 4th item, the record's rendering, rides along to
     'BoundContributions', whose dead letters hold it (it drops it from what it keeps)."""
 
-    def __init__(self, driver: KeyedReleaseDriver, label: str, key_fn, value_fn, unit_fn):
+    def __init__(self, driver: KeyedReleaseDriver, label: str, key_fn, value_fn, unit_fn,
+                 keep_records: bool = False):
         self._driver = driver
         self._label = label
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = unit_fn
+        #: The aggregating entries: carry the folded records (``_keep`` docstring).
+        self._keep = keep_records
 
     def setup(self):
         self._private = self._driver.private_keys is not None
@@ -80,21 +83,73 @@ class _ExtractFn(beam.DoFn):
             yield unit, (key_id, step, payload, shell.render_record(record))
 
 
-def _partial(clock, shard, step, positions, values, unit=False):
+def _partial(clock, shard, step, positions, values, unit=False, records=None):
     """A partial sum ``(shard, (step, positions, values))`` (``(None, ...)`` with ``unit``),
     in the global window at the end of its step: never earlier than any input it sums, so it
-    cannot be late where its inputs were not."""
-    value = (shard, ShardPartial(step, positions, values))
+    cannot be late where its inputs were not. With ``records`` (the renderings and event
+    times packed as ``shell.PackedRecords``: the records it sums) ``(shard, (step,
+    positions, values, records))``."""
+    value = (shard, ShardPartial(step, positions, values) if records is None else
+             (step, positions, values, records))
     return WindowedValue((None, value) if unit else value,
                          Timestamp(micros=clock.step_end(step) - 1), [GlobalWindow()])
 
 
-def _emit_sums(clock, sums, unit=False):
-    """Partials of ``{(shard, step): {flat position: units}}`` (exact: no int64 wrap)."""
+def _emit_sums(clock, sums, unit=False, kept=None):
+    """Partials of ``{(shard, step): {flat position: units}}`` (exact: no int64 wrap); with
+    ``kept`` (``{(shard, step): shell.PackedRecords}``) each carries the records it sums."""
     for (shard, step), per_slot in sums.items():
         positions = np.fromiter(per_slot.keys(), dtype=np.int64, count=len(per_slot))
         values = exact_int.exact_ints(list(per_slot.values()), len(per_slot))
-        yield _partial(clock, shard, step, positions, values, unit)
+        records = None if kept is None else kept.pop((shard, step), shell.NO_RECORDS)
+        yield _partial(clock, shard, step, positions, values, unit, records)
+
+
+class _Kept:
+    """The records a bundle's partials sum, rendered, with their event times: added in chunks
+    aligned with their (shard, step) (``add``), split per (shard, step) once at the end of the
+    bundle (``split``) into ``shell.PackedRecords``. Vectorised: no per-record Python work
+    beyond the rendering."""
+
+    def __init__(self):
+        self._chunks = []
+        self._one = ([], [], [], [])         # single records (the validator's), as lists
+
+    def add(self, shards, steps, records, micros):
+        """Records (raw) with their shards, steps and event times (aligned sequences)."""
+        self._chunks.append((np.asarray(shards, dtype=np.int64),
+                             np.asarray(steps, dtype=np.int64), shell.render_texts(records),
+                             np.asarray(micros, dtype=np.int64)))
+
+    def add_one(self, shard, step, record, micros):
+        """One record (the validator's path: no arrays per record)."""
+        for column, value in zip(self._one, (shard, step, record, micros)):
+            column.append(value)
+        if len(self._one[0]) >= _FLUSH_CODES:
+            self.add(*self._one)
+            self._one = ([], [], [], [])
+
+    def split(self):
+        """``{(shard, step): PackedRecords}`` of everything added; empties the store."""
+        if self._one[0]:
+            self.add(*self._one)
+            self._one = ([], [], [], [])
+        if not self._chunks:
+            return {}
+        shards = np.concatenate([c[0] for c in self._chunks])
+        steps = np.concatenate([c[1] for c in self._chunks])
+        micros = np.concatenate([c[3] for c in self._chunks])
+        texts = [t for c in self._chunks for t in c[2]]
+        self._chunks = []
+        order = np.lexsort((shards, steps))
+        shards, steps, micros = shards[order], steps[order], micros[order]
+        texts = [texts[i] for i in order.tolist()]
+        new = np.r_[True, (steps[1:] != steps[:-1]) | (shards[1:] != shards[:-1])]
+        starts = np.flatnonzero(new).tolist()
+        ends = starts[1:] + [len(texts)]
+        shards, steps = shards.tolist(), steps.tolist()
+        return {(shards[a], steps[a]): shell.pack_records(texts[a:b], micros[a:b])
+                for a, b in zip(starts, ends)}
 
 
 def _new_sums():
@@ -126,7 +181,17 @@ class _CodedEntryFn(_ExtractFn):
     code (what ``codes.code`` returns, inlined: one ``dict.get``, one range check, one
     ``append``); any other record takes the full validator (``_validate``). Subclasses set the
     codes up (``_setup_codes``), pack pending codes (``_pack``) and sum them at the end of the
-    bundle."""
+    bundle.
+
+    With ``keep_records`` (an unbounded input or a streaming pipeline: ``lateness.batch_input``
+    is False, so a partial may arrive after its step's release) the entry also keeps every
+    record it folds with its event time, aligned with the pending codes, and at each pack moves
+    them, rendered (``shell.render_texts``), to ``_kept`` / ``_kept_slow`` (``_Kept``): each
+    partial carries the records it sums (``shell.PackedRecords``), so 'ReleaseNoisyValues'
+    dead-letters a late partial record by record. They live only in the bundle and the
+    in-flight partial (memory bounded by the bundle); the stateful DoFn drops them on arrival,
+    never stores them. In a batch pipeline over a bounded input nothing can be late, and
+    nothing is kept."""
 
     def _setup_codes(self, codes, scale: int):
         self._clock = self._driver.clock
@@ -147,6 +212,9 @@ class _CodedEntryFn(_ExtractFn):
         if i is not None and self._lo <= micros < self._hi:
             pending = self._pending
             pending.append((micros - self._lo) // self._step_micros * self._scale + i)
+            if self._keep:
+                self._records.append(record)
+                self._micros.append(micros)
             if len(pending) >= _FLUSH_CODES:
                 self._pack()
             return ()
@@ -163,15 +231,24 @@ class _ExtractAndAggregateFn(_CodedEntryFn):
         super().setup()
         codes = self._driver.count_codes()
         self._setup_codes(codes, codes.num_keys if codes is not None else 1)
+        self._num_shards = self._driver.num_shards
 
     def start_bundle(self):
         self._pending = []
         self._packed = []
         self._sums = _new_sums()
+        self._records, self._micros = [], []                 # aligned with _pending
+        self._kept = _Kept()                                 # the fast path's
+        self._kept_slow = _Kept()                            # the validator's (_sums)
 
     def _pack(self):
-        self._packed.append(np.asarray(self._pending, dtype=np.int64))
+        codes = np.asarray(self._pending, dtype=np.int64)
+        self._packed.append(codes)
         self._pending = []
+        if self._keep:
+            steps, keys = np.divmod(codes, self._scale)
+            self._kept.add(keys % self._num_shards, steps, self._records, self._micros)
+            self._records, self._micros = [], []
 
     def _validate(self, key, record, micros):
         """The full validator: a dead letter with its reason, or the record added to the sums."""
@@ -181,14 +258,22 @@ class _ExtractAndAggregateFn(_CodedEntryFn):
         except InvalidRecordError as e:
             return [shell.dead_letter(self._label, _STAGE, str(e), record, micros)]
         self._sums[(shard, step)][slot] += units
+        if self._keep:
+            self._kept_slow.add_one(shard, step, record, micros)
         return ()
 
     def finish_bundle(self):
-        if self._pending or self._packed:
-            codes = np.concatenate(self._packed + [np.asarray(self._pending, dtype=np.int64)])
+        keep = self._keep
+        if self._pending:
+            self._pack()
+        if self._packed:
+            codes = np.concatenate(self._packed)
+            kept = self._kept.split() if keep else None
             for shard, step, positions, values in self._codes.partials(codes):
-                yield _partial(self._clock, shard, step, positions, values, unit=True)
-        yield from _emit_sums(self._clock, self._sums, unit=True)
+                records = kept.pop((shard, step), shell.NO_RECORDS) if keep else None
+                yield _partial(self._clock, shard, step, positions, values, True, records)
+        yield from _emit_sums(self._clock, self._sums, unit=True,
+                              kept=self._kept_slow.split() if keep else None)
         self.start_bundle()
 
 
@@ -203,20 +288,27 @@ class _MergePartialsFn(beam.DoFn):
         self._parts = collections.defaultdict(list)
 
     def process(self, element):
-        shard, (step, positions, values) = element
-        self._parts[(shard, step)].append((positions, values))
+        shard, (step, *part) = element
+        self._parts[(shard, step)].append(part)
 
     def finish_bundle(self):
         for (shard, step), parts in self._parts.items():
             if len(parts) == 1:
-                yield _partial(self._clock, shard, step, *parts[0])
+                part = parts[0]
+                yield _partial(self._clock, shard, step, part[0], part[1],
+                               records=part[2] if len(part) > 2 else None)
                 continue
             per_slot = collections.defaultdict(int)
-            for positions, values in parts:
+            records = None
+            for part in parts:
+                positions, values = part[0], part[1]
                 for flat, value in zip(np.asarray(positions).tolist(),
                                        np.asarray(values).tolist()):
                     per_slot[flat] += int(value)
-            yield from _emit_sums(self._clock, {(shard, step): per_slot})
+                if len(part) > 2:        # the records it sums (``_CodedEntryFn``)
+                    records = (records or []) + [part[2]]
+            kept = None if records is None else {(shard, step): shell.concat_records(records)}
+            yield from _emit_sums(self._clock, {(shard, step): per_slot}, kept=kept)
         self._parts.clear()
 
 
@@ -239,13 +331,21 @@ class _ExtractAndAggregatePrivateFn(_CodedEntryFn):
         self._packed = []
         self._packed_size = 0
         self._sums = collections.defaultdict(dict)
+        self._records, self._micros = [], []                 # aligned with _pending
+        self._kept = _Kept()
 
     def _pack(self):
         """Pending codes → an int64 array; many arrays → their distinct codes with counts
         (memory bounded by the distinct (step, key) cells of the bundle)."""
-        self._packed.append((np.asarray(self._pending, dtype=np.int64), None))
+        codes = np.asarray(self._pending, dtype=np.int64)
+        self._packed.append((codes, None))
         self._packed_size += len(self._pending)
         self._pending = []
+        if self._keep:
+            shards = np.asarray(self._codes.shards, dtype=np.int64)[
+                codes & ((1 << _ID_BITS) - 1)]
+            self._kept.add(shards, codes >> _ID_BITS, self._records, self._micros)
+            self._records, self._micros = [], []
         if self._packed_size >= _COMPACT_CODES:
             codes, counts = _concat(self._packed)
             self._packed = [self._codes.compact(codes, counts)]
@@ -267,12 +367,15 @@ class _ExtractAndAggregatePrivateFn(_CodedEntryFn):
             entry = per_key[key] = [[0] * self._bins, 0]
         entry[0][bin_index] += units
         entry[1] += 1
+        if self._keep:
+            self._kept.add_one(shard, step, record, micros)
         return ()
 
     def finish_bundle(self):
         sums = self._sums
         if self._pending:
             self._pack()
+        self._kept_split = self._kept.split() if self._keep else None
         partials = self._codes.partials(*_concat(self._packed)) if self._packed else []
         for shard, step, keys, counts in partials:       # counts: one bin
             payload = {k: ((n,), n) for k, n in zip(keys, counts)}
@@ -286,7 +389,11 @@ class _ExtractAndAggregatePrivateFn(_CodedEntryFn):
         self.start_bundle()
 
     def _partial(self, shard, step, payload):
-        return WindowedValue((None, (shard, PrivatePartial(step, payload))),
+        """``(None, (shard, PrivatePartial(step, payload)))``, with ``keep_records`` ``(None,
+        (shard, (step, payload, records)))``: the rendered records it sums (``_CodedEntryFn``)."""
+        value = (step, payload, self._kept_split.pop((shard, step), shell.NO_RECORDS)) \
+            if self._keep else PrivatePartial(step, payload)
+        return WindowedValue((None, (shard, value)),
                              Timestamp(micros=self._clock.step_end(step) - 1), [GlobalWindow()])
 
 

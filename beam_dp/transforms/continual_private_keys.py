@@ -9,7 +9,9 @@ the update contract):
     | 'DropUnit'            event level: 'ExtractAndValidate' already summed its bundle per
                             (shard, step, key) (``continual_extract``), this drops the unit
     | 'PreAggregate'        bundle-local sums per (shard, step, key): per-bin units, new units
-                            (event level: the partials of one (shard, step) merged into one)
+                            (event level: the partials of one (shard, step) merged into one,
+                            with the rendered records they sum when a partial may be late:
+                            a late one is dead-lettered record by record, ``continual``)
     + 'ShardSeeds'          one element per shard at ``start``
     | 'ReleaseNoisyValues'  the release loop (``release_loop.buffered_loop``) keyed by shard,
                             running ``drivers.keyed.PrivateShardLoop``: candidate keys (selection state) and selected keys
@@ -90,13 +92,17 @@ class _MergePrivatePartialsFn(beam.DoFn):
         self._parts = collections.defaultdict(list)
 
     def process(self, element):
-        shard, (step, payload) = element
-        self._parts[(shard, step)].append(payload)
+        shard, (step, *part) = element
+        self._parts[(shard, step)].append(part)
 
     def finish_bundle(self):
         for (shard, step), parts in self._parts.items():
-            payload = parts[0] if len(parts) == 1 else PrivateKeysShard.merge(parts)
-            yield WindowedValue((shard, PrivatePartial(step, payload)),
+            payload = parts[0][0] if len(parts) == 1 else PrivateKeysShard.merge(
+                part[0] for part in parts)
+            value = PrivatePartial(step, payload)
+            if len(parts[0]) > 1:       # the records they sum (``continual_extract``)
+                value = (step, payload, shell.concat_records([part[1] for part in parts]))
+            yield WindowedValue((shard, value),
                                 Timestamp(micros=self._clock.step_end(step) - 1),
                                 [GlobalWindow()])
         self._parts.clear()

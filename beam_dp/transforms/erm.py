@@ -58,6 +58,7 @@ from beam_dp.transforms import arguments
 from beam_dp.transforms import erm_options
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
+from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.erm_options import ERM_DOCS
 from beam_dp.transforms.shell import DEAD_LETTER
 
@@ -110,11 +111,15 @@ def check_unwindowed(owner: str, pcoll: beam.PCollection) -> None:
 class _ExtractFn(beam.DoFn):
     """record → (stream, (block, features tuple, label)) or a dead letter with the reason."""
 
-    def __init__(self, label: str, driver: ERMStreamDriver, fns, streams: Sequence[str]):
+    def __init__(self, label: str, driver: ERMStreamDriver, fns, streams: Sequence[str],
+                 keep_records: bool = False):
         self._label = label
         self._driver = driver
         self._fns = fns
         self._streams = tuple(streams)
+        #: A 4th and 5th item, the input record's rendering and event time, so a late record's
+        #: dead letter holds it ('TrainBlocks' drops them before storing the record).
+        self._keep = keep_records
 
     def setup(self):
         self._streams_set = frozenset(self._streams)
@@ -139,7 +144,10 @@ class _ExtractFn(beam.DoFn):
     def process(self, record, timestamp=beam.DoFn.TimestampParam):
         micros = timestamp.micros
         try:
-            yield self.extract(record, micros)
+            stream, item = self.extract(record, micros)
+            if self._keep:
+                item += (shell.render_record(record), micros)
+            yield stream, item
         except InvalidRecordError as e:
             yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
 
@@ -245,7 +253,8 @@ class _ERMTransform(shell.ShellTransform):
             records
             | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
             | 'ExtractAndValidate' >> beam.ParDo(_ExtractFn(
-                label, self._driver, self._fns, self._streams)).with_outputs(
+                label, self._driver, self._fns, self._streams,
+                keep_records=not batch_input(records))).with_outputs(
                     DEAD_LETTER, main='valid'))
         seeds = shell.seeds_at_start(records.pipeline, self._streams, clock.start_micros,
                                      create_label='StreamSeeds', key_type=str)

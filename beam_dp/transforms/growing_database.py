@@ -73,6 +73,7 @@ from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import LatenessGate
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import dead_letter
+from beam_dp.transforms.shell import RecordText
 
 __all__ = [
     'GrowingDatabaseOutputs',
@@ -139,13 +140,16 @@ class _TagFn(beam.DoFn):
     window id) and the item; runs in the input's windows."""
 
     def __init__(self, kind: int, label: str, mechanism: str, key_fn: Optional[Callable],
-                 domain_fn: Optional[Callable], domain_size: int):
+                 domain_fn: Optional[Callable], domain_size: int, keep_records: bool = False):
         self._kind = kind
         self._label = label
         self._mechanism = mechanism
         self._key_fn = key_fn
         self._domain_fn = domain_fn
         self._domain_size = domain_size
+        #: Records before the gate: a 5th item, the input record's rendering, so a late
+        #: record's dead letter holds it ('AnswerQueries' drops it before storing the item).
+        self._keep = keep_records
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam,
                 window=beam.DoFn.WindowParam):
@@ -168,7 +172,10 @@ class _TagFn(beam.DoFn):
             if reason is not None:
                 yield dead_letter(self._label, stage, reason, element, micros)
                 return
-            yield instance, ((key, wid), (micros, RECORD, int(index), int(index)))
+            item = (micros, RECORD, int(index), int(index))
+            if self._keep:
+                item += (shell.render_record(element),)
+            yield instance, ((key, wid), item)
             return
         qid, query = driver.normalise_query(element, self._domain_size)
         if not qid:
@@ -221,11 +228,13 @@ class _WindowSchedule:
         return _closed_reason(wid)
 
     def late(self, unused_key, item, step):
-        """The dead letter of a gated record: as 'AnswerQueries' words it."""
-        (_, wid), (micros, _, _, payload) = item
+        """The dead letter of a gated record: as 'AnswerQueries' words it, holding the input
+        record when the item carries it (``_TagFn``), else its domain index."""
+        (_, wid), (micros, _, _, payload, *text) = item
         reason = self._reason(wid, step)
         late = _late_reason(wid, self.clock.allowed_lateness_micros)
-        return (reason if step < 0 else late), payload, micros
+        record = RecordText(text[0]) if text else payload
+        return (reason if step < 0 else late), record, micros
 
     def refuse(self, mechanism: str):
         """``refuse_fn`` of the query gate: a late query's HALTED refusal, as a closed
@@ -277,6 +286,8 @@ class _GrowingFn(beam.DoFn):
         if info.get('closed'):
             yield from self._closed(wid, item)
             return
+        if len(item) > 4:       # a record's rendering (for a late dead letter): never stored
+            item = item[:4]
         if 'instance' not in info:
             info['instance'] = (user_key, wid)
             meta.write(info)
@@ -292,13 +303,14 @@ class _GrowingFn(beam.DoFn):
             meta.write(info)
 
     def _closed(self, wid, item):
-        micros, kind, _, payload = item
+        micros, kind, _, payload, *text = item
         reason = _closed_reason(wid)
         if kind == QUERY:
             yield _halted(payload[0], self._engine.name, micros, reason)
         else:
+            record = RecordText(text[0]) if text else payload
             yield dead_letter(self._label, 'AnswerQueries', _late_reason(wid, self._lateness),
-                              payload, micros)
+                              record, micros)
 
     @on_timer(FLUSH_TIMER)
     def on_flush(self, fire=beam.DoFn.TimestampParam,
@@ -401,13 +413,13 @@ class GrowingDatabaseTransform(shell.ShellTransform):
         fixed = check_windowing(self.owner, data, queries)
         noise_label = self.spend_budget((data, queries))
         label, name, n_dom = self.label, self._engine.name, self._domain_size
+        bounded = bool(data.is_bounded and queries.is_bounded)
         tagged_data = data | 'TagData' >> beam.ParDo(_TagFn(
-            RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom)).with_outputs(
-                DEAD_LETTER, main='items')
+            RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom,
+            keep_records=fixed and not bounded)).with_outputs(DEAD_LETTER, main='items')
         tagged_queries = queries | 'TagQueries' >> beam.ParDo(_TagFn(
             QUERY, label, name, self._query_key_fn, None, n_dom)).with_outputs(
                 DEAD_LETTER, _REFUSED, main='items')
-        bounded = bool(data.is_bounded and queries.is_bounded)
         records = tagged_data.items | 'DataToGlobalWindow' >> beam.WindowInto(GlobalWindows())
         asked = tagged_queries.items | 'QueriesToGlobalWindow' >> beam.WindowInto(
             GlobalWindows())

@@ -58,6 +58,7 @@ from beam_dp.drivers.bounding import NOTHING_RELEASED
 from beam_dp.drivers.bounding import UNIT_SHARDS
 from beam_dp.drivers.clock import StepClock
 from beam_dp.transforms.shell import DEAD_LETTER
+from beam_dp.transforms.shell import RecordText
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import key_bytes
 from beam_dp.transforms.shell import merge_seeds
@@ -75,6 +76,7 @@ __all__ = [
     'batch_input',
     'end_chain',
     'released_through',
+    'strip_record',
 ]
 
 #: The chain's state cell when a shard's clock starts: nothing released, step 0 armed.
@@ -140,11 +142,21 @@ def _step(item) -> int:
 
 
 def _segment_late(clock: StepClock):
-    """``late_fn`` of a ``(key, (step, payload))`` record, as 'ReleaseSegments' words it."""
+    """``late_fn`` of a ``(key, (step, payload))`` record, as 'ReleaseSegments' words it; of a
+    ``(key, (step, payload, rendering, event time µs))`` one (the record carried through the
+    gate): the record as it was, at its own time."""
     def late(key, item, step):
+        if len(item) > 2:
+            return clock.late_reason(step), RecordText(item[2]), item[3]
         return (clock.late_reason(step), {'key': key, 'step': step, 'payload': item[1]},
                 clock.step_end(step) - 1)
     return late
+
+
+def strip_record(item):
+    """``pass_fn`` of a gate whose items carry the input record (``(step, payload, rendering,
+    µs)``): what passes is ``(step, payload)``, so the keyed stage never stores the record."""
+    return item[:2]
 
 
 class _GroupByShardInBundleFn(beam.DoFn):
@@ -216,13 +228,15 @@ class _DropLateFn(beam.DoFn):
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     def __init__(self, clock: StepClock, transform_label: str, stage: str, step_fn: Callable,
-                 late_fn: Callable, refuse_fn: Optional[Callable] = None):
+                 late_fn: Callable, refuse_fn: Optional[Callable] = None,
+                 pass_fn: Optional[Callable] = None):
         self._clock = clock
         self._label = transform_label
         self._stage = stage
         self._step_fn = step_fn
         self._late_fn = late_fn
         self._refuse_fn = refuse_fn
+        self._pass_fn = pass_fn
 
     def process(self, element, released_state=beam.DoFn.StateParam(RELEASED),
                 released_timer=beam.DoFn.TimerParam(RELEASED_TIMER),
@@ -239,6 +253,8 @@ class _DropLateFn(beam.DoFn):
                 reason, record, event_micros = self._late_fn(key, item, step)
                 yield dead_letter(self._label, self._stage, reason, record, event_micros)
             else:
+                if self._pass_fn is not None:
+                    item = self._pass_fn(item)
                 yield TimestampedValue((key, item), Timestamp(micros=micros))
 
     @on_timer(RELEASED_TIMER)
@@ -276,11 +292,14 @@ class LatenessGate(beam.PTransform):
         ``refused`` output instead of a dead letter (a late query's refusal: an answer, not an
         error); ``late_fn`` is then unused.
       shards: the number of gate shards (default ``GATE_SHARDS``).
+      pass_fn: optional item → the item passed on (e.g. ``strip_record``: an item may carry
+        the input record for its dead letter, which the gated stage must not store).
     """
 
     def __init__(self, clock: StepClock, transform_label: str, stage: str,
                  step_fn: Callable = _step, late_fn: Optional[Callable] = None,
-                 shards: int = GATE_SHARDS, refuse_fn: Optional[Callable] = None):
+                 shards: int = GATE_SHARDS, refuse_fn: Optional[Callable] = None,
+                 pass_fn: Optional[Callable] = None):
         super().__init__()
         self._clock = clock
         self._transform_label = transform_label
@@ -289,6 +308,7 @@ class LatenessGate(beam.PTransform):
         self._late_fn = late_fn or _segment_late(clock)
         self._shards = shards
         self._refuse_fn = refuse_fn
+        self._pass_fn = pass_fn
 
     def expand(self, pcoll):
         label, stage = self._transform_label, self._stage
@@ -301,7 +321,7 @@ class LatenessGate(beam.PTransform):
         tags = (DEAD_LETTER, REFUSED) if refusing else (DEAD_LETTER,)
         gated = shards | 'DropLate' >> beam.ParDo(_DropLateFn(
             self._clock, label, stage, self._step_fn, self._late_fn,
-            self._refuse_fn)).with_outputs(*tags, main='passed')
+            self._refuse_fn, self._pass_fn)).with_outputs(*tags, main='passed')
         dead = ((grouped[DEAD_LETTER], gated[DEAD_LETTER])
                 | 'MergeGateDeadLetters' >> beam.Flatten())
         return GateOutputs(gated.passed, dead, gated[REFUSED] if refusing else None)

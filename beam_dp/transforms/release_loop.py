@@ -176,6 +176,8 @@ class _BufferedFn(_LoopFn):
             return ()
         out = driver.fold(state, key, payload)
         if out.keep:
+            if out.stored is not None:      # the payload without what it carried in flight
+                payload = out.stored
             size = self._payload_size
             pending.add(payload if size is None else _Sized(payload, size(payload)))
         if out.state is not UNCHANGED:

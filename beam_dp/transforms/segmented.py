@@ -77,6 +77,7 @@ from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import LatenessGate
 from beam_dp.transforms.lateness import batch_input
+from beam_dp.transforms.lateness import strip_record
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import ContinualOutputs
 
@@ -88,12 +89,16 @@ __all__ = [
 class _ExtractFn(beam.DoFn):
     """record → (key, (step, payload)) or a dead letter; ``parse(record)`` gives the payload."""
 
-    def __init__(self, label, clock: StepClock, key_fn, parse, public_keys):
+    def __init__(self, label, clock: StepClock, key_fn, parse, public_keys,
+                 keep_records: bool = False):
         self._label = label
         self._clock = clock
         self._key_fn = key_fn
         self._parse = parse
         self._public = public_keys
+        #: Before the gate: (step, payload, rendering, µs), so a late record's dead letter
+        #: holds it; the gate strips it from what it passes.
+        self._keep = keep_records
 
     def setup(self):
         self._public_set = None if self._public is None else frozenset(self._public)
@@ -118,7 +123,10 @@ class _ExtractFn(beam.DoFn):
         except InvalidRecordError as e:
             yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
             return
-        yield key, SegmentItem(step, payload)
+        if self._keep:
+            yield key, (step, payload, shell.render_record(record), micros)
+        else:
+            yield key, SegmentItem(step, payload)
 
 
 class SegmentedPerKey(shell.ShellTransform):
@@ -213,17 +221,21 @@ class SegmentedPerKey(shell.ShellTransform):
         require_public_end(self.owner, records.is_bounded, self._clock)
         noise_label = self.spend_budget(records)
         label, clock = self.label, self._clock
+        gate = not batch_input(records)
         extracted = (
             records
             | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
             | 'ExtractAndValidate' >> beam.ParDo(
-                _ExtractFn(label, clock, self._key_fn, self._parse,
-                           self._public_keys)).with_outputs(DEAD_LETTER, main='valid'))
+                _ExtractFn(label, clock, self._key_fn, self._parse, self._public_keys,
+                           keep_records=gate)).with_outputs(DEAD_LETTER, main='valid'))
         valid, dead = extracted.valid, [extracted[DEAD_LETTER]]
-        if not batch_input(records):
+        if gate:
             # The key's late check depends on its other records (it wakes at their steps): the
-            # gate decides lateness on the public schedule first (``LatenessGate``).
-            gated = valid | 'GateLateRecords' >> LatenessGate(clock, label, 'ReleaseSegments')
+            # gate decides lateness on the public schedule first (``LatenessGate``); a late
+            # record's dead letter holds the input record at its own time (carried to the gate,
+            # stripped from what passes: 'ReleaseSegments' never stores it).
+            gated = valid | 'GateLateRecords' >> LatenessGate(clock, label, 'ReleaseSegments',
+                                                              pass_fn=strip_record)
             valid = gated.passed
             dead.append(gated.dead_letter)
         seeds = None

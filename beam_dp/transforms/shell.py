@@ -36,9 +36,10 @@ import datetime
 import math
 import numbers
 import typing
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.coders import FastPrimitivesCoder
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Duration
@@ -75,6 +76,12 @@ __all__ = [
     'parse_clock',
     'parse_key_set',
     'render_record',
+    'render_texts',
+    'pack_records',
+    'unpack_records',
+    'concat_records',
+    'PackedRecords',
+    'NO_RECORDS',
     'seeds_at_start',
     'start_timers',
     'to_micros',
@@ -309,6 +316,50 @@ def render_record(record) -> str:
     if len(text) > _MAX_RECORD_CHARS:
         text = text[:_MAX_RECORD_CHARS] + '...'
     return text
+
+
+def render_texts(records) -> List[str]:
+    """``[render_record(r) for r in records]``: ``map(repr, ...)`` first (one C loop), per
+    record only if one fails or is too long."""
+    try:
+        texts = list(map(repr, records))
+        if texts and max(map(len, texts)) > _MAX_RECORD_CHARS:
+            raise ValueError
+    except Exception:  # pylint: disable=broad-except
+        texts = [render_record(r) for r in records]
+    return texts
+
+
+#: Records carried by a pre-aggregated partial (``pack_records``): their renderings joined,
+#: the length of each, the event time (µs) of each. One string and two arrays encode and
+#: decode in O(1) Python calls, whatever the number of records.
+PackedRecords = Tuple[str, np.ndarray, np.ndarray]
+NO_RECORDS: PackedRecords = ('', np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def pack_records(texts: Sequence[str], micros) -> PackedRecords:
+    """Rendered records (``render_texts``) and their event times → ``PackedRecords``: the form
+    in which a pre-aggregation carries the records it folded, so that a late aggregate can be
+    dead-lettered record by record (``unpack_records``, ``late_record_dead_letter``)."""
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    return ''.join(texts), lengths, np.asarray(micros, dtype=np.int64)
+
+
+def concat_records(packed: Sequence[PackedRecords]) -> PackedRecords:
+    """Several ``PackedRecords`` as one."""
+    if len(packed) == 1:
+        return packed[0]
+    return (''.join(p[0] for p in packed), np.concatenate([p[1] for p in packed]),
+            np.concatenate([p[2] for p in packed]))
+
+
+def unpack_records(packed: PackedRecords) -> Iterable[Tuple[str, int]]:
+    """(rendering, event time µs) of each record of a ``PackedRecords``."""
+    joined, lengths, micros = packed
+    end = 0
+    for length, at in zip(np.asarray(lengths).tolist(), np.asarray(micros).tolist()):
+        yield joined[end:end + length], at
+        end += length
 
 
 class RecordText(str):

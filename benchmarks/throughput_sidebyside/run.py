@@ -189,6 +189,25 @@ def event_stage_costs(args):
         ce._ExtractFn(*args_fn), ce._PreAggregateFn(driver), False))
     timed('entry, aggregating (after): Extract summing the bundle + merge', lambda: bundles(
         ce._ExtractAndAggregateFn(*args_fn), ce._MergePartialsFn(driver), True))
+    # Streaming (issue 21, item 6): the partials carry the rendered records they sum, so a
+    # late one is dead-lettered record by record; plus their encoding + decoding for the
+    # shuffle to 'ReleaseNoisyValues' (the typed key coder + FastPrimitivesCoder), both ways.
+    if 'keep_records' in ce._ExtractFn.__init__.__code__.co_varnames:
+        timed('entry, aggregating, carrying the records (streaming)', lambda: bundles(
+            ce._ExtractAndAggregateFn(*args_fn, keep_records=True), ce._MergePartialsFn(driver),
+            True))
+        from apache_beam.coders import coders as beam_coders
+        coder = beam_coders.TupleCoder([beam_coders.VarIntCoder(),
+                                        beam_coders.FastPrimitivesCoder()])
+        for keep in (False, True):
+            entry = ce._ExtractAndAggregateFn(*args_fn, keep_records=keep)
+            entry.setup()
+            entry.start_bundle()
+            for r, ts in zip(rows, stamps):
+                entry.process(r, ts)
+            partials = [wv.value[1] for wv in entry.finish_bundle()]
+            timed(f'shuffle of the partials, encode + decode ({"with" if keep else "without"}'
+                  f' records)', lambda: [coder.decode(coder.encode(v)) for v in partials])
     releases = len(names) * args.steps
     fields = rows.release_fields(driver.release_metadata())
     states = [driver.init_shard(s) for s in range(driver.num_shards)]

@@ -144,6 +144,9 @@ def test_streaming_late_rows_dead_lettered_and_never_change_a_sealed_block():
     got = _collected()
     late = [d for d in got['dead_letter'] if d.reason.startswith('late: step ')]
     assert sorted(d.event_time_micros for d in late) == [3 * US, 15 * US]
+    # Each holds the input record as it was (issue 21, item 6).
+    assert sorted(d.record for d in late) == sorted(
+        [repr(('covid', (1, 1))), repr(('covid', (1, 2)))])
     sizes = {b.block: b.size for b in got['blocks'] if b.dataset == 'covid'}
     assert sizes == {0: 200, 1: 200, 2: 1, 3: 0}
     answers = {(a.query_id, a.replay): a for a in got['answers']}

@@ -108,6 +108,9 @@ def check_dead(dead):
     assert len(reasons) == 2, reasons
     assert reasons[0].startswith('late: step 0 was already released'), reasons
     assert reasons[1] == 'malformed: features must be 2 finite numbers', reasons
+    # The late dead letter holds the input record at its own time (issue 21, item 6).
+    (late,) = [d for d in dead if d.reason.startswith('late')]
+    assert (late.record, late.event_time_micros) == (repr(LATE[0]), LATE[1] * 1_000_000)
 
 
 @pytest.mark.parametrize('make', [continual, sliding, continual_update_mu],
