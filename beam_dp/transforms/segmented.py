@@ -77,7 +77,6 @@ from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import LatenessGate
 from beam_dp.transforms.lateness import batch_input
-from beam_dp.transforms.lateness import strip_record
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import ContinualOutputs
 
@@ -127,6 +126,12 @@ class _ExtractFn(beam.DoFn):
             yield key, (step, payload, shell.render_record(record), micros)
         else:
             yield key, SegmentItem(step, payload)
+
+
+def _strip_record(item) -> SegmentItem:
+    """'GateLateRecords' passes ``(step, payload, rendering, µs)`` on as ``SegmentItem(step,
+    payload)``: 'ReleaseSegments' never stores the record."""
+    return SegmentItem(item[0], item[1])
 
 
 class SegmentedPerKey(shell.ShellTransform):
@@ -235,7 +240,7 @@ class SegmentedPerKey(shell.ShellTransform):
             # record's dead letter holds the input record at its own time (carried to the gate,
             # stripped from what passes: 'ReleaseSegments' never stores it).
             gated = valid | 'GateLateRecords' >> LatenessGate(clock, label, 'ReleaseSegments',
-                                                              pass_fn=strip_record)
+                                                              pass_fn=_strip_record)
             valid = gated.passed
             dead.append(gated.dead_letter)
         seeds = None
