@@ -136,7 +136,7 @@ def replay(driver, events: Sequence, *, label: str, seed=None, rng=None,
             return
         folded = driver.fold(entry.state, key, payload)
         if folded.keep and not single:
-            entry.pending.append(payload)
+            entry.pending.append(payload if folded.stored is None else folded.stored)
         emit(folded, entry)
         arm(key, entry, folded.timer_micros)
 
