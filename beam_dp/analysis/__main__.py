@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from beam_dp.accounting import PrivacyBudget
-from beam_dp.analysis.utility import expected_error
+from beam_dp.mechanisms.counter_selection import expected_error
 
 
 def _parse(argv):

@@ -2,10 +2,11 @@
 ``Release.mechanism``. Pure: public parameters only.
 
 Which counter (``mechanism='auto'``, the default): the known horizon is the number of steps from
-``start`` to ``end`` (capped by ``horizon_steps``), None without either; ``beam_dp.analysis.
-select_counter`` then picks, from public parameters only, the counter with the lowest expected
-RMSE per step (per bin) for that horizon and the budget's notion: ρ → BLT (ρ-zCDP) for T ≥ 2
-or unbounded, the pure counters at ε = √(2ρ) where they are better (T = 1: one noisy node);
+``start`` to ``end`` (capped by ``horizon_steps``), None without either;
+``mechanisms.counter_selection.select_counter`` (exported by ``beam_dp.analysis``) then
+picks, from public parameters only, the counter with the lowest expected RMSE per step (per
+bin) for that horizon and the budget's notion: ρ → BLT (ρ-zCDP) for T ≥ 2 or unbounded, the
+pure counters at ε = √(2ρ) where they are better (T = 1: one noisy node);
 ε → per-step noise summed for T = 2 … 34 (at any ε), the negative-digit k-ary tree
 (``BalancedTreeCounter``, odd k = 9 … 33) for longer known horizons, the unbounded
 negative-digit tree (``UnboundedTreeCounter``: 2.3–3.5× the known-horizon tree's mean variance,
@@ -35,7 +36,7 @@ from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.accounting import epsilon_from_rho
 from beam_dp.accounting import rho_for_epsilon_delta
-from beam_dp.analysis import select_counter
+from beam_dp.mechanisms.counter_selection import select_counter
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter

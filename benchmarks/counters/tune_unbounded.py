@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..'))
 
-from beam_dp.analysis.utility import counter_variances  # noqa: E402
+from beam_dp.mechanisms.counter_selection import counter_variances  # noqa: E402
 from beam_dp.mechanisms import InfiniteTreeCounter  # noqa: E402
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter  # noqa: E402
 from beam_dp.mechanisms.balanced_tree import levels_for  # noqa: E402

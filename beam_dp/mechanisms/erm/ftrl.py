@@ -34,7 +34,7 @@ for adaptively chosen inputs). The counter, calibrated to that L1 with ε, makes
 total cost ≤ ε over the whole (unbounded, for an infinite-horizon counter) release. The ledger
 charges ε to block b when block b enters the counter — its only charge — and checks the bound.
 
-Counter: ``beam_dp.analysis.select_counter`` for the known ``horizon`` (number of blocks =
+Counter: ``counter_selection.select_counter`` for the known ``horizon`` (number of blocks =
 releases; per-step noise summed for T ≤ 34, the balanced tree beyond) unless an explicit pure-ε
 ``counter`` is given (its L1 sensitivity must cover the step's, its dimension be D, its cost
 ≤ ε, and a known-horizon counter's horizon ≥ ``horizon``). An unbounded horizon (None) is
@@ -68,7 +68,7 @@ from beam_dp import _validation as v
 from beam_dp.accounting import SWAP_ONE
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
-from beam_dp.analysis import select_counter
+from beam_dp.mechanisms.counter_selection import select_counter
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.erm.ledger import BlockLedger
 from beam_dp.mechanisms.erm.losses import Loss

@@ -1,5 +1,6 @@
-"""Utility analysis before running: the expected error of every continual counter, from public
-parameters only, and the counter with the lowest expected error (what a transform should run).
+"""Which counter to run: the expected error of every continual counter, from public parameters
+only, and the counter with the lowest expected error (what a transform or ``DPFTRL`` runs when
+no counter is named; ``beam_dp.analysis`` exports it with its command line).
 
 Everything is a closed form (each mechanism's exact ``release_variance``, vectorised over
 t = 1..T); nothing touches data or draws noise. For an unbounded horizon the errors are
