@@ -24,7 +24,6 @@ With ``max_units`` both are doubled (the triangle inequality over the two units'
 """
 
 import dataclasses
-import math
 from typing import Any, Callable, Optional, Tuple
 
 from beam_dp import _validation as v

@@ -31,7 +31,6 @@ Debug (``NoiseFreeDebug``): zero noise everywhere (structural tests only; refuse
 
 import dataclasses
 import functools
-import math
 from typing import Dict, Hashable, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -312,10 +311,3 @@ class FullyDynamicCounter(SegmentedParams):
 
     def next_event_tick(self, state: FullyDynamicState) -> int:
         return self.partitioner.next_event_tick(state.partition)
-
-    def exact_answer(self, state: FullyDynamicState) -> Tuple[int, ...]:
-        """The exact histogram of D at the last close (tests only: it is not private)."""
-        hist = [0] * self.dimension
-        for _, item in state.live.values():
-            hist[item] += 1
-        return tuple(hist)

@@ -181,9 +181,6 @@ class NodeMechanism:
     def round_epsilon(self, r: int) -> float:
         return 3 * self.epsilon / (2 * math.pi ** 2 * r * r)
 
-    def round_beta(self, r: int) -> float:
-        return self.beta / (math.pi ** 2 * r * r)
-
     def _counter(self, r: int, dimension: int) -> InfiniteTreeCounter:
         return InfiniteTreeCounter(epsilon=self.round_epsilon(r), dimension=dimension,
                                    estimator='textbook')

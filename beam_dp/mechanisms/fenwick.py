@@ -18,7 +18,6 @@ __all__ = [
     'node_range',
     'prefix_chain',
     'retiring_nodes',
-    'update_chain',
 ]
 
 
@@ -47,15 +46,6 @@ def prefix_chain(q: int) -> List[int]:
     while q > 0:
         chain.append(q)
         q &= q - 1
-    return chain
-
-
-def update_chain(i: int, upto: int) -> List[int]:
-    """i, i + lowbit(i), ... ≤ upto: the nodes that may ever hold a record of segment i."""
-    chain = []
-    while 0 < i <= upto:
-        chain.append(i)
-        i += lowbit(i)
     return chain
 
 

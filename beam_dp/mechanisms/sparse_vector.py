@@ -1,5 +1,5 @@
 """The sparse vector technique (Dwork et al.; Qiu & Yi Algorithm 1 / Theorem 4) on integer
-queries with exact discrete-Laplace noise, plus its exact geometric skip-ahead.
+queries with exact discrete-Laplace noise.
 
 Privacy unit and neighbours: add/remove one event; every query f_i has sensitivity 1 (integer
 valued). The transform using it states whether the event is one record (event-level) or all of
@@ -31,8 +31,6 @@ from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.noise import RandomSource
 from beam_dp.noise import discrete_laplace
 from beam_dp.noise.geometric import bernoulli_dlap_tail
-from beam_dp.noise.geometric import dlap_tail
-from beam_dp.noise.geometric import geometric_dlap_tail
 from beam_dp.noise.samplers import as_rational_up
 from beam_dp.noise.samplers import check_noise_scale
 
@@ -125,17 +123,6 @@ class SparseVector:
     def halts(self, noisy_threshold: int, value: int, rng: RandomSource) -> bool:
         """One exact test: value + DLap(query scale) > noisy_threshold."""
         return bernoulli_dlap_tail(rng, self.query_scale, halting_gap(noisy_threshold, value))
-
-    def halting_probability(self, noisy_threshold: int, value: int) -> float:
-        """P[value + Y > noisy_threshold] (closed form, float; for tests and bounds)."""
-        return dlap_tail(self.query_scale, halting_gap(noisy_threshold, value))
-
-    def queries_until_halt(self, noisy_threshold: int, value: int, rng: RandomSource,
-                           limit: Optional[int] = None) -> int:
-        """Skip-ahead: the exact number of non-halting queries, all equal to ``value``, before
-        the halting one (capped at ``limit``). Geometric with success q = halting_probability."""
-        return geometric_dlap_tail(rng, self.query_scale, halting_gap(noisy_threshold, value),
-                                   limit)
 
     def step(self, state: SparseVectorState, value: int,
              rng: RandomSource) -> Tuple[bool, SparseVectorState]:

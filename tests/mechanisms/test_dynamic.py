@@ -28,7 +28,6 @@ DEBUG = NoiseFreeDebug(NOISE_FREE_ACKNOWLEDGEMENT)
 def test_fenwick_closed_forms():
     assert [fenwick.node_level(k) for k in (1, 2, 3, 4, 6, 12)] == [1, 2, 1, 3, 2, 3]
     assert fenwick.prefix_chain(13) == [13, 12, 8]
-    assert fenwick.update_chain(5, 16) == [5, 6, 8, 16]
     assert fenwick.retiring_nodes(8) == [7, 6, 4]
     for q in range(1, 300):
         covered = sorted(s for a in fenwick.prefix_chain(q) for s in fenwick.node_range(a))

@@ -6,13 +6,10 @@ value in fraction units depends on (α, β) alone (spec §2 "scale invariance").
 * C1 one-node Laplace: x = ln(1/β) (tail Pr[|Lap(b)| > α] = e^{-α/b}).
 * C2 PMW / SV (Alg. 1 ``CalibrateBudget``): loose x = 4 ln(1/β); tight (Thm A.3) the least x
   with e^{-x} + (1/2 + x/8) e^{-x/2} ≤ β (Lemma A.2), found by bisection.
-* C3 tree SV: C2 at β/2 (the Laplace part of Alg. 2 takes the other half).
+* C3 tree SV: C2 at β/2 (the Laplace part of Alg. 2 takes the other half; ``PMWBypass``).
 * C4 Laplace over k nodes with equal ε_Lap: the least x with Pr[|S_k| > x] ≤ β_L, S_k a sum of k
   i.i.d. Lap(1). The seed solves it by Monte-Carlo with an unspecified margin (erratum 15); here
   the exact closed form of the k-fold Laplace tail replaces it.
-* C5/C6 (optional, App. A.5): RDP curves of Laplace, of the SV initialisation, of the Gaussian
-  mechanism, the RDP → (ε, δ) conversion, and a Gaussian std derived directly from its tail
-  (erratum 14: the printed σ mixes units and is not used).
 * C5' Gaussian over k nodes (``noise='gaussian'``, zCDP): node i gets N(0, σ_i²) with
   σ_i = 1/(n_i √(2ρ)) (ρ-zCDP for its sensitivity-1/n_i fraction, the same ρ on every node so
   each block is charged ρ once); the n-weighted aggregate is exactly N(0, k/(2ρ n_Lap²)) (a
@@ -28,36 +25,25 @@ import functools
 import math
 import statistics
 from fractions import Fraction
-from typing import Sequence
 
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
 
 __all__ = [
-    'DEFAULT_RDP_ORDERS',
     'calibrate_gaussian',
     'calibrate_laplace',
     'calibrate_pmw',
     'calibrate_pmw_loose',
     'calibrate_pmw_tight',
-    'calibrate_sv_tree',
-    'gaussian_rdp',
-    'gaussian_std_for_tail',
     'gaussian_z',
     'k_laplace_tail',
     'k_laplace_x',
-    'laplace_rdp',
     'pmw_tail',
     'pmw_tight_x',
     'pure_to_zcdp',
-    'rdp_to_dp',
-    'sv_rdp',
 ]
 
 _OWNER = 'boost.calibration'
-#: The Rényi orders of the artifact's budget accountant (spec §3.10, RDP variant).
-DEFAULT_RDP_ORDERS = (1.5, 1.75, 2, 2.25, 2.5, 2.75, 3, 3.25, 3.5, 3.75, 4, 4.5, 5, 6, 8, 16, 32,
-                      64, 256, 1000, 10000)
 
 
 def _check(alpha: float, beta: float, n: float) -> None:
@@ -110,11 +96,6 @@ def calibrate_pmw(alpha: float, beta: float, n: float, tight: bool = True) -> fl
     return (calibrate_pmw_tight if tight else calibrate_pmw_loose)(alpha, beta, n)
 
 
-def calibrate_sv_tree(alpha: float, beta: float, n_sv: float, tight: bool = True) -> float:
-    """C3 (Alg. 2 ``CalibrateBudgetSV``): the PMW calibration at β/2 over n_SV = Σ_{I_SV} n_i."""
-    return calibrate_pmw(alpha, beta / 2.0, n_sv, tight)
-
-
 def _k_laplace_coefficients(k: int):
     """c_j = (2k-2-j)! 2^j / ((k-1-j)! (k-1)! 2^{2k-1}) for j < k (exact rationals as floats)."""
     base = math.factorial(k - 1) * 2 ** (2 * k - 1)
@@ -156,51 +137,6 @@ def calibrate_laplace(alpha: float, beta: float, n: float, k: int = 1) -> float:
     if k == 1:
         return math.log(1.0 / beta) / (n * alpha)
     return k_laplace_x(k, beta) / (n * alpha)
-
-
-# --- Optional RDP costs (C5/C6). -----------------------------------------------------------------
-
-def laplace_rdp(epsilon: float, order: float) -> float:
-    """RDP of Laplace with scale Δ/ε at order a > 1 (Mironov 2017, Prop. 6)."""
-    eps = v.check_positive(_OWNER, 'epsilon', epsilon)
-    a = v.check_real(_OWNER, 'order', order)
-    if a <= 1:
-        v._fail(_OWNER, f'order must be > 1, got {a:g}.')
-    # log-sum-exp of (a/(2a-1)) e^{ε(a-1)} + ((a-1)/(2a-1)) e^{-εa}, stable for large εa.
-    t1 = math.log(a / (2 * a - 1)) + eps * (a - 1)
-    t2 = math.log((a - 1) / (2 * a - 1)) - eps * a
-    top = max(t1, t2)
-    return (top + math.log(math.exp(t1 - top) + math.exp(t2 - top))) / (a - 1)
-
-
-def sv_rdp(epsilon: float, order: float) -> float:
-    """RDP of one SV (c = 1, ε₁ = ε, ε₂ = 2ε; Zhu & Wang): the Laplace curve at ε plus 2ε."""
-    return laplace_rdp(epsilon, order) + 2.0 * epsilon
-
-
-def gaussian_rdp(std: float, order: float) -> float:
-    """RDP of N(0, std²/n²) on a sensitivity-1/n statistic (std in units of 1/n): a/(2 std²)."""
-    s = v.check_positive(_OWNER, 'std', std)
-    return v.check_positive(_OWNER, 'order', order) / (2.0 * s * s)
-
-
-def rdp_to_dp(curve: Sequence[float], orders: Sequence[float], delta: float) -> float:
-    """The standard RDP → (ε, δ) conversion: min_a ε(a) + ln(1/δ)/(a - 1)."""
-    v.check_probability(_OWNER, 'delta', delta, allow_zero=False)
-    if len(curve) != len(orders) or not orders:
-        v._fail(_OWNER, 'curve and orders must be non-empty and of equal length.')
-    return min(e + math.log(1.0 / delta) / (a - 1.0) for e, a in zip(curve, orders))
-
-
-def gaussian_std_for_tail(alpha: float, beta: float) -> float:
-    """The Gaussian std (fraction units) with Pr[|N(0, std²)| > α] = β: α/Φ^{-1}(1 - β/2).
-
-    Erratum 14: the seed's σ = τα/√(18 ln 2 + 3τnαε) mixes units; the std is derived from the
-    tail bound it must meet instead, and its RDP cost is ``gaussian_rdp(std·n, a)``.
-    """
-    v.check_probability(_OWNER, 'alpha', alpha, allow_zero=False, allow_one=True)
-    v.check_probability(_OWNER, 'beta', beta, allow_zero=False)
-    return alpha / statistics.NormalDist().inv_cdf(1.0 - beta / 2.0)
 
 
 # --- Optional Gaussian noise under zCDP (C5', ``noise='gaussian'``). ------------------------------

@@ -29,7 +29,6 @@ is refused only if, for *every* order, consumed + cost > capacity.
 """
 
 import dataclasses
-import math
 from typing import Dict, FrozenSet, Hashable, Mapping, Optional, Sequence, Tuple
 
 from beam_dp import _validation as v
@@ -139,12 +138,6 @@ class RenyiFilters:
         for a in self.orders:
             if v.check_real(owner, 'order', a) <= 1:
                 v._fail(owner, f'orders must be > 1, got {a:g}.')
-
-    @classmethod
-    def for_dp(cls, epsilon: float, delta: float, orders: Sequence[float]) -> 'RenyiFilters':
-        """Capacities ε_G(a) = ε − ln(1/δ)/(a − 1) (the RDP → DP conversion, clipped at 0)."""
-        caps = tuple(max(0.0, epsilon - math.log(1.0 / delta) / (a - 1.0)) for a in orders)
-        return cls(tuple(orders), caps)
 
     def _after(self, block: int, cost: Sequence[float]) -> Tuple[float, ...]:
         base = self.consumed.get(block, (0.0,) * len(self.orders))

@@ -39,7 +39,7 @@ seed's literal Alg. 1 (the PMW ε for the bypass) with ``'pmw'``. Sign of update
 ``noise='gaussian'`` (C5/C6, ``boost.gaussian``): the Laplace answers become exact discrete
 Gaussian ones (C5' calibration, purpose 'gaussian'), filters are ρ-zCDP (``ZCDPFilters``,
 capacity ``rho_budget``) and the SV's pure 3ε enters them as (3ε)²/2.
-Noise: ``sparse_test`` (exact discrete Laplace on a grid; calibrations use α(1 − GRID_SLACK)).
+Noise: ``grid_sv`` (exact discrete Laplace on a grid; calibrations use α(1 − GRID_SLACK)).
 Every draw is addressed ``rng.derive(node or node-set, purpose)`` under the caller's
 (dataset, query) stream, purposes 'sv_threshold', 'sv_test', 'laplace'.
 
@@ -77,10 +77,10 @@ from beam_dp.mechanisms.boost.heuristic import LearningRate
 from beam_dp.mechanisms.boost.heuristic import Readiness
 from beam_dp.mechanisms.boost.histogram import new_node
 from beam_dp.mechanisms.boost.histogram import query_support
-from beam_dp.mechanisms.boost.sparse_test import GRID_SLACK
-from beam_dp.mechanisms.boost.sparse_test import laplace_release
-from beam_dp.mechanisms.boost.sparse_test import start_sv
-from beam_dp.mechanisms.boost.sparse_test import sv_fails
+from beam_dp.mechanisms.boost.grid_sv import GRID_SLACK
+from beam_dp.mechanisms.boost.grid_sv import laplace_release
+from beam_dp.mechanisms.boost.grid_sv import start_sv
+from beam_dp.mechanisms.boost.grid_sv import sv_fails
 from beam_dp.mechanisms.boost.state import BoostAnswer
 from beam_dp.mechanisms.boost.state import BoostRequest
 from beam_dp.mechanisms.boost.state import BoostState

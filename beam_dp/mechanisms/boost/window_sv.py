@@ -34,8 +34,8 @@ answer alone may miss α more often than β (the union bound holds over all answ
 from typing import List, Optional, Tuple
 
 from beam_dp.mechanisms.boost import tree
-from beam_dp.mechanisms.boost.sparse_test import start_sv
-from beam_dp.mechanisms.boost.sparse_test import sv_fails
+from beam_dp.mechanisms.boost.grid_sv import start_sv
+from beam_dp.mechanisms.boost.grid_sv import sv_fails
 
 
 def _worst_case(mech, run, nodes, full, with_sv: bool) -> List[Tuple[int, float]]:

@@ -23,20 +23,8 @@ from beam_dp.mechanisms.erm.psgd import ReleasedModel
 from beam_dp.noise import RandomSource
 
 __all__ = [
-    'alg3_eps',
-    'alg7_eps',
     'pberm_release',
 ]
-
-
-def alg3_eps(epsilon: float, j: int) -> float:
-    """ε a PBERM on 2^j·b0 points is calibrated to under Alg 3's constant scale: ε/2^{j+1}."""
-    return epsilon / 2.0 ** (j + 1)
-
-
-def alg7_eps(epsilon: float) -> float:
-    """Alg 7's size-aware scale costs ε/2 before amplification by subsampling."""
-    return epsilon / 2.0
 
 
 def pberm_release(psgd: PSGD, center: ReleasedModel, x, y, n_nominal: int, eps_noise: float,

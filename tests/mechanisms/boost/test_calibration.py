@@ -54,26 +54,6 @@ def test_k_laplace_tail_k1_closed_form():
         assert cal.k_laplace_tail(1, x) == pytest.approx(math.exp(-x), rel=1e-12)
 
 
-def test_sv_tree_is_pmw_at_half_beta():
-    assert cal.calibrate_sv_tree(0.05, 1e-3, N) == cal.calibrate_pmw_tight(0.05, 5e-4, N)
-
-
-def test_rdp_curves():
-    eps = 0.1
-    assert cal.laplace_rdp(eps, 1.5) < cal.laplace_rdp(eps, 8) <= eps + 1e-12
-    assert cal.laplace_rdp(eps, 1e4) == pytest.approx(eps, rel=1e-3)   # a → ∞ is pure ε
-    assert cal.sv_rdp(eps, 2) == pytest.approx(cal.laplace_rdp(eps, 2) + 2 * eps)
-    assert cal.gaussian_rdp(2.0, 4) == pytest.approx(4 / 8)
-    orders = cal.DEFAULT_RDP_ORDERS
-    dp = cal.rdp_to_dp([cal.gaussian_rdp(10.0, a) for a in orders], orders, 1e-7)
-    assert 0 < dp < 5
-
-
-def test_gaussian_std_meets_its_tail():
-    std = cal.gaussian_std_for_tail(0.05, 1e-3)
-    assert math.erfc(0.05 / std / math.sqrt(2)) == pytest.approx(1e-3, rel=1e-6)
-
-
 @pytest.mark.parametrize('kwargs', [dict(alpha=0, beta=1e-3, n=10), dict(alpha=0.05, beta=1, n=10),
                                     dict(alpha=0.05, beta=1e-3, n=0)])
 def test_bad_params_raise(kwargs):

@@ -22,7 +22,7 @@ from beam_dp.mechanisms.boost import pmw_bypass as pb
 from beam_dp.mechanisms.boost import preset
 from beam_dp.mechanisms.boost.filters import ZCDPFilters
 from beam_dp.mechanisms.boost.histogram import uniform_node
-from beam_dp.mechanisms.boost.sparse_test import GRID_SLACK
+from beam_dp.mechanisms.boost.grid_sv import GRID_SLACK
 from beam_dp.noise.pmf import discrete_gaussian_pmf
 
 from tests.mechanisms.boost.conftest import N

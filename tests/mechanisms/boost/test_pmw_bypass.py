@@ -18,7 +18,7 @@ from beam_dp.mechanisms.boost import TreePMWBypass
 from beam_dp.mechanisms.boost import calibration as cal
 from beam_dp.mechanisms.boost import preset
 from beam_dp.mechanisms.boost.histogram import NodeHistogram
-from beam_dp.mechanisms.boost.sparse_test import GRID_SLACK
+from beam_dp.mechanisms.boost.grid_sv import GRID_SLACK
 from beam_dp.queries import LinearQuery
 
 from tests.mechanisms.boost.conftest import N, QUERIES, sealed
