@@ -136,7 +136,7 @@ class UserLevel(PrivacyUnit):
     dead-lettered. With a clock, as for K, S, m and C, a record being late is a function of
     the record, the public schedule and the arrival order / watermark, never of other units'
     records: 'BoundPerUnit' learns that a step is released from its shard's own timer chain,
-    seeded at launch and never armed by records (issue 13; tested in
+    seeded at launch and never armed by records (tested in
     ``tests/transforms/test_unit_cap.py`` and ``tests/transforms/test_bounding_lateness.py``).
     """
     unit_fn: Callable[[Any], Any]

@@ -380,7 +380,7 @@ class BoostDriver:
         replay, so the address is unchanged."""
         if self.replay_retention_micros is None:
             return rng.derive('boost', self.dataset, query_id), state
-        seq = getattr(state, 'answer_seq', 0)
+        seq = state.answer_seq
         return (rng.derive('boost', self.dataset, query_id, 'seq', seq),
                 dataclasses.replace(state, answer_seq=seq + 1))
 

@@ -99,18 +99,12 @@ class UnitUsage:
     @classmethod
     def decode(cls, bound: UserLevel, record, released_through: int = NOTHING_RELEASED,
                late_reason: Optional[Callable[[int], str]] = None) -> 'UnitUsage':
-        """The usage of a stored record (``()`` for a new unit). Accepts the layout before the
-        compact record (a tuple of ``(key, step, n)``: every step live) so that state saved by
-        an earlier version restores exactly."""
+        """The usage of a stored record (``()`` for a new unit)."""
         usage = cls(bound, released_through, late_reason)
         if isinstance(record, int):
             usage.exhausted = record
             return usage
-        if record and isinstance(record[0], tuple):          # earlier layout: (key, step, n)s
-            for key, step, n in record:
-                usage.keys.setdefault(key, _Key(0, {})).live[step] = n
-                usage.total += n
-        elif record:
+        if record:
             usage.total = record[0]
             for entry in record[1:]:
                 if len(entry) == 1:

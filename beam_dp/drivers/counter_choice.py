@@ -18,7 +18,7 @@ declares its ρ-zCDP cost, which the accountant checks as (ε, δ) through that 
 (``check_cost_fits``). ``mechanism='blt' | 'balanced_tree' | 'kary_tree' | 'binary_tree' |
 'infinite_tree' | 'unbounded_tree' | 'per_step'`` forces one (the binary, infinite and k-ary
 trees take ``estimator``);
-``estimator=`` with ``mechanism='auto'`` is the explicit override for the old tree counters:
+``estimator=`` with ``mechanism='auto'`` overrides the choice with a tree counter:
 the binary tree over ``horizon_steps`` if given, else the infinite tree.
 
 User level: the counters are calibrated to the unit's (L1, L2) of per-key totals
@@ -97,7 +97,7 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
 
     Args:
       mechanism: one of ``MECHANISMS``; estimator: None or a tree estimator.
-      horizon: the known number of steps (None: unbounded); horizon_steps: the old binary
+      horizon: the known number of steps (None: unbounded); horizon_steps: the binary
         tree's T (only with ``estimator`` and 'auto').
       l1, l2: the unit's sensitivities; participation: its multi-participation pattern (None:
         event level or private keys), used by a BLT.
@@ -120,7 +120,7 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
             f"(the releases would claim a delta the accountant never recorded): give "
             f"PrivacyBudget(epsilon={budget.epsilon:g}), or mechanism='auto' / 'blt', which turn "
             f"delta into Gaussian noise where that is better.")
-    if mechanism == 'auto' and estimator is not None:                   # the old trees
+    if mechanism == 'auto' and estimator is not None:                   # binary or infinite tree
         if horizon_steps is not None:
             return BinaryTreeCounter(horizon=horizon_steps, estimator=estimator, **common,
                                      **_privacy_args(budget))

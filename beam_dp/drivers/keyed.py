@@ -429,7 +429,7 @@ class KeyedReleaseDriver:
           contributions).
         """
         keys = len(self.layout.shard_keys(shard))
-        # Exact: int64 under a proven bound, Python ints beyond (no silent wrap, issue 10).
+        # Exact: int64 under a proven bound, Python ints beyond (no silent wrap).
         vector = exact_int.scatter_add(keys * self.bins_per_key, contributions)
         estimate, counter_state = self.counter(keys).step(state.counter_state, vector, rng)
         released = self.from_units(estimate).reshape(keys, self.bins_per_key)

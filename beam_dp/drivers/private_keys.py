@@ -117,17 +117,16 @@ class _MemoisedThresholds(ContinualKeySelection):
 class PrivateKeysShardState:
     """One private-keys shard. ``candidates``: key → (selection state as the tuple of its
     ``KeySelectionState`` fields (step, count, noise, selected_step, due): eight times faster to
-    pickle at every step than the object, which entries written before hold (read both); exact
-    running totals per bin, private; last data step); ``selected``: key → (selection step, its
-    own counter state, or None when the key's counter is a coordinate of ``groups[selection
-    step]``); ``groups``: selection step → (the keys selected at that step in sorted order,
-    their vector counter's state). All three only grow. States written before ``groups``
-    existed read it as None (per-key counters)."""
+    pickle at every step than the object; exact running totals per bin, private; last data
+    step, absent until the key's first visit); ``selected``: key → its selection step (its
+    counter is a coordinate of ``groups[selection step]``); ``groups``: selection step → (the
+    keys selected at that step in sorted order, their vector counter's state); ``wake``: global
+    step → the candidates to visit then. The first three only grow."""
     next_step: int
     candidates: Dict[str, Tuple[tuple, Tuple[int, ...], Optional[int]]]
-    selected: Dict[str, Tuple[int, object]]
-    groups: Optional[Dict[int, Tuple[Tuple[str, ...], object]]] = None
-    wake: Optional[Dict[int, FrozenSet[str]]] = None
+    selected: Dict[str, int]
+    groups: Dict[int, Tuple[Tuple[str, ...], object]]
+    wake: Dict[int, FrozenSet[str]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +137,7 @@ class PrivateKeysShard:
     counters start at the same step and take the same steps, so each coordinate is exactly the
     per-key counter (same mechanism, same sensitivity: one unit moves every coordinate as it
     moved the per-key counters' inputs), and the coordinates' noise is independent. One vector
-    draw replaces one scalar draw per key (the per-key counters were most of the shard's CPU).
+    draw replaces one scalar draw per key.
 
     Args:
       selection: the per-key continual selection (its 1-based step clock is ``step + 1``).
@@ -158,7 +157,7 @@ class PrivateKeysShard:
 
     @staticmethod
     def init_state() -> PrivateKeysShardState:
-        return PrivateKeysShardState(0, {}, {}, {})
+        return PrivateKeysShardState(0, {}, {}, {}, {})
 
     @staticmethod
     def merge(payloads: Iterable[StepContributions]) -> Dict[str, Tuple[Tuple[int, ...], int]]:
@@ -191,7 +190,7 @@ class PrivateKeysShard:
             the counter of the keys selected at step s* (sorted, k0 first) from
             ``rng.derive('release', k0, step)``: a key is in one shard and selected once, so
             addresses never collide, and do not depend on bundling or the order of keys. A
-            key selected alone draws exactly what its per-key counter drew before groups.
+            key selected alone draws exactly what a per-key counter would.
         Returns:
           ([(key, per-bin estimates in value units, noise sd)] for every selected key in sorted
           order, new state).
@@ -202,8 +201,8 @@ class PrivateKeysShard:
         zero = (0,) * bins
         candidates = dict(state.candidates)
         selected = dict(state.selected)
-        groups = dict(state.groups or {})
-        wake = dict(state.wake) if state.wake is not None else {global_step: frozenset(candidates)}
+        groups = dict(state.groups)
+        wake = dict(state.wake)
         for key in contributions:
             if key not in candidates and key not in selected:
                 candidates[key] = (_packed(self.selection.init_state(global_step)), zero)
@@ -211,21 +210,12 @@ class PrivateKeysShard:
         chosen_now, later = self._select(candidates, sorted(visit), contributions, global_step,
                                          rng)
         for key, _ in chosen_now:
-            selected[key] = (step, None)
+            selected[key] = step
         for due, keys in later.items():
             wake[due] = wake.get(due, frozenset()) | keys
         out = []
         blocks = shared_blocks(rng) if self.batched else None
         rng = rng if blocks is None else blocks     # a SecureRandom: counters read a buffer
-        for key, (start, counter_state) in state.selected.items():
-            if counter_state is not None:               # a per-key counter (older state)
-                values = contributions.get(key, (zero, 0))[0]
-                estimate, counter_state = self.counter.step(
-                    counter_state, exact_int.exact_ints(values, bins),
-                    rng.derive('release', key, step))
-                selected[key] = (start, counter_state)
-                out.append((key, self.from_units(estimate).reshape(bins).tolist(),
-                            self.noise_stddev(step - start + 1)))
         if chosen_now:
             # First counter step: everything so far, released for the first time now.
             groups[step] = (tuple(k for k, _ in chosen_now),
@@ -266,8 +256,6 @@ class PrivateKeysShard:
             if entry is None:                           # selected since it was scheduled
                 continue
             sel, totals = entry[0], entry[1]
-            if type(sel) is not tuple:                  # pylint: disable=unidiomatic-typecheck
-                sel = _packed(sel)                      # an entry written before
             last_data = entry[2] if len(entry) > 2 else None
             data = contributions.get(key)
             if data is not None:

@@ -145,7 +145,7 @@ class KeyDriver:
             # test for (``ContinualKeySelection.advance_lazy``); no timer for the steps between.
             due = state.selection.due
             if due is None:
-                return state.last_step + 1    # no schedule drawn (states of older versions)
+                return state.last_step + 1    # a fresh candidate: no schedule drawn yet
             return min([due[0] - 1] + later)
         return min([self._next_event(state)] + later)
 

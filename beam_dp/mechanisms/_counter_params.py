@@ -1,8 +1,7 @@
-"""The privacy fields shared by the counters added with issue 14 (k-ary tree, per-step noise,
-negative-digit tree): a keyword-only frozen dataclass base, validated by
-``check_counter_privacy``, whose noises are checked against the samplers' range by
-``check_noise_scales`` (``_dyadic.check_node_noise``: the one rule,
-``beam_dp.noise.noise_scale_problem``)."""
+"""The privacy fields shared by the k-ary tree, per-step and negative-digit tree counters: a
+keyword-only frozen dataclass base, validated by ``check_counter_privacy``, whose noises are
+checked against the samplers' range by ``check_noise_scales`` (``_dyadic.check_node_noise``:
+the one rule, ``beam_dp.noise.noise_scale_problem``)."""
 
 import dataclasses
 from typing import Optional, Tuple

@@ -169,8 +169,6 @@ class InfiniteTreeCounter:
         """Prefix estimate at the state's step: completed blocks + open block's decomposition."""
         s = state.s
         total = np.array(state.completed)
-        if self.estimator == 'textbook' and total.dtype.kind == 'f':
-            total = _dyadic.exact_ints(np.rint(total).astype(object), self.dimension)  # old state
         if s == 0:
             return total
         block = s.bit_length() - 1

@@ -1,4 +1,4 @@
-"""Many small exact draws in one pass (issue 15: the per-step tests of private key selection).
+"""Many small exact draws in one pass (the per-step tests of private key selection).
 
 * ``WordBuffer``: a ``RandomSource`` over a *stateless* source (``SecureRandom``: every word is
   fresh OS randomness and ``derive`` returns the source itself) that reads the words in blocks

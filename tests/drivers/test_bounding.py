@@ -3,12 +3,11 @@
 A hypothesis fuzz drives ``UnitUsage`` record by record over random streams in which the last
 released step advances, records are stored and re-read (as the DoFn does between calls) and
 whole shards are compacted at random points, and compares every decision with the brute-force
-rule that remembers every kept (key, step, n) for ever. Then the layouts: markers, folded
-steps, and the earlier layout read exactly."""
+rule that remembers every kept (key, step, n) for ever. Then the layouts: markers and folded
+steps."""
 
 import collections
 
-import pytest
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -117,16 +116,3 @@ def test_markers_and_folded_steps():
     assert compact_record(small, (1, ('a', 0, 7, 1)), 9) == (1, ('a', 1))
     assert compact_record(small, (2, ('a', 1, 9, 1)), 9) == EXHAUSTED_KEYS
 
-
-@pytest.mark.parametrize('released', [NOTHING_RELEASED, 0, 5])
-def test_the_earlier_layout_is_read_exactly(released):
-    """State written before issue 13 (every kept (key, step, n)) decides as it did."""
-    bound = UserLevel(unit_fn=_unit, max_keys_per_unit=2, max_contributions_per_step=2,
-                      max_steps_per_unit=2)
-    old = (('a', 0, 2), ('a', 3, 1), ('b', 6, 1))
-    usage = UnitUsage.decode(bound, old, released, _late)
-    assert usage.total == 4
-    reasons = {step: usage.offer('a', step)[0] for step in (1, 3, 7)}
-    assert reasons[1] is not None and 'max_steps_per_unit=2' in reasons[1] or released >= 1
-    assert reasons[3] is None if released < 3 else reasons[3] is not None
-    assert 'max_keys_per_unit=2' in usage.offer('c', 7)[0]

@@ -97,18 +97,3 @@ def test_idle_candidates_are_not_evaluated_every_step_and_groups_share_a_counter
     # Both big keys were selected at step 0 and share one vector counter.
     assert state.groups[0][0] == ('big1', 'big2') and {k for k, *_ in out} == {'big1', 'big2'}
 
-
-def test_states_of_older_versions_are_read():
-    """A state without ``groups``/``wake`` and with 2-tuple candidates and per-key counters."""
-    from beam_dp.drivers.private_keys import PrivateKeysShardState
-    d = driver()
-    shard = d.private_shard
-    sel = shard.selection
-    old = PrivateKeysShardState(3, {'c': (sel.advance(sel.init_state(1), 3, 1, noise.seeded(1))[1],
-                                           (1,))},
-                                {'s': (1, shard.counter.step(shard.counter.init_state(), [5],
-                                                             noise.seeded(2))[1])})
-    assert old.groups is None and old.wake is None
-    out, new = shard.release_step(old, {'s': ((2,), 2)}, noise.seeded(3))
-    assert [k for k, *_ in out] == ['s'] and new.next_step == 4
-    assert 'c' in new.candidates and min(new.wake) >= 5

@@ -105,24 +105,3 @@ def test_batched_tests_equal_the_scalar_path_step_by_step(source, metric, epsilo
         selected = len(state.selected)
     assert 3 <= selected < 68 and len(ticks) > 500       # both paths ran many inline tests
 
-
-def test_candidates_written_as_selection_state_objects_are_read_the_same():
-    """The format before packed tuples: (KeySelectionState, totals, last data step)."""
-    from beam_dp.mechanisms.key_selection import KeySelectionState
-    machine = shard('count', 1.0)
-    contributions = stream(4, 1)
-    runs = list(run(machine, contributions[:20], lambda: seeded(4)))
-    state = runs[-1][1]
-    assert state.candidates and all(type(e[0]) is tuple for e in state.candidates.values())  # pylint: disable=unidiomatic-typecheck
-    old = dataclasses.replace(state, candidates={
-        k: (KeySelectionState(*e[0]),) + e[1:] for k, e in state.candidates.items()})
-    assert any(e[0].due is not None for e in old.candidates.values())
-    a, b = state, old
-    for per_key in contributions[20:]:
-        rows_a, a = machine.release_step(a, per_key, seeded(4))
-        rows_b, b = machine.release_step(b, per_key, seeded(4))
-        assert rows_a == rows_b
-    def packed(candidates):
-        return {k: (e[0] if type(e[0]) is tuple else private_keys._packed(e[0]),) + e[1:]  # pylint: disable=unidiomatic-typecheck,protected-access
-                for k, e in candidates.items()}
-    assert packed(a.candidates) == packed(b.candidates) and a.wake == b.wake
