@@ -15,6 +15,8 @@ from beam_dp.drivers.segmented import KeyState
 from beam_dp.drivers.segmented import mechanism_tick
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 
+from tests.helpers import NOISE_FREE_EPSILON
+
 
 def _one_pass(driver, key, label, seed, events, until, private=False):
     """The driver's one pass over ``events`` up to step ``until`` (``KeyDriver.process``), at
@@ -24,7 +26,7 @@ def _one_pass(driver, key, label, seed, events, until, private=False):
     first = min((s for s, _ in events), default=None)
     return driver.process(driver.init_state(first, rng, private), events, until, rng, sel_rng)
 
-NOISE_FREE = SparseCounter(1e6)
+NOISE_FREE_COUNTER = SparseCounter(NOISE_FREE_EPSILON)
 
 
 def driver(epsilon=1.0, private=False, c_theta=1.0):
@@ -41,7 +43,7 @@ def test_step_zero_is_the_mechanisms_tick_one():
 
 
 def test_public_key_starts_before_step_zero_and_wakes_at_its_forced_close():
-    d = CounterDriver(NOISE_FREE, None)
+    d = CounterDriver(NOISE_FREE_COUNTER, None)
     state = d.init_state(None, noise.seeded(0), private=False)
     assert (state.last_step, state.origin_step) == (-1, 0)
     # C4 with no data: forced closes at ticks 2, 4, 16 = steps 1, 3, 15.
@@ -50,7 +52,7 @@ def test_public_key_starts_before_step_zero_and_wakes_at_its_forced_close():
 
 
 def test_noise_free_closes_at_data_steps_and_forced_steps():
-    d = CounterDriver(NOISE_FREE, None)
+    d = CounterDriver(NOISE_FREE_COUNTER, None)
     out, state = _one_pass(d, 'a', 'L', 0, [(5, (3,)), (5, (1,))], 40)
     # Forced at ticks 2, 4 (steps 1, 3); the SVT halts at the data (step 5 = tick 6); the next
     # forced close is tick 6² = 36 (step 35).
@@ -102,7 +104,7 @@ def test_a_candidate_wakes_at_its_first_data_step_and_starts_at_selection():
 
 
 def test_batches_at_one_step_merge():
-    d = CounterDriver(NOISE_FREE, None)
+    d = CounterDriver(NOISE_FREE_COUNTER, None)
     one, _ = _one_pass(d, 'a', 'L', 3, [(2, (5,))], 10)
     split, _ = _one_pass(d, 'a', 'L', 3, [(2, (2,)), (2, (3,))], 10)
     assert one == split
@@ -116,7 +118,7 @@ def test_key_state_names_what_it_holds():
 
 def test_wake_times_come_from_the_clock_and_stop_after_the_last_step():
     clock = StepClock(start_micros=1_000, step_micros=10, allowed_lateness_micros=5, last_step=3)
-    d = CounterDriver(NOISE_FREE, None, clock)
+    d = CounterDriver(NOISE_FREE_COUNTER, None, clock)
     assert d.wake_micros(0) == 1_015          # end of step 0 + lateness
     assert d.wake_micros(3) == 1_045
     assert d.wake_micros(4) is None and d.wake_micros(None) is None

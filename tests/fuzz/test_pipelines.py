@@ -38,11 +38,11 @@ from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from tests import families
 from tests.fuzz import strategies as fz
 from tests.fuzz.harness import stage_fn
+from tests.helpers import NOISE_FREE
 from tests.runners import streaming_options
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.pipeline]
 
-NOISE_FREE = PrivacyBudget(epsilon=1e6)
 KEYS = list(families.KEYS)
 _MAX = GlobalWindow().max_timestamp().micros
 ONE_RUN = settings(max_examples=1, deadline=None, database=None, derandomize=True,

@@ -26,10 +26,10 @@ from beam_dp.testing import keyed_events
 from beam_dp.testing import release_table
 from beam_dp.testing import replay
 from tests import runners
+from tests.helpers import NOISE_FREE
 
 pytestmark = [pytest.mark.integration, pytest.mark.prism, runners.requires_prism]
 
-NOISE_FREE = PrivacyBudget(epsilon=1e7)
 STEP = 60
 STR_INT = TupleCoder([StrUtf8Coder(), VarIntCoder()])
 STR_STR = TupleCoder([StrUtf8Coder(), StrUtf8Coder()])

@@ -19,7 +19,7 @@ from beam_dp.testing import replay
 from beam_dp.transforms.boost import QUERY
 from beam_dp.transforms.boost import ROW
 from beam_dp.transforms.boost import BoostQueries
-from tests.runners import streaming_options
+from tests import helpers
 
 SHAPE = (2, 4)
 STEP = 10                      # seconds per block
@@ -54,33 +54,20 @@ QUERIES = [(12.0, _q('q1', 0, 0)), (12.0, _q('q0', 0, 0, subsets=([0], [1, 2])))
            (44.0, _q('x', 0, 0, dataset='nope'))]
 
 
-_COLLECTED = {}
 OUTPUTS = ('answers', 'refusals', 'ledger', 'blocks', 'dead_letter')
 
 
-def _collect(record, name):
-    _COLLECTED.setdefault(name, []).append(record)
+def _outputs(out):
+    """Every output of ``out``, by name, for ``helpers.run``."""
+    return {name: getattr(out, name) for name in OUTPUTS}
 
 
-def _collect_all(out):
-    """Every output of ``out`` into ``_COLLECTED`` (read back by ``_collected``)."""
-    _COLLECTED.clear()
-    for name in OUTPUTS:
-        _ = getattr(out, name) | f'Collect{name}' >> beam.Map(_collect, name)
-
-
-def _collected():
-    got = {name: list(_COLLECTED.get(name, [])) for name in OUTPUTS}
-    _COLLECTED.clear()
-    return got
-
-
-def _run(transform, rows, queries, runner='BundleBasedDirectRunner'):
-    with beam.Pipeline(runner=runner) as p:
+def _run(transform, rows, queries):
+    def build(p):
         data = p | 'Data' >> beam.Create([TimestampedValue(r, t) for t, r in rows])
         qs = p | 'Queries' >> beam.Create([TimestampedValue(q, t) for t, q in queries])
-        _collect_all((data, qs) | transform)
-    return _collected()
+        return _outputs((data, qs) | transform)
+    return helpers.run(build, streaming=False)
 
 
 def _reference(transform, rows, queries):
@@ -96,7 +83,7 @@ def _reference(transform, rows, queries):
 
 def test_batch_parity_with_the_pure_driver_blocks_replay_and_refusals():
     transform = _transform()
-    got = _run(transform, _rows(), QUERIES, runner='DirectRunner')
+    got = _run(transform, _rows(), QUERIES)
     ref = _reference(transform, _rows(), QUERIES)
     answers = sorted(got['answers'])
     assert answers == sorted(r for r in ref if type(r).__name__ == 'BoostAnswerRecord')
@@ -136,12 +123,12 @@ def test_streaming_late_rows_dead_lettered_and_never_change_a_sealed_block():
     stream.add_elements([TimestampedValue(('q', _q('b', 0, 2)), 33.0),
                          TimestampedValue(('q', _q('a', 0, 1)), 33.0)])
     stream.advance_watermark_to_infinity()
-    with beam.Pipeline(runner='BundleBasedDirectRunner', options=streaming_options()) as p:
+    def build(p):
         events = p | stream
         data = events | 'Rows' >> beam.FlatMap(lambda e: [e[1]] if e[0] == 'row' else [])
         qs = events | 'Qs' >> beam.FlatMap(lambda e: [e[1]] if e[0] == 'q' else [])
-        _collect_all((data, qs) | transform)
-    got = _collected()
+        return _outputs((data, qs) | transform)
+    got = helpers.run(build)
     late = [d for d in got['dead_letter'] if d.reason.startswith('late: step ')]
     assert sorted(d.event_time_micros for d in late) == [3 * US, 15 * US]
     # Each holds the input record as it was (issue 21, item 6).
@@ -164,8 +151,9 @@ def test_streaming_late_rows_dead_lettered_and_never_change_a_sealed_block():
                                             budget=PrivacyBudget(epsilon=2.0, delta=1e-6))])
 def test_noise_key_gives_bit_identical_reruns(monkeypatch, extra):
     monkeypatch.setenv('BDP_BOOST_KEY', '0123456789abcdef' * 4)
-    runs = [_run(_transform(testing_seed=None, noise_key=NoiseKeyRef('env:BDP_BOOST_KEY', 'tests'), label='B', **extra),
-                 _rows(per_block=100), QUERIES[:4], runner='DirectRunner')['answers']
+    key = NoiseKeyRef('env:BDP_BOOST_KEY', 'tests')
+    runs = [_run(_transform(testing_seed=None, noise_key=key, label='B', **extra),
+                 _rows(per_block=100), QUERIES[:4])['answers']
             for _ in range(2)]
     assert sorted(runs[0]) == sorted(runs[1]) and runs[0]
 
@@ -175,7 +163,7 @@ def test_avro_query_dicts_and_malformed_inputs_go_to_dead_letters():
                (12.0, 'not a query')]
     rows = [(1.0, ('covid', (1, 1))), (2.0, ('covid', (5, 1))), (3.0, ('flu',)),
             (4.0, ('measles', (0, 0))), (60.0, ('covid', (0, 0)))]
-    got = _run(_transform(), rows, queries, runner='DirectRunner')
+    got = _run(_transform(), rows, queries)
     # The Avro dict is a valid query (block 0 holds one row: Laplace at α would overdraw the
     # filter, so it is refused for budget; it is answered or refused, never dead-lettered).
     assert [r.query_id for r in got['answers'] + got['refusals']] == ['d']
@@ -196,7 +184,7 @@ def test_bad_parameters_name_the_transform():
         with pytest.raises(InvalidParamsError, match=f'BoostQueries: .*{word}'):
             _transform(**kw)
     with pytest.raises(InvalidParamsError, match='end'):
-        _run(_transform(end=None), [], [], runner='DirectRunner')
+        _run(_transform(end=None), [], [])
 
 
 def test_state_bounds_reach_the_driver():

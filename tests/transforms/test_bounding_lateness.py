@@ -26,7 +26,7 @@ from tests.transforms.test_contribution_bounding import _first
 from tests.transforms.test_contribution_bounding import streaming
 from tests.transforms.test_continual import STEP
 from tests.transforms.test_continual import counts
-from tests.transforms.test_continual import run_stream
+from tests.helpers import run_stream
 from tests.transforms.test_unit_cap import SHARD_UNITS
 
 #: Two units of the same 'BoundPerUnit' shard.
@@ -97,7 +97,7 @@ def test_continual_count_counts_a_late_units_next_step_with_or_without_another_u
     a = [('a', s, 1.0 if s >= 5 else 0.0) for s in range(8)]
     b = [('b', s, 1.0 if with_u and s >= 3 else 0.0) for s in range(8)]
     run_stream(stream, counts(end=8 * STEP, privacy_unit=unit), expected=a + b,
-               expected_dead=equal_to([('BoundContributions', clock.late_reason(3))]))
+               dead=equal_to([('BoundContributions', clock.late_reason(3))]))
 
 
 def _stage_labels(pcoll_of):

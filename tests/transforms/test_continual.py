@@ -25,28 +25,17 @@ from beam_dp import UserLevel
 from beam_dp.testing import keyed_events
 from beam_dp.testing import release_table
 from beam_dp.testing import replay
+from tests.helpers import NOISE_FREE
+from tests.helpers import run_stream
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
 
-NOISE_FREE = PrivacyBudget(epsilon=1e7)   # exact releases: tests the wiring, not the noise
 STEP = 60
 
 
 def tv(record, seconds):
     return TimestampedValue(record, seconds)
-
-
-def run_stream(stream, transform, extract=lambda r: (r.key, r.step, round(r.value, 6)),
-               expected=None, expected_dead=None, options=None):
-    with beam.Pipeline(runner='DirectRunner', options=options or streaming_options()) as p:
-        out = p | stream | transform
-        if expected is not None:
-            assert_that(out.releases | 'Extract' >> beam.Map(extract), equal_to(expected),
-                        label='CheckReleases')
-        if expected_dead is not None:
-            assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: (d.stage, d.reason)),
-                        expected_dead, label='CheckDeadLetters')
 
 
 def counts(keys=('a', 'b'), **kwargs):
@@ -102,7 +91,7 @@ def test_late_and_malformed_records_go_to_the_dead_letter_output():
 
     run_stream(stream, counts(end=120),
                expected=[('a', 0, 1.0), ('b', 0, 0.0), ('a', 1, 1.0), ('b', 1, 0.0)],
-               expected_dead=check)
+               dead=check)
 
 
 def test_allowed_lateness_delays_the_release_and_counts_late_records():
@@ -117,7 +106,7 @@ def test_allowed_lateness_delays_the_release_and_counts_late_records():
               .advance_watermark_to_infinity())
     run_stream(stream, counts(keys=['a'], end=120, allowed_lateness=30),
                expected=[('a', 0, 2.0), ('a', 1, 2.0)],
-               expected_dead=lambda dead: _assert_reasons(dead, ['late: step 0']))
+               dead=lambda dead: _assert_reasons(dead, ['late: step 0']))
 
 
 def _assert_reasons(dead, prefixes):
@@ -141,7 +130,7 @@ def test_user_level_bounding():
     run_stream(stream, counts(end=180, privacy_unit=unit),
                expected=[('a', 0, 2.0), ('a', 1, 3.0), ('a', 2, 3.0),
                          ('b', 0, 1.0), ('b', 1, 1.0), ('b', 2, 1.0)],
-               expected_dead=lambda dead: _assert_reasons(dead, [
+               dead=lambda dead: _assert_reasons(dead, [
                    'contribution bound: max_contributions_per_step=2',
                    'contribution bound: unit already contributed to max_keys_per_unit=1',
                    'contribution bound: unit already contributed to max_steps_per_unit=2']))
@@ -158,7 +147,7 @@ def test_sums_are_clamped_and_snapped_to_the_grid():
                                    budget=NOISE_FREE, lower=0.0, upper=2.0, grid_bits=4)
     # 0.3 → 5/16 = 0.3125; 7.0 → 2.0; -1.0 → 0.0.
     run_stream(stream, transform, expected=[('a', 0, 2.3125)],
-               expected_dead=lambda dead: _assert_reasons(dead, ['value is not a number'] * 2))
+               dead=lambda dead: _assert_reasons(dead, ['value is not a number'] * 2))
 
 
 def test_histograms():
@@ -173,7 +162,7 @@ def test_histograms():
     run_stream(stream, transform,
                extract=lambda r: (r.key, r.step, tuple(round(v, 6) for v in r.values), r.value),
                expected=[('a', 0, (1.0, 1.0), 2.0), ('a', 1, (1.0, 2.0), 3.0)],
-               expected_dead=lambda dead: _assert_reasons(dead, ['bin is not one of the public bins']))
+               dead=lambda dead: _assert_reasons(dead, ['bin is not one of the public bins']))
 
 
 def test_parity_with_the_pure_reference_under_a_seed():

@@ -14,26 +14,20 @@ from beam_dp import PrivacyBudget
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.testing import key_events
 from beam_dp.testing import replay
-from tests.runners import streaming_options
+from tests import helpers
+from tests.helpers import NOISE_FREE
+from tests.helpers import reason
+from tests.helpers import run_stream
 
 pytestmark = pytest.mark.pipeline
-
-NOISE_FREE = PrivacyBudget(epsilon=1e6)
 
 
 def tv(record, seconds):
     return TimestampedValue(record, seconds)
 
 
-def run(stream, transform, expected=None, dead=None):
-    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
-        out = p | stream | transform
-        if expected is not None:
-            assert_that(out.releases | 'Extract' >> beam.Map(lambda r: (r.step, round(r.value, 6))),
-                        equal_to(expected), label='CheckReleases')
-        if dead is not None:
-            assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: d.reason), dead,
-                        label='CheckDead')
+def _step_value(release):
+    return release.step, round(release.value, 6)
 
 
 # Step s covers [s, s+1). Deletion-heavy: 4 inserts at step 2, 3 deletes at step 6 (one of an
@@ -43,13 +37,8 @@ UPDATES = [('a', 'r1', 1, 2.5), ('a', 'r2', 1, 2.5), ('a', 'r3', 1, 2.6), ('a', 
            ('a', 'r3', 1, 6.7), ('a', None, 1, 6.8), ('a', 'r1', 1, 10.5)]
 
 
-def _stream(updates, late=()):
-    stream = TestStream().advance_watermark_to(0)
-    stream = stream.add_elements([tv((k, rid, op), t) for k, rid, op, t in reversed(updates)])
-    stream = stream.advance_watermark_to(30)
-    if late:
-        stream = stream.add_elements([tv((k, rid, op), t) for k, rid, op, t in late])
-    return stream.advance_watermark_to(60).advance_watermark_to_infinity()
+def _stamped(updates):
+    return [((k, rid, op), t) for k, rid, op, t in updates]
 
 
 def _check_dead(reasons):
@@ -71,7 +60,9 @@ def test_deletion_heavy_stream_noise_free(construction):
     expected = {'two_stream': [(1, 0.0), (2, 4.0), (3, 4.0), (6, 2.0), (10, 3.0),
                                (48, 3.0)],
                 'fenwick': [(1, 0.0), (2, 4.0), (6, 2.0), (10, 3.0)]}[construction]
-    run(_stream(UPDATES, late=[('a', 'r9', 1, 2.9)]), t, expected=expected, dead=_check_dead)
+    late = [('a', 'r9', 1, 2.9)]
+    run_stream(helpers.stream(_stamped(reversed(UPDATES)), 30, _stamped(late), 60), t,
+               expected=expected, extract=_step_value, dead=_check_dead, dead_extract=reason)
 
 
 @pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
@@ -108,7 +99,7 @@ def test_parity_with_the_pure_driver_under_a_seed(construction):
     for chunk in (updates[half:], updates[:half]):          # out of order across steps
         stream = stream.add_elements([tv((k, rid, op), tt) for k, rid, op, tt in chunk])
     stream = stream.advance_watermark_to(310).advance_watermark_to_infinity()
-    run(stream, t, expected=expected)
+    run_stream(stream, t, expected=expected, extract=_step_value)
 
 
 @pytest.mark.parametrize('kwargs, match', [
@@ -128,7 +119,8 @@ def test_bad_op_is_dead_lettered_at_extraction():
     stream = (TestStream().advance_watermark_to(0).add_elements([tv(('a', 'r', 7), 1)])
               .advance_watermark_to(5).advance_watermark_to_infinity())
     t = DynamicCountPerKey(public_keys=['a'], start=0, step=1, end=4, budget=NOISE_FREE)
-    run(stream, t, dead=lambda reasons: _assert_one(reasons, "op must be +1/'insert'"))
+    run_stream(stream, t, dead=lambda reasons: _assert_one(reasons, "op must be +1/'insert'"),
+               dead_extract=reason)
 
 
 def _assert_one(reasons, prefix):

@@ -24,10 +24,11 @@ from beam_dp import SparseContinualHistogramPerKey
 from beam_dp import UserLevel
 from beam_dp.drivers.clock import NO_EVENT_TIME_MICROS
 
+from tests.helpers import NOISE_FREE
+
 HOUR = 3600
 START = 1_717_286_400                      # 2024-06-02T00:00:00Z
 EPS = PrivacyBudget(epsilon=1.0)
-NOISE_FREE = PrivacyBudget(epsilon=1e7)
 
 # Every continual transform, built with the arguments it needs (keys 'a', 'b'; hourly steps).
 CONTINUAL = {

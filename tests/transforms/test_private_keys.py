@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
-from apache_beam.testing.util import equal_to
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import BudgetAccountant
@@ -19,23 +18,18 @@ from beam_dp import PrivacyBudget
 from beam_dp import UserLevel
 from beam_dp import noise
 from beam_dp import PrivateKeys
+from tests.helpers import NOISE_FREE
+from tests.helpers import run_stream
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
 
-NOISE_FREE = PrivacyBudget(epsilon=1e7)
 STEP = 60
 SELECT = PrivateKeys(budget=PrivacyBudget(epsilon=1.0, delta=1e-6), num_shards=2)
 
 
 def tv(record, seconds):
     return TimestampedValue(record, seconds)
-
-
-def run(stream, transform, expected, extract=lambda r: (r.key, r.step, round(r.value, 6))):
-    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
-        out = p | stream | transform
-        assert_that(out.releases | beam.Map(extract), equal_to(expected))
 
 
 def test_releases_begin_at_selection_without_back_fill_and_single_unit_keys_never_appear():
@@ -62,7 +56,7 @@ def test_releases_begin_at_selection_without_back_fill_and_single_unit_keys_neve
     first = chosen[0]
     assert first[2] == 40.0 * (first[1] + 1)          # everything since start, released once
     assert [s for _, s, _ in chosen] == list(range(first[1], 4))   # sticky, no back-fill
-    run(stream, t, chosen)
+    run_stream(stream, t, expected=chosen)
 
 
 def test_parity_with_the_pure_state_machine_under_a_seed_histogram():
@@ -93,7 +87,7 @@ def test_parity_with_the_pure_state_machine_under_a_seed_histogram():
     for chunk in (events[200:], events[:200]):
         stream = stream.add_elements([tv((k, b), ts) for k, b, ts in chunk])
     stream = stream.advance_watermark_to(400).advance_watermark_to_infinity()
-    run(stream, t, expected, extract=lambda r: (r.key, r.step, tuple(r.values)))
+    run_stream(stream, t, expected=expected, extract=lambda r: (r.key, r.step, tuple(r.values)))
 
 
 def test_user_level_counts_distinct_units_once_per_key():

@@ -18,13 +18,12 @@ from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
 from apache_beam.transforms.window import TimestampedValue
 
-from beam_dp import PrivacyBudget
 from beam_dp.drivers.clock import StepClock
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from tests import runners
+from tests.helpers import NOISE_FREE
 
-NOISE_FREE = PrivacyBudget(epsilon=1e6)
 #: Step s covers [s, s+1) seconds; released at s + 1.
 CLOCK = StepClock(0, 1_000_000)
 LATE_STEP, OTHER_STEP, RELEASED_THROUGH = 5, 6, 7

@@ -20,11 +20,11 @@ from beam_dp.testing import replay
 from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
-from tests.runners import streaming_options
+from tests.helpers import NOISE_FREE
+from tests.helpers import reason
+from tests.helpers import run_stream
 
 pytestmark = pytest.mark.pipeline
-
-NOISE_FREE = PrivacyBudget(epsilon=1e6)   # θ < 1 and zero noise: a data step closes, empty ones do not
 
 
 def _replay(transform, key, label, seed, batches, until, private=False):
@@ -36,18 +36,6 @@ def _replay(transform, key, label, seed, batches, until, private=False):
 
 def tv(record, seconds):
     return TimestampedValue(record, seconds)
-
-
-def run(stream, transform, extract=lambda r: (r.key, r.step, round(r.value, 6)), expected=None,
-        dead=None):
-    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
-        out = p | stream | transform
-        if expected is not None:
-            assert_that(out.releases | 'Extract' >> beam.Map(extract), equal_to(expected),
-                        label='CheckReleases')
-        if dead is not None:
-            assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: d.reason), dead,
-                        label='CheckDead')
 
 
 def sparse(**kw):
@@ -67,8 +55,7 @@ def test_empty_stream_closes_at_2_4_16_and_sparse_data_closes_its_segment():
               .advance_watermark_to_infinity())
     expected = [('a', 1, 0.0), ('a', 3, 0.0), ('a', 5, 3.0), ('a', 35, 3.0),
                 ('b', 1, 0.0), ('b', 3, 0.0), ('b', 15, 0.0)]
-    run(stream, sparse(end=39), expected=expected,
-        dead=lambda reasons: _one_late(reasons))
+    run_stream(stream, sparse(end=39), expected=expected, dead=_one_late, dead_extract=reason)
 
 
 def _one_late(reasons):
@@ -82,9 +69,10 @@ def test_histogram_per_bin_values():
               .advance_watermark_to(10).advance_watermark_to_infinity())
     t = SparseContinualHistogramPerKey(public_keys=['a'], bins=['x', 'y'], start=0, step=1,
                                        end=5, budget=NOISE_FREE)
-    run(stream, t, extract=lambda r: (r.step, tuple(round(v, 6) for v in r.values)),
-        expected=[(0, (1.0, 1.0)), (1, (1.0, 1.0)), (3, (1.0, 1.0))],
-        dead=lambda reasons: assert_that_one(reasons, 'bin is not one of the public bins'))
+    run_stream(stream, t, extract=lambda r: (r.step, tuple(round(v, 6) for v in r.values)),
+               expected=[(0, (1.0, 1.0)), (1, (1.0, 1.0)), (3, (1.0, 1.0))],
+               dead=lambda reasons: assert_that_one(reasons, 'bin is not one of the public bins'),
+               dead_extract=reason)
 
 
 def assert_that_one(reasons, prefix):
@@ -119,8 +107,8 @@ def test_parity_with_the_pure_driver_under_a_seed(c_theta):
         arrivals[t] = arrivals.get(t, 0) + 1
     closes, _ = part.run(arrivals, 390, noise.seeded(5).derive('Sparse', 'key', 'a', 'partition'))
     assert [c.close_tick for c in closes] == [r.step + 1 for r in ref]
-    run(_parity_stream(EVENTS, lambda e: (e[10:], e[:10])), transform,
-        extract=lambda r: (r.step, r.value), expected=expected)
+    run_stream(_parity_stream(EVENTS, lambda e: (e[10:], e[:10])), transform,
+               extract=lambda r: (r.step, r.value), expected=expected)
 
 
 def test_release_time_purity_boundaries_after_j_do_not_depend_on_data_before():
@@ -158,7 +146,7 @@ def test_private_keys_on_the_sparse_transform():
     expected = [('big', r.step, r.value) for r in ref]
     assert expected and expected[0][2] == 150.0
     assert _replay(t, 'solo', 'PK', 2, [(1, (1,))], 19, private=True) == []
-    run(stream, t, expected=expected)
+    run_stream(stream, t, expected=expected)
 
 
 def test_budget_and_validation():

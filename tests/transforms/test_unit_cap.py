@@ -52,7 +52,7 @@ from tests.transforms.test_contribution_bounding import category
 from tests.transforms.test_contribution_bounding import reference
 from tests.transforms.test_contribution_bounding import streaming
 from tests.transforms.test_continual import counts
-from tests.transforms.test_continual import run_stream
+from tests.helpers import run_stream
 from tests.transforms.test_continual import tv
 
 
@@ -346,7 +346,7 @@ def test_continual_count_with_a_unit_cap_counts_the_admitted_units_exactly():
               'shards; this unit arrived after its shard was full)')
     run_stream(stream, counts(end=120, privacy_unit=unit),
                expected=[('a', 0, 3.0), ('a', 1, 4.0), ('b', 0, 0.0), ('b', 1, 0.0)],
-               expected_dead=equal_to([('BoundContributions', reason)] * 2 + [(
+               dead=equal_to([('BoundContributions', reason)] * 2 + [(
                    'BoundContributions', 'contribution bound: unit already contributed to '
                    'max_keys_per_unit=1 keys')]))
     budget = PrivacyBudget(epsilon=1.0)
