@@ -25,6 +25,7 @@ from apache_beam.testing.util import equal_to
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import PrivacyBudget
+from tests.runners import BATCH_RUNNER
 from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 
@@ -35,11 +36,12 @@ NOISE_FREE_EPSILON = 1e7
 NOISE_FREE = PrivacyBudget(epsilon=NOISE_FREE_EPSILON)
 
 
-def pipeline(streaming: bool = True, runner: str = DIRECT_RUNNER, **options) -> beam.Pipeline:
-    """A pipeline on the runner ``tests/runners.py`` names (``BundleBasedDirectRunner``),
-    in streaming mode unless ``streaming=False``."""
+def pipeline(streaming: bool = True, runner: Optional[str] = None, **options) -> beam.Pipeline:
+    """A pipeline on the runner ``tests/runners.py`` names: in streaming mode on
+    ``DIRECT_RUNNER`` unless ``streaming=False`` (then batch, on ``BATCH_RUNNER``)."""
     opts = streaming_options(**options) if streaming else PipelineOptions(**options)
-    return beam.Pipeline(runner=runner, options=opts)
+    return beam.Pipeline(runner=runner or (DIRECT_RUNNER if streaming else BATCH_RUNNER),
+                         options=opts)
 
 
 Script = Union[float, int, List[tuple], tuple]
@@ -81,7 +83,7 @@ def collected() -> Dict[str, list]:
 
 
 def run(build: Callable[[beam.Pipeline], Optional[Dict[str, beam.PCollection]]],
-        streaming: bool = True, runner: str = DIRECT_RUNNER, **options) -> Dict[str, list]:
+        streaming: bool = True, runner: Optional[str] = None, **options) -> Dict[str, list]:
     """Builds a pipeline with ``build(p)``, runs it to the end and returns what it collected:
     the PCollections ``build`` returns (by name) and any ``collect`` it called."""
     _COLLECTED.clear()

@@ -40,6 +40,7 @@ from tests.fuzz.harness import _Finder
 from tests.fuzz.test_erm_fuzz import _PIPELINE_MICROS
 from tests.fuzz.test_erm_fuzz import _encodable
 from tests.fuzz.test_erm_fuzz import _equal
+from tests.runners import BATCH_RUNNER
 
 pytestmark = pytest.mark.fuzz
 
@@ -159,7 +160,7 @@ def test_through_the_pipeline_input_is_kept_plus_dead_lettered(batch):
                                    noise.seeded(SEED).derive('Boost'))
         out += refuse_waiting(driver, state)[1]
         want += [(r.dataset, r.query_id, r.value) for r in out if hasattr(r, 'value')]
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         data = (p | 'Rows' >> beam.Create(list(range(len(batch))))
                 | 'StampRows' >> beam.Map(
                     lambda i: TimestampedValue(batch[i][0], Timestamp(micros=batch[i][1]))))

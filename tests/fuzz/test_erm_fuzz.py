@@ -34,6 +34,7 @@ from tests.drivers.erm_one_pass import reference
 from beam_dp.io.erm import model_release_from_event
 from tests.fuzz import strategies as fz
 from tests.fuzz.harness import _Finder
+from tests.runners import BATCH_RUNNER
 
 pytestmark = pytest.mark.fuzz
 
@@ -143,7 +144,7 @@ def test_through_the_pipeline_input_is_kept_plus_dead_lettered(make, batch):
         assert not res.rejected
         want += [(stream, e.job.job_id, tuple(model_release_from_event(
             stream, e, 2.0, CLASSES, DIM + 1, 0).weights)) for e in res.events]
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = (p | beam.Create(list(range(len(batch))))
                | beam.Map(lambda i: TimestampedValue(batch[i][0], Timestamp(micros=batch[i][1])))
                | 'ERM' >> erm)

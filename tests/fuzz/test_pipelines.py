@@ -39,6 +39,7 @@ from tests import families
 from tests.fuzz import strategies as fz
 from tests.fuzz.harness import stage_fn
 from tests.helpers import NOISE_FREE
+from tests.runners import BATCH_RUNNER
 from tests.runners import streaming_options
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.pipeline]
@@ -97,7 +98,7 @@ def _run(specs, transform, growing=False, batch=False):
         del v[:]
     stamped = [TimestampedValue((i,), Timestamp(micros=m)) for i, (_, _, _, m) in enumerate(specs)]
     if batch:                                  # SelectKeys: bounded input only
-        pipeline = beam.Pipeline(runner='DirectRunner')
+        pipeline = beam.Pipeline(runner=BATCH_RUNNER)
         source = beam.Create([(i, m) for i, (_, _, _, m) in enumerate(specs)]) | beam.Map(
             lambda e: TimestampedValue((e[0],), Timestamp(micros=e[1])))
     else:

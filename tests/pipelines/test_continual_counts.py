@@ -44,6 +44,8 @@ from pipelines.continual_counts.events import decode_event_record
 from pipelines.continual_counts.events import encode_event
 from pipelines.continual_counts.events import validate_event
 
+from tests.runners import BATCH_RUNNER
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 START = datetime.datetime(2024, 6, 2, tzinfo=datetime.timezone.utc)
 START_S = int(START.timestamp())
@@ -129,7 +131,7 @@ def test_parse_dead_letters_malformed_avro_and_pubsub():
         {**good._asdict(), 'duration_seconds': -3.0},                           # negative
         {**good._asdict(), 'station': ''},                                      # empty key
     ]
-    with TestPipeline(runner='DirectRunner') as p:
+    with TestPipeline(runner=BATCH_RUNNER) as p:
         avro = (p | 'Avro' >> beam.Create([good._asdict()] + bad_records)
                 | 'ParseAvro' >> job.ParseEvents('avro'))
         pubsub = (p | 'PubSub' >> beam.Create([_message(good, 5), _message(b'\x01\x02', 6),

@@ -26,6 +26,7 @@ from tests.pipelines.test_continual_counts import KEYS
 from tests.pipelines.test_continual_counts import START_S
 from tests.pipelines.test_continual_counts import TEST_KEY_VAR
 from tests.pipelines.test_continual_counts import _event
+from tests.runners import BATCH_RUNNER
 
 pytestmark = pytest.mark.pipeline
 
@@ -87,7 +88,7 @@ def test_debug_metrics_reports_exact_counts(tmp_path, caplog):
 @pytest.mark.parametrize('debug', [False, True])
 def test_a_transform_counts_dead_letters_only_with_debug_metrics(debug):
     records = [('a', 1, 'u1'), ('zz', 1, 'u1'), (['x'], 1, 'u1'), ('b', 1, 'u2')]
-    pipeline = beam.Pipeline(runner='DirectRunner')
+    pipeline = beam.Pipeline(runner=BATCH_RUNNER)
     _ = (pipeline | beam.Create(records) | beam.Map(lambda r: TimestampedValue(r, 0.5))
          | families.build('SparseContinualCountPerKey', debug_metrics=debug, label='Sparse'))
     result = pipeline.run()

@@ -28,6 +28,7 @@ from beam_dp.io.epochs import EpochReleaseRecord
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
+from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 from tests.transforms.test_pmwg_transform import make_stream
 from tests.transforms.test_pmwg_transform import split
@@ -42,7 +43,7 @@ BOX = LaplaceQueryVector(QUERIES)
 
 
 def run(batches, transform, check_answers=None, check_releases=None):
-    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
+    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
         streams = p | make_stream(batches)
         out = (streams['data'], streams['queries']) | LABEL >> transform
         if check_answers is not None:

@@ -21,6 +21,7 @@ from apache_beam.transforms.window import TimestampedValue
 from beam_dp import UserLevel
 from beam_dp.drivers.clock import StepClock
 from tests import runners
+from tests.runners import DIRECT_RUNNER
 from tests.transforms.test_contribution_bounding import CLOCK
 from tests.transforms.test_contribution_bounding import _first
 from tests.transforms.test_contribution_bounding import streaming
@@ -71,7 +72,7 @@ def _bounding_pipeline(pipeline, with_u):
 @pytest.mark.pipeline
 @pytest.mark.parametrize('with_u', [False, True])
 def test_pipeline_another_unit_does_not_change_a_late_units_kept_records(with_u):
-    _bounding_pipeline(beam.Pipeline(runner='DirectRunner', options=streaming()), with_u)
+    _bounding_pipeline(beam.Pipeline(runner=DIRECT_RUNNER, options=streaming()), with_u)
 
 
 @pytest.mark.integration

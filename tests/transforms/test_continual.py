@@ -27,6 +27,8 @@ from beam_dp.testing import release_table
 from beam_dp.testing import replay
 from tests.helpers import NOISE_FREE
 from tests.helpers import run_stream
+from tests.runners import BATCH_RUNNER
+from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
@@ -63,7 +65,7 @@ def test_releases_follow_the_watermark_and_stop_when_the_input_ends():
               .advance_watermark_to(130)          # steps 0 and 1 released; step 2 not yet
               .advance_watermark_to_infinity())
     # No public end: steps up to the watermark, then the end-of-input timer stops the loop.
-    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
+    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
         out = p | stream | counts()
         steps = out.releases | beam.Map(lambda r: (r.key, r.step, r.value))
         assert_that(steps | 'Step0and1' >> beam.Filter(lambda r: r[1] <= 1),
@@ -200,7 +202,7 @@ def test_release_metadata_and_noise_stddev():
         assert r.noise_stddev == pytest.approx(transform.driver.noise_stddev(0))
         assert r.privacy_unit == 'event-level (one record)'
 
-    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
+    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
         out = p | stream | transform
         assert_that(out.releases, check)
 
@@ -212,7 +214,7 @@ def test_runtime_type_check_and_output_types():
     # runtime_type_check wraps DoFns in a way that hides state specs from timer callbacks on
     # the DirectRunner (AssertionError in direct_userstate); the sampling checker does not.
     options.view_as(TypeOptions).performance_runtime_type_check = True
-    with beam.Pipeline(runner='DirectRunner', options=options) as p:
+    with beam.Pipeline(runner=DIRECT_RUNNER, options=options) as p:
         out = p | stream | counts(keys=['a'], end=60)
         assert out.releases.element_type is Release
         assert out.dead_letter.element_type is beam_dp.DeadLetter
@@ -222,7 +224,7 @@ def test_runtime_type_check_and_output_types():
 def test_budget_is_checked_at_construction_before_any_data():
     accountant = BudgetAccountant(PrivacyBudget(epsilon=1.0))
     counts(budget=PrivacyBudget(epsilon=0.7), accountant=accountant, end=60)
-    p = beam.Pipeline(runner='DirectRunner')
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     p | 'First' >> beam.Create([]) | 'A' >> counts(budget=PrivacyBudget(epsilon=0.7),
                                                    accountant=accountant, end=60)
     with pytest.raises(BudgetExceededError, match='asks for'):

@@ -37,6 +37,7 @@ from tests import runners
 from tests.fuzz.harness import _Bag
 from tests.fuzz.harness import _Cell
 from tests.fuzz.harness import _Timer
+from tests.runners import DIRECT_RUNNER
 
 
 def _first(record):
@@ -320,7 +321,7 @@ def test_units_equal_in_python_are_bounded_separately_and_bad_units_dead_lettere
               .advance_watermark_to(0)
               .add_elements([TimestampedValue(e, 1) for e in elements])
               .advance_watermark_to(100))
-    with beam.Pipeline(runner='DirectRunner', options=streaming()) as p:
+    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming()) as p:
         out = p | stream | BoundContributions(bound)
         assert_that(out.kept | beam.Map(lambda e: e[2]), equal_to(['x', 'y', 'z']),
                     label='kept')
@@ -362,7 +363,7 @@ def _past_s_steps_pipeline(pipeline):
 
 @pytest.mark.pipeline
 def test_pipeline_unit_past_s_steps_across_many_steps_keeps_s_and_late_records_are_late():
-    _past_s_steps_pipeline(beam.Pipeline(runner='DirectRunner', options=streaming()))
+    _past_s_steps_pipeline(beam.Pipeline(runner=DIRECT_RUNNER, options=streaming()))
 
 
 @pytest.mark.integration
@@ -407,7 +408,7 @@ def test_pipeline_with_groups_emitted_from_process_keeps_the_same_records(monkey
     """Every group emitted early (MAX_BUFFERED = 1: from ``process``, not ``finish_bundle``):
     the same records kept, over the bound and late as when a bundle is grouped whole."""
     monkeypatch.setattr(_GroupByUnitInBundleFn, 'MAX_BUFFERED', 1)
-    _past_s_steps_pipeline(beam.Pipeline(runner='DirectRunner', options=streaming()))
+    _past_s_steps_pipeline(beam.Pipeline(runner=DIRECT_RUNNER, options=streaming()))
 
 
 @pytest.mark.integration

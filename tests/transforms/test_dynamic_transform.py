@@ -18,6 +18,7 @@ from tests import helpers
 from tests.helpers import NOISE_FREE
 from tests.helpers import reason
 from tests.helpers import run_stream
+from tests.runners import BATCH_RUNNER
 
 pytestmark = pytest.mark.pipeline
 
@@ -132,7 +133,7 @@ def test_batch_input_and_an_unhashable_record_id_is_dead_lettered_at_extraction(
                ('a', 'r1', -1, 6.5)]
     t = DynamicCountPerKey(public_keys=['a'], start=0, step=1, end=10, budget=NOISE_FREE,
                            construction='fenwick')
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = (p | beam.Create(records) | beam.Map(lambda r: TimestampedValue(r[:3], r[3]))
                | t)
         assert_that(out.releases | 'Extract' >> beam.Map(lambda r: (r.step, r.value)),

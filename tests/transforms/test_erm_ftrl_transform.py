@@ -17,6 +17,7 @@ from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp.mechanisms.erm import DPFTRL
 from beam_dp.mechanisms.per_step import PerStepCounter
+from tests.runners import BATCH_RUNNER
 from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 from tests.transforms.test_erm_transform import COMMON
@@ -84,7 +85,7 @@ def test_budget_checked_at_construction_through_the_accountant():
     assert transform.privacy_cost().epsilon == 4.0
     with pytest.raises(BudgetExceededError):     # 6 > 5, before any pipeline exists
         ftrl(accountant=accountant, budget=PrivacyBudget(epsilon=6.0))
-    p = beam.Pipeline(runner=DIRECT_RUNNER)
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     _ = p | 'A' >> beam.Create([]) | 'ERM1' >> transform       # spends 4 at expand
     with pytest.raises(BudgetExceededError):
         _ = p | 'B' >> beam.Create([]) | 'ERM2' >> ftrl(accountant=accountant,

@@ -23,6 +23,7 @@ from beam_dp import SlidingWindowERM
 from beam_dp.testing import replay
 from beam_dp.testing import stream_events
 from beam_dp.mechanisms.erm import NOT_DP_LABEL
+from tests.runners import BATCH_RUNNER
 from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 
@@ -147,7 +148,7 @@ def test_windowed_input_is_refused_at_expansion(windowing, says):
 
 
 def test_bounded_input_without_end_is_refused():
-    p = beam.Pipeline(runner=DIRECT_RUNNER)
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     with pytest.raises(InvalidParamsError, match='no end was given'):
         _ = p | beam.Create([]) | sliding(end=None)
 
@@ -179,7 +180,7 @@ def _collect(record, tag):
 def _batch_run(transform, tag):
     records = make_records()
     _COLLECTED[tag] = []
-    with beam.Pipeline(runner=DIRECT_RUNNER) as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = (p | beam.Create(records)
                | beam.MapTuple(lambda r, t: TimestampedValue(r, t))
                | 'ERM' >> transform)

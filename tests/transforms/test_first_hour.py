@@ -25,6 +25,7 @@ from beam_dp import UserLevel
 from beam_dp.drivers.clock import NO_EVENT_TIME_MICROS
 
 from tests.helpers import NOISE_FREE
+from tests.runners import BATCH_RUNNER
 
 HOUR = 3600
 START = 1_717_286_400                      # 2024-06-02T00:00:00Z
@@ -53,7 +54,7 @@ def _purchases(hours=6):
 @pytest.mark.parametrize('name', sorted(CONTINUAL))
 def test_bounded_input_without_end_is_refused_at_expansion(name):
     transform = CONTINUAL[name](public_keys=['a', 'b'], start=START, step=HOUR, budget=EPS)
-    p = beam.Pipeline(runner='DirectRunner')
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     records = p | beam.Create(_purchases())
     assert records.is_bounded
     with pytest.raises(InvalidParamsError, match=rf'^{name}: the input PCollection is bounded '
@@ -65,7 +66,7 @@ def test_refusal_happens_before_the_budget_is_spent():
     accountant = BudgetAccountant(EPS)
     transform = ContinualCountPerKey(public_keys=['a'], start=START, step=HOUR, budget=EPS,
                                      accountant=accountant)
-    p = beam.Pipeline(runner='DirectRunner')
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     with pytest.raises(InvalidParamsError, match='no end was given'):
         _ = p | beam.Create([]) | transform
     assert accountant.ledger == ()
@@ -79,7 +80,7 @@ def test_bounded_input_with_end_releases_every_step():
     expected = [(k, s, sum(1 for r in records if r.value[0] == k
                            and (r.timestamp.micros // 10**6 - START) // HOUR <= s))
                 for k in keys for s in range(6)]
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = p | beam.Create(records) | ContinualSumPerKey(
             public_keys=list(keys), start=START, step=HOUR, end=START + 6 * HOUR,
             budget=NOISE_FREE, lower=0.0, upper=1.0, value_fn=lambda r: r[2])
@@ -88,7 +89,7 @@ def test_bounded_input_with_end_releases_every_step():
 
 
 def test_horizon_steps_is_a_public_end_too():
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = p | beam.Create(_purchases()) | ContinualCountPerKey(
             public_keys=['a', 'b'], start=START, step=HOUR, horizon_steps=4, budget=NOISE_FREE)
         assert_that(out.releases | beam.Map(lambda r: (r.key, r.step)),
@@ -148,7 +149,7 @@ def test_bounding_dead_letters_hold_the_input_record():
     records = [TimestampedValue(('a', 'c663', 3.5), START + 10),
                TimestampedValue(('a', 'c663', 4.5), START + 20),      # 2nd in the step: over m
                TimestampedValue(('b', 'c663', 5.5), START + 30)]      # 2nd key: over K
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = p | beam.Create(records) | ContinualSumPerKey(
             public_keys=['a', 'b'], start=START, step=HOUR, end=START + HOUR, budget=EPS,
             lower=0.0, upper=10.0, value_fn=lambda r: r[2], privacy_unit=unit)
@@ -185,7 +186,7 @@ def test_records_without_timestamp_and_before_start_get_different_reasons():
     assert NO_EVENT_TIME_MICROS == MIN_TIMESTAMP.micros
     records = [('a', 1),                                             # beam.Create: no timestamp
                TimestampedValue(('a', 2), START - 90)]               # 90 s before the start
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = p | beam.Create(records) | ContinualCountPerKey(
             public_keys=['a'], start=START, step=HOUR, end=START + HOUR, budget=EPS)
         assert_that(out.dead_letter | beam.Map(lambda d: d.reason), equal_to([

@@ -23,6 +23,8 @@ from beam_dp.drivers.growing import instance_rng
 from beam_dp.io.queries import query_to_avro
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.pmwg import WindowedPMWG
+from tests.runners import BATCH_RUNNER
+from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
@@ -56,7 +58,7 @@ def make_stream(batches):
 def run(batches, transform, check_answers=None, check_dead=None, windowfn=None,
         streaming=True):
     options = streaming_options() if streaming else PipelineOptions()
-    with beam.Pipeline(runner='DirectRunner', options=options) as p:
+    with beam.Pipeline(runner=DIRECT_RUNNER if streaming else BATCH_RUNNER, options=options) as p:
         if streaming:
             streams = p | make_stream(batches)
             data, queries = streams['data'], streams['queries']
@@ -261,7 +263,7 @@ def test_unbounded_fixed_windows_without_start_are_refused():
 
 def test_sliding_windows_are_refused_with_a_clear_error():
     with pytest.raises(InvalidParamsError, match='sliding windows are not supported'):
-        with beam.Pipeline(runner='DirectRunner') as p:
+        with beam.Pipeline(runner=BATCH_RUNNER) as p:
             data = p | 'D' >> beam.Create([1]) | 'WD' >> beam.WindowInto(
                 window.SlidingWindows(100, 50))
             queries = p | 'Q' >> beam.Create([]) | 'WQ' >> beam.WindowInto(
@@ -271,7 +273,7 @@ def test_sliding_windows_are_refused_with_a_clear_error():
 
 def test_mismatched_windowing_is_refused():
     with pytest.raises(InvalidParamsError, match='same windowing'):
-        with beam.Pipeline(runner='DirectRunner') as p:
+        with beam.Pipeline(runner=BATCH_RUNNER) as p:
             data = p | 'D' >> beam.Create([1]) | 'WD' >> beam.WindowInto(window.FixedWindows(10))
             queries = p | 'Q' >> beam.Create([])
             _ = (data, queries) | pmwg()

@@ -20,6 +20,8 @@ from beam_dp import noise
 from beam_dp import PrivateKeys
 from tests.helpers import NOISE_FREE
 from tests.helpers import run_stream
+from tests.runners import BATCH_RUNNER
+from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 
 pytestmark = pytest.mark.pipeline
@@ -101,7 +103,7 @@ def test_user_level_counts_distinct_units_once_per_key():
               .advance_watermark_to(200).advance_watermark_to_infinity())
     t = ContinualCountPerKey(keys=SELECT, start=0, step=STEP, end=180, budget=NOISE_FREE,
                              privacy_unit=unit, testing_seed=1)
-    with beam.Pipeline(runner='DirectRunner', options=streaming_options()) as p:
+    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
         out = p | stream | t
         assert_that(out.releases | beam.Map(lambda r: r.key),
                     lambda keys: _only(keys, 'crowd'))
@@ -144,7 +146,7 @@ def test_budget_covers_selection_plus_release():
     t = ContinualCountPerKey(keys=PrivateKeys(PrivacyBudget(epsilon=0.5, delta=1e-6)), start=0,
                              step=STEP, end=2 * STEP, budget=PrivacyBudget(epsilon=1.0),
                              accountant=acc, label='C')
-    p = beam.Pipeline(runner='DirectRunner')
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     _ = p | beam.Create([]) | t
     assert [e.label for e in acc.ledger] == ['C/SelectKeys', 'C']
     assert t.privacy_cost().epsilon == pytest.approx(1.5) and t.privacy_cost().delta == 1e-6

@@ -12,6 +12,8 @@ from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
 from beam_dp.transforms.select_keys import SelectKeys
 
+from tests.runners import BATCH_RUNNER
+
 BUDGET = PrivacyBudget(epsilon=1.0, delta=1e-6)
 
 
@@ -20,7 +22,7 @@ def test_large_keys_selected_single_unit_keys_not(method):
     records = ([('big', f'u{i}') for i in range(300)] + [(f'solo{i}', 'x') for i in range(30)]
                + [('one_user', 'z')] * 500)
     t = SelectKeys(budget=BUDGET, unit_fn=lambda r: r[1], method=method, testing_seed=1)
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = p | beam.Create(records) | t
         assert_that(out.keys, equal_to(['big']))
 
@@ -35,7 +37,7 @@ def test_user_level_bounding_dead_letters_extra_keys_and_counts_units_once():
         assert sum('max_keys_per_unit=2' in r for r in reasons) == 3
         assert sum(r.startswith('key must be a string') for r in reasons) == 2
 
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = p | beam.Create(records) | t
         assert_that(out.keys, equal_to([]), label='NoKeys')
         assert_that(out.dead_letter, check, label='Dead')
@@ -45,7 +47,7 @@ def test_event_level_and_exact_single_unit_probability():
     rule = SelectKeys(budget=BUDGET).rule
     assert rule.selection_probability(1) <= BUDGET.delta
     assert rule.selection_probability(200) > 0.99
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = p | beam.Create([('a',)] * 100 + [('b',)]) | SelectKeys(budget=BUDGET,
                                                                      testing_seed=3)
         assert_that(out.keys, equal_to(['a']))
@@ -57,7 +59,7 @@ def test_budget_checked_at_construction_and_recorded_once_when_applied():
         SelectKeys(budget=PrivacyBudget(epsilon=1.5, delta=1e-6), accountant=acc)
     t = SelectKeys(budget=PrivacyBudget(epsilon=0.6, delta=1e-6), accountant=acc, label='Sel')
     assert acc.ledger == ()
-    p = beam.Pipeline(runner='DirectRunner')
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     _ = p | beam.Create([]) | t
     assert [e.label for e in acc.ledger] == ['Sel']
     with pytest.raises(BudgetExceededError, match='asks for'):
@@ -82,6 +84,6 @@ def test_validation(kwargs, match):
 
 
 def test_output_type():
-    p = beam.Pipeline(runner='DirectRunner')
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     out = p | beam.Create([('a',)]) | SelectKeys(budget=BUDGET)
     assert out.keys.element_type is str

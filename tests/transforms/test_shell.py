@@ -24,6 +24,9 @@ from beam_dp.accounting import PrivacyCost
 from beam_dp.noise import SeededRandom
 from beam_dp.transforms import shell
 
+from tests.runners import BATCH_RUNNER
+from tests.runners import DIRECT_RUNNER
+
 pytestmark = pytest.mark.pipeline
 
 
@@ -51,7 +54,7 @@ def test_all_costs_are_checked_together_at_construction_and_recorded_once_at_exp
     assert acc.ledger == ()
     t = _TwoCosts(0.4, accountant=acc, label='T')
     assert acc.ledger == () and t.privacy_cost().epsilon == pytest.approx(0.8)
-    p = beam.Pipeline(runner='DirectRunner')
+    p = beam.Pipeline(runner=BATCH_RUNNER)
     _ = p | beam.Create([]) | t
     assert [e.label for e in acc.ledger] == ['T/First', 'T']
 
@@ -106,7 +109,7 @@ def test_no_stateful_dofn_has_a_non_deterministic_key_coder(caplog):
     options.view_as(StandardOptions).streaming = True
     with caplog.at_level(logging.WARNING):
         for i, transform in enumerate(transforms):
-            with beam.Pipeline(runner='DirectRunner', options=options) as p:
+            with beam.Pipeline(runner=DIRECT_RUNNER, options=options) as p:
                 _ = (p | TestStream().advance_watermark_to(0)
                      .add_elements([TimestampedValue(('a', 'u1'), 5)])
                      .advance_watermark_to_infinity()

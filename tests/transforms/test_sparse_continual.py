@@ -23,6 +23,7 @@ from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
 from tests.helpers import NOISE_FREE
 from tests.helpers import reason
 from tests.helpers import run_stream
+from tests.runners import BATCH_RUNNER
 
 pytestmark = pytest.mark.pipeline
 
@@ -191,7 +192,7 @@ def test_batch_input_data_before_the_key_seeds_and_malformed_keys():
     import numpy as np
     keys = {'a': 'a', 'np': np.str_('b'), 'list': ['x'], 'bad': '\ud800'}
     records = [('a', 5.5)] * 3 + [('np', 2.5), ('list', 1.0), ('bad', 1.0)]
-    with beam.Pipeline(runner='DirectRunner') as p:
+    with beam.Pipeline(runner=BATCH_RUNNER) as p:
         out = (p | beam.Create(records) | beam.Map(lambda r: TimestampedValue(r, r[1]))
                | sparse(end=10, key_fn=lambda r: keys[r[0]]))
         assert_that(out.releases | 'Extract' >> beam.Map(lambda r: (r.key, r.step, r.value)),

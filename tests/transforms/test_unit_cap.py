@@ -45,6 +45,7 @@ from tests import runners
 from tests.fuzz.harness import Harness
 from tests.fuzz.harness import _Finder
 from tests.fuzz.harness import _Timer
+from tests.runners import DIRECT_RUNNER
 from tests.transforms.test_contribution_bounding import CLOCK
 from tests.transforms.test_contribution_bounding import _Ts
 from tests.transforms.test_contribution_bounding import _first
@@ -315,7 +316,7 @@ def _cap_pipeline(pipeline):
 
 @pytest.mark.pipeline
 def test_pipeline_over_cap_units_are_dead_lettered_and_admitted_ones_kept_exactly():
-    _cap_pipeline(beam.Pipeline(runner='DirectRunner', options=streaming()))
+    _cap_pipeline(beam.Pipeline(runner=DIRECT_RUNNER, options=streaming()))
 
 
 @pytest.mark.integration
