@@ -300,14 +300,3 @@ class FullyDynamicCounter(SegmentedParams):
             state = dataclasses.replace(state, pending=pending, pending_deletes=deletes)
         state = dataclasses.replace(state, partition=part)
         return DynamicRelease(tick, tuple(closes), state.answer), state
-
-    def step(self, state: FullyDynamicState, value: Sequence[Update],
-             rng: RandomSource) -> Tuple[DynamicRelease, FullyDynamicState]:
-        return self.advance(state, state.partition.tick + 1, value, rng, prime=False)
-
-    def prime(self, state: FullyDynamicState, rng: RandomSource) -> FullyDynamicState:
-        return dataclasses.replace(state, partition=self.partitioner.prime(
-            state.partition, rng.derive('partition')))
-
-    def next_event_tick(self, state: FullyDynamicState) -> int:
-        return self.partitioner.next_event_tick(state.partition)

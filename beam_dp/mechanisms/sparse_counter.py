@@ -80,6 +80,20 @@ class SegmentedParams:
         return TimePartitioner(self.epsilon_partition, beta, self.c_theta, None,
                                self.max_segment_ticks, self.monotone, self.skip_ahead)
 
+    # The continual contract of a counter with one partitioner (``self.partitioner``, its state
+    # in ``state.partition``) and an ``advance(state, tick, value, rng, prime)``.
+
+    def step(self, state, value, rng: RandomSource):
+        """One tick: ``advance`` to the tick after the partitioner's."""
+        return self.advance(state, state.partition.tick + 1, value, rng, prime=False)
+
+    def prime(self, state, rng: RandomSource):
+        return dataclasses.replace(state, partition=self.partitioner.prime(
+            state.partition, rng.derive('partition')))
+
+    def next_event_tick(self, state) -> int:
+        return self.partitioner.next_event_tick(state.partition)
+
 
 @dataclasses.dataclass(frozen=True)
 class SparseCounter(SegmentedParams):
@@ -159,15 +173,3 @@ class SparseCounter(SegmentedParams):
             open_total = tuple(a + b for a, b in zip(open_total, vec))
         release = SparseCounterRelease(tick, tuple(closes), answer)
         return release, SparseCounterState(part, counter_state, open_total, answer)
-
-    def step(self, state: SparseCounterState, value,
-             rng: RandomSource) -> Tuple[SparseCounterRelease, SparseCounterState]:
-        """The continual contract: one tick."""
-        return self.advance(state, state.partition.tick + 1, value, rng, prime=False)
-
-    def prime(self, state: SparseCounterState, rng: RandomSource) -> SparseCounterState:
-        return dataclasses.replace(state, partition=self.partitioner.prime(
-            state.partition, rng.derive('partition')))
-
-    def next_event_tick(self, state: SparseCounterState) -> int:
-        return self.partitioner.next_event_tick(state.partition)
