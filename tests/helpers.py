@@ -111,16 +111,19 @@ def reason(dead_letter):
 def run_stream(source, transform, *, expected=None, extract=key_step_value, dead=None,
                dead_extract=stage_reason, runner: str = DIRECT_RUNNER, options=None) -> None:
     """Runs ``p | source | transform`` in streaming mode and checks, with ``assert_that``, its
-    releases (``extract`` of each equals ``expected`` in any order) and its dead letters
-    (``dead_extract`` of each against ``dead``: a list, or a matcher called with the list).
-    ``None`` skips a check."""
+    releases (``extract`` of each against ``expected``) and its dead letters (``dead_extract``
+    of each against ``dead``). Each is a list (equal in any order), a matcher called with the
+    list, or ``None`` (no check)."""
     opts = options if options is not None else streaming_options()
     with beam.Pipeline(runner=runner, options=opts) as p:
         out = p | source | transform
         if expected is not None:
-            assert_that(out.releases | 'Extract' >> beam.Map(extract), equal_to(expected),
+            assert_that(out.releases | 'Extract' >> beam.Map(extract), _matcher(expected),
                         label='CheckReleases')
         if dead is not None:
             assert_that(out.dead_letter | 'Reasons' >> beam.Map(dead_extract),
-                        equal_to(dead) if isinstance(dead, list) else dead,
-                        label='CheckDeadLetters')
+                        _matcher(dead), label='CheckDeadLetters')
+
+
+def _matcher(expected):
+    return equal_to(expected) if isinstance(expected, list) else expected

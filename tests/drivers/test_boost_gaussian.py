@@ -45,7 +45,7 @@ def _q(qid, first, last, subsets=([1], [])):
     return BoostQueryRecord(qid, 'covid', [list(s) for s in subsets], [], first, last, 0)
 
 
-def _run(driver, state, count, rng_of):
+def _drive(driver, state, count, rng_of):
     out = []
     for i in range(count):
         state, rows = driver.submit(state, [_q(f'q{i:03d}', i % 4, 3, ([i % 2], [(i // 2) % 4]))],
@@ -82,7 +82,7 @@ def test_ledger_delta_needs_a_gaussian_mechanism():
                                     PrivacyBudget(rho=0.01)])
 def test_ledger_in_the_budgets_notion(budget):
     d = _driver(budget)
-    state, out = _run(d, _loaded(d), 80, noise.seeded)
+    state, out = _drive(d, _loaded(d), 80, noise.seeded)
     ledger = [r for r in out if isinstance(r, BoostLedgerRow)]
     answers = [r for r in out if isinstance(r, BoostAnswerRecord)]
     assert {r.purpose for r in ledger} >= {'gaussian'}
@@ -107,7 +107,7 @@ def test_ledger_in_the_budgets_notion(budget):
 
 def test_exhausted_blocks_refuse_and_stay_within_the_budget():
     d = _driver(PrivacyBudget(epsilon=0.1, delta=1e-6))
-    state, out = _run(d, _loaded(d), 120, noise.seeded)
+    state, out = _drive(d, _loaded(d), 120, noise.seeded)
     reasons = {r.reason for r in out if type(r).__name__ == 'BoostRefusal'}
     assert reasons == {'budget_exhausted'}
     ledger = [r for r in out if isinstance(r, BoostLedgerRow)]
@@ -133,7 +133,7 @@ def test_noise_key_reruns_are_bit_identical(monkeypatch):
 
     def rng_of(i):
         return noise.KeyedRandom('env:BDP_BOOST_GAUSS_KEY').derive('boost-test')
-    runs = [_run(d, _loaded(d), 40, rng_of)[1] for _ in range(2)]
+    runs = [_drive(d, _loaded(d), 40, rng_of)[1] for _ in range(2)]
     assert runs[0] == runs[1]
     values = [r.value for r in runs[0] if isinstance(r, BoostAnswerRecord)]
     assert len(set(values)) >= 6

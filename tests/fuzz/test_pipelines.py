@@ -14,7 +14,6 @@ import ast
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -36,11 +35,10 @@ from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from tests import families
+from tests import helpers
 from tests.fuzz import strategies as fz
 from tests.fuzz.harness import stage_fn
 from tests.helpers import NOISE_FREE
-from tests.runners import BATCH_RUNNER
-from tests.runners import streaming_options
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.pipeline]
 
@@ -48,7 +46,6 @@ KEYS = list(families.KEYS)
 _MAX = GlobalWindow().max_timestamp().micros
 ONE_RUN = settings(max_examples=1, deadline=None, database=None, derandomize=True,
                    suppress_health_check=list(HealthCheck))
-_OUT = {'releases': [], 'dead': [], 'answers': []}
 _RUNS = []
 
 
@@ -79,48 +76,31 @@ def _fields(third=None):
 RECORDS = st.lists(_fields(), min_size=200, max_size=300)
 
 
-def _collect_release(x):
-    _OUT['releases'].append(x)
-
-
-def _collect_dead(x):
-    _OUT['dead'].append(x)
-
-
-def _collect_answer(x):
-    _OUT['answers'].append(x)
-
-
-def _run(specs, transform, growing=False, batch=False):
+def _run_fuzzed(specs, transform, growing=False, batch=False):
     # Hypothesis tries the simplest lists first: run the pipeline on a diverse one only.
     assume(len({repr(s[:3]) for s in specs}) > len(specs) // 4)
-    for v in _OUT.values():
-        del v[:]
-    stamped = [TimestampedValue((i,), Timestamp(micros=m)) for i, (_, _, _, m) in enumerate(specs)]
-    if batch:                                  # SelectKeys: bounded input only
-        pipeline = beam.Pipeline(runner=BATCH_RUNNER)
-        source = beam.Create([(i, m) for i, (_, _, _, m) in enumerate(specs)]) | beam.Map(
-            lambda e: TimestampedValue((e[0],), Timestamp(micros=e[1])))
-    else:
-        pipeline = beam.Pipeline(runner='BundleBasedDirectRunner', options=streaming_options())
-        source = (TestStream().advance_watermark_to(0).add_elements(stamped)
-                  .advance_watermark_to(20).advance_watermark_to_infinity())
-    with pipeline as p:
-        records = p | source
+
+    def build(p):
+        if batch:                                  # SelectKeys: bounded input only
+            records = (p | beam.Create([(i, m) for i, (_, _, _, m) in enumerate(specs)])
+                       | beam.Map(lambda e: TimestampedValue((e[0],), Timestamp(micros=e[1]))))
+        else:
+            records = p | helpers.stream(
+                [((i,), Timestamp(micros=m)) for i, (_, _, _, m) in enumerate(specs)], 20)
         if growing:
             queries = (p | 'Q' >> beam.Create([('final', LinearQuery.range(families.DOMAIN, 0,
                                                                                families.DOMAIN))])
                        | 'At9s' >> beam.Map(lambda q: TimestampedValue(q, 9.5)))
             out = (records, queries) | transform
-            _ = out.answers | 'A' >> beam.Map(_collect_answer)
-        else:
-            out = records | transform
-            main = out.releases if hasattr(out, 'releases') else out.keys
-            _ = main | 'R' >> beam.Map(_collect_release)
-        _ = out.dead_letter | 'D' >> beam.Map(_collect_dead)
-    assert all(isinstance(d, DeadLetter) and d.reason for d in _OUT['dead'])
-    _RUNS.append((len(specs), len(_OUT['releases']), len(_OUT['dead']), len(_OUT['answers'])))
-    return list(_OUT['releases']), list(_OUT['dead']), list(_OUT['answers'])
+            return {'answers': out.answers, 'dead': out.dead_letter}
+        out = records | transform
+        return {'releases': out.releases if hasattr(out, 'releases') else out.keys,
+                'dead': out.dead_letter}
+    got = helpers.run(build, streaming=not batch)
+    releases, dead, answers = (got.get(name, []) for name in ('releases', 'dead', 'answers'))
+    assert all(isinstance(d, DeadLetter) and d.reason for d in dead)
+    _RUNS.append((len(specs), len(releases), len(dead), len(answers)))
+    return releases, dead, answers
 
 
 def _final_total(releases):
@@ -147,7 +127,7 @@ def test_continual_counts_account_for_every_record(user_level):
                          max_steps_per_unit=5) if user_level else None
         t = ContinualCountPerKey(public_keys=KEYS, start=0, step=1, end=10, budget=NOISE_FREE,
                                  key_fn=key_fn, privacy_unit=unit)
-        releases, dead, _ = _run(specs, t)
+        releases, dead, _ = _run_fuzzed(specs, t)
         assert {r.step for r in releases} == set(range(10))
         in_state = _final_total(releases)
         # Every late record is its own dead letter (issue 21, item 6): record by record.
@@ -164,7 +144,7 @@ def test_sparse_counts_account_for_every_record():
         key_fn, _, _ = _lookups(specs)
         t = SparseContinualCountPerKey(public_keys=KEYS, start=0, step=1, end=10,
                                        budget=NOISE_FREE, key_fn=key_fn)
-        releases, dead, _ = _run(specs, t)
+        releases, dead, _ = _run_fuzzed(specs, t)
         in_state = _final_total(releases)
         assert in_state + len(dead) == len(specs), (in_state, len(dead))
         assert 0 < in_state < len(specs)
@@ -186,7 +166,7 @@ def test_dynamic_counts_account_for_every_update():
         key_fn, id_fn, op_fn = _lookups(specs)
         t = DynamicCountPerKey(public_keys=KEYS, start=0, step=1, end=10, budget=NOISE_FREE,
                                key_fn=key_fn, update_fn=lambda r: (id_fn(r), op_fn(r)))
-        releases, dead, _ = _run(specs, t)
+        releases, dead, _ = _run_fuzzed(specs, t)
         # The entry stage's verdict per record (the same DoFn, called directly).
         entry = stage_fn(t, 'ExtractAndValidate')
         kept = []
@@ -213,7 +193,7 @@ def test_select_keys_dead_letters_exactly_the_records_its_entry_refuses():
         key_fn, _, unit_fn = _lookups(specs)
         t = SelectKeys(budget=PrivacyBudget(epsilon=1e6, delta=0.5), key_fn=key_fn,
                        unit_fn=unit_fn, max_keys_per_unit=3)
-        keys, dead, _ = _run(specs, t, batch=True)
+        keys, dead, _ = _run_fuzzed(specs, t, batch=True)
         entry = stage_fn(t, 'ExtractAndValidate')
         refused = sum(1 for i in range(len(specs)) for o in entry.process((i,))
                       if isinstance(o, beam.pvalue.TaggedOutput))
@@ -239,7 +219,7 @@ def test_growing_database_accounts_for_every_record():
         _, domain_fn, _ = _lookups(specs)
         t = WindowedPMWG(epsilon=1.0, alpha=0.3, n=21, domain_size=families.DOMAIN,
                          domain_fn=domain_fn)
-        _, dead, answers = _run(specs, t, growing=True)
+        _, dead, answers = _run_fuzzed(specs, t, growing=True)
         (answer,) = answers
         data_dead = [d for d in dead if d.stage in ('TagData', 'AnswerQueries')]
         before = sum(1 for s in specs if s[3] <= 9_500_000)   # the query sees records ≤ 9.5 s

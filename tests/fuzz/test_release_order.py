@@ -31,7 +31,7 @@ def _releases(harness):
             if isinstance(o, Release)]
 
 
-def _run(name, order):
+def _drive_harness(name, order):
     _, fn = entry_fn(name, 'ReleaseSegments', testing_seed=5)
     h = Harness(fn, 'a')
     data = [('a', item) for item in PAYLOADS[name]]
@@ -54,10 +54,10 @@ def _run(name, order):
 
 @pytest.mark.parametrize('name', sorted(PAYLOADS))
 def test_data_before_the_seed_and_a_timer_before_the_seed_release_the_same(name):
-    reference, ref_other = _run(name, 'seed_first')
+    reference, ref_other = _drive_harness(name, 'seed_first')
     assert reference, 'no release at all'
     for order in ('data_first', 'timer_first'):
-        releases, other = _run(name, order)
+        releases, other = _drive_harness(name, order)
         assert releases == reference, order
         assert len(other) == len(ref_other), order
 

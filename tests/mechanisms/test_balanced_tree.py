@@ -24,7 +24,7 @@ from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.noise.samplers import as_rational_up
 from tests.mechanisms.contract import CounterContract
 from tests.mechanisms.test_kary_tree import TestKaryTreeContract
-from tests.mechanisms.test_kary_tree import _run
+from tests.mechanisms.test_kary_tree import _releases
 
 
 class TestBalancedTreeContract(TestKaryTreeContract):
@@ -115,7 +115,7 @@ def test_online_release_is_the_exact_prefix_plus_each_nodes_one_noise(kwargs):
     m = BalancedTreeCounter(**kwargs)
     gen = np.random.default_rng(1)
     values = [gen.integers(0, 4, size=m.dimension) for _ in range(m.horizon)]
-    releases, state = _run(m, values, seed=9)
+    releases, state = _releases(m, values, seed=9)
     assert releases.dtype == np.int64 and state.t == m.horizon
     np.testing.assert_array_equal(releases, _reference_releases(m, values, seed=9))
 
@@ -222,7 +222,7 @@ def test_short_horizons_are_one_level_per_step_noise():
 
 def test_state_is_under_1_kib_per_key_at_2_20():
     m = BalancedTreeCounter(horizon=2 ** 20, epsilon=1.0)
-    _, state = _run(m, [1] * 50)
+    _, state = _releases(m, [1] * 50)
     # Worst case: every level in a full subtracted run, (k - 1)/2 node noises each.
     worst = dataclasses.replace(state, noise=np.zeros((m.levels * (m.k - 1) // 2, 1), np.int64))
     assert state.nbytes() < worst.nbytes() <= 512

@@ -61,7 +61,7 @@ class TestPerStepContract(CounterContract):
         return [np.array([t % 3, 1, 5 * (t % 2)]) for t in range(64)]
 
 
-def _run(m, values, seed=0):
+def _releases(m, values, seed=0):
     state, rng, out = m.init_state(), noise.seeded(seed), []
     for value in values:
         release, state = m.step(state, value, rng)
@@ -81,7 +81,7 @@ def test_k2_variance_reduced_equals_honaker_binary_tree_for_power_of_two_horizon
 def test_textbook_release_is_the_integer_sum_of_the_digit_nodes():
     m = KaryTreeCounter(horizon=200, epsilon=1.0, k=3, estimator='textbook')
     values = [1] * 23                                  # 23 = 2·9 + 1·3 + 2
-    releases, state = _run(m, values, seed=4)
+    releases, state = _releases(m, values, seed=4)
     assert releases.dtype == np.int64
     assert m.digits(23)[:3] == [2, 1, 2]
     # Noise only: subtract the exact prefix; three levels with 2 + 1 + 2 nodes.
@@ -134,7 +134,7 @@ def test_per_step_release_is_integer_and_variance_is_linear():
     m = PerStepCounter(epsilon=2.0, l1_sensitivity=3.0, dimension=2)
     assert m.step_noise.param == pytest.approx(1.5)
     assert m.release_variance(10) == pytest.approx(10 * m.step_noise.variance())
-    releases, state = _run(m, [[1, 2]] * 5)
+    releases, state = _releases(m, [[1, 2]] * 5)
     assert releases.dtype == np.int64 and state.t == 5
     g = PerStepCounter(rho=0.5, l1_sensitivity=4.0, l2_sensitivity=2.0)
     assert g.step_noise.kind == 'gaussian' and g.step_noise.param == pytest.approx(4.0)
@@ -144,7 +144,7 @@ def test_per_step_release_is_integer_and_variance_is_linear():
                                BLTCounter(rho=1.0, horizon=3),
                                BalancedTreeCounter(horizon=3, epsilon=1.0, k=3)])
 def test_new_counters_refuse_to_release_past_the_horizon(m):
-    _, state = _run(m, [1, 1, 1])
+    _, state = _releases(m, [1, 1, 1])
     with pytest.raises(UnsupportedMechanismError, match='horizon 3 reached'):
         m.step(state, 1, noise.seeded(0))
 

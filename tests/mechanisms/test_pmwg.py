@@ -126,7 +126,7 @@ def test_lemma_15_relative_entropy_increase():
         assert increase <= _b(t + 1, n_dom) + 1e-12
 
 
-def _run(mech, seed, queries=300, drift=True):
+def _answer_stream(mech, seed, queries=300, drift=True):
     rng = seeded(seed)
     gen = np.random.default_rng(seed)
     n_dom = mech.domain_size
@@ -146,7 +146,7 @@ def _run(mech, seed, queries=300, drift=True):
 def test_replay_reproduces_public_histogram_exactly():
     """Spec criterion 14: y is a deterministic function of the released transcript."""
     mech = PMWG(epsilon=30, alpha=0.3, n=2000, domain_size=16)
-    state, transcript, _ = _run(mech, 7)
+    state, transcript, _ = _answer_stream(mech, 7)
     assert state.public.hard >= 3
     replayed = mech.replay(transcript)
     assert np.array_equal(replayed.log_y, state.public.log_y)
@@ -172,7 +172,7 @@ def test_replay_rejects_a_hard_answer_beyond_the_cap():
 def test_one_natg_halt_per_query_and_rounds_bounded():
     """Spec criterion 16."""
     mech = PMWG(epsilon=30, alpha=0.3, n=2000, domain_size=16)
-    state, transcript, halts = _run(mech, 8)
+    state, transcript, halts = _answer_stream(mech, 8)
     assert max(halts) <= 1
     assert state.round.rounds <= state.public.hard + 1
     assert all(a.epsilon_spent <= mech.epsilon for _, _, a in transcript)

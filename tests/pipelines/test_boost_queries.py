@@ -21,7 +21,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ENV = dict(os.environ, PYTHONPATH=REPO, BDP_TEST_NOISE_KEY='0123456789abcdef' * 4)
 
 
-def _run(tmp_path, *extra):
+def _run_job(tmp_path, *extra):
     return subprocess.run([sys.executable, '-m', 'pipelines.boost_queries',
                            '--noise_key', 'env:BDP_TEST_NOISE_KEY', '--stream_id', 'tests',
                            '--ledger', 'none', *extra], cwd=tmp_path,
@@ -39,7 +39,7 @@ def _records(directory, prefix):
 
 def test_default_run_prints_budget_per_path_and_block_and_plots_baselines(tmp_path):
     out = tmp_path / 'out' / 'boost_queries'
-    proc = _run(tmp_path)                  # no output argument: the default ./out/boost_queries
+    proc = _run_job(tmp_path)                  # no output argument: the default ./out/boost_queries
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout
     assert 'budget by path' in text and 'budget by block' in text, text
@@ -56,7 +56,7 @@ def test_default_run_prints_budget_per_path_and_block_and_plots_baselines(tmp_pa
     ledger = _records(out, 'ledger')
     assert ledger and all(r['consumed'] <= r['capacity'] + 1e-9 for r in ledger)
     # The same key, the same input: bit-identical answers (noise addressed by the secret key).
-    again = _run(tmp_path, '--output_avro', str(tmp_path / 'again'), '--no_baselines')
+    again = _run_job(tmp_path, '--output_avro', str(tmp_path / 'again'), '--no_baselines')
     assert again.returncode == 0, again.stderr[-3000:]
     assert sorted(_records(tmp_path / 'again', 'answers'), key=str) == sorted(
         _records(out, 'answers'), key=str)
@@ -72,7 +72,7 @@ def test_avro_in_and_out(tmp_path):
         fastavro.writer(f, fastavro.parse_schema(sample_data.ROW_SCHEMA), rows)
     with open(tmp_path / 'queries.avro', 'wb') as f:
         fastavro.writer(f, fastavro.parse_schema(dict(BOOST_QUERY_SCHEMA)), queries)
-    proc = _run(tmp_path, '--data_avro', str(tmp_path / 'rows.avro'), '--query_avro',
+    proc = _run_job(tmp_path, '--data_avro', str(tmp_path / 'rows.avro'), '--query_avro',
                 str(tmp_path / 'queries.avro'), '--blocks', '2', '--output_avro',
                 str(tmp_path / 'o'), '--no_baselines')
     assert proc.returncode == 0, proc.stderr[-3000:]

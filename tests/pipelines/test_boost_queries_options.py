@@ -9,7 +9,7 @@ from pipelines.boost_queries import options as job_options
 from pipelines.boost_queries import pipeline as job
 
 from tests.pipelines.test_boost_queries import _records
-from tests.pipelines.test_boost_queries import _run
+from tests.pipelines.test_boost_queries import _run_job
 
 pytestmark = pytest.mark.pipeline
 
@@ -52,7 +52,7 @@ def test_bounds_and_noise_reach_boost_queries(monkeypatch):
 
 def test_gaussian_run_end_to_end(tmp_path):
     out = tmp_path / 'g'
-    proc = _run(tmp_path, '--noise', 'gaussian', '--delta', '1e-6', '--epsilon', '1',
+    proc = _run_job(tmp_path, '--noise', 'gaussian', '--delta', '1e-6', '--epsilon', '1',
                 '--cache_capacity', '64', '--retention_blocks', '6', '--blocks', '3',
                 '--replay_retention_seconds', str(30 * 24 * 3600), '--output_avro', str(out),
                 '--no_baselines')

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.statistical
 RUNS = 4000   # independent runs, vectorised as the dimension of one counter
 
 
-def _run(mechanism, steps, seed, value=1):
+def _releases(mechanism, steps, seed, value=1):
     state, rng = mechanism.init_state(), noise.seeded(seed)
     releases = []
     for _ in range(steps):
@@ -33,7 +33,7 @@ def _run(mechanism, steps, seed, value=1):
 @pytest.mark.parametrize('budget', [{'epsilon': 1.0}, {'rho': 0.5}])
 def test_binary_tree_variance_matches_closed_form_with_power(estimator, budget):
     m = BinaryTreeCounter(horizon=32, dimension=RUNS, estimator=estimator, **budget)
-    releases = _run(m, 32, seed=1)
+    releases = _releases(m, 32, seed=1)
     for t in (7, 16, 27, 32):
         errors = releases[t - 1] - t
         var = m.release_variance(t)
@@ -47,7 +47,7 @@ def test_binary_tree_variance_matches_closed_form_with_power(estimator, budget):
 @pytest.mark.parametrize('estimator', ['textbook', 'variance_reduced'])
 def test_infinite_counter_variance_matches_closed_form_with_power(estimator):
     m = InfiniteTreeCounter(epsilon=1.0, dimension=RUNS, estimator=estimator)
-    releases = _run(m, 100, seed=2)
+    releases = _releases(m, 100, seed=2)
     for s in (1, 3, 37, 63, 100):
         errors = releases[s - 1] - s
         var = m.release_variance(s)

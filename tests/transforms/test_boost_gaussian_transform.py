@@ -15,7 +15,7 @@ from beam_dp.errors import InvalidParamsError
 from tests.transforms.test_boost_transform import QUERIES
 from tests.transforms.test_boost_transform import _reference
 from tests.transforms.test_boost_transform import _rows
-from tests.transforms.test_boost_transform import _run
+from tests.transforms.test_boost_transform import _run_batch
 from tests.transforms.test_boost_transform import _transform
 
 BUDGET = PrivacyBudget(epsilon=2.0, delta=1e-6)
@@ -31,7 +31,7 @@ def _of(records, kind):
 
 def test_batch_parity_with_the_pure_driver_on_the_gaussian_path():
     transform = _gaussian()
-    got = _run(transform, _rows(), QUERIES)
+    got = _run_batch(transform, _rows(), QUERIES)
     ref = _reference(transform, _rows(), QUERIES)
     assert sorted(got['answers']) == _of(ref, 'BoostAnswerRecord')
     assert sorted(got['ledger']) == _of(ref, 'BoostLedgerRow')
@@ -47,7 +47,7 @@ def test_rho_budget_and_the_accountant():
     transform = _gaussian(accountant=accountant)
     rho = rho_for_epsilon_delta(2.0, 1e-6)
     assert transform.privacy_costs()[0][1] == PrivacyCost(rho=rho, relation=SWAP_ONE)
-    _run(transform, _rows(per_block=50), QUERIES[:2])
+    _run_batch(transform, _rows(per_block=50), QUERIES[:2])
     assert [e.cost for e in accountant.ledger] == [PrivacyCost(rho=rho, relation=SWAP_ONE)]
     t = _gaussian(budget=PrivacyBudget(rho=0.3))
     assert t.driver('covid').mechanism.rho_budget == 0.3

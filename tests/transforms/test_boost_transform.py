@@ -62,7 +62,7 @@ def _outputs(out):
     return {name: getattr(out, name) for name in OUTPUTS}
 
 
-def _run(transform, rows, queries):
+def _run_batch(transform, rows, queries):
     def build(p):
         data = p | 'Data' >> beam.Create([TimestampedValue(r, t) for t, r in rows])
         qs = p | 'Queries' >> beam.Create([TimestampedValue(q, t) for t, q in queries])
@@ -83,7 +83,7 @@ def _reference(transform, rows, queries):
 
 def test_batch_parity_with_the_pure_driver_blocks_replay_and_refusals():
     transform = _transform()
-    got = _run(transform, _rows(), QUERIES)
+    got = _run_batch(transform, _rows(), QUERIES)
     ref = _reference(transform, _rows(), QUERIES)
     answers = sorted(got['answers'])
     assert answers == sorted(r for r in ref if type(r).__name__ == 'BoostAnswerRecord')
@@ -152,7 +152,7 @@ def test_streaming_late_rows_dead_lettered_and_never_change_a_sealed_block():
 def test_noise_key_gives_bit_identical_reruns(monkeypatch, extra):
     monkeypatch.setenv('BDP_BOOST_KEY', '0123456789abcdef' * 4)
     key = NoiseKeyRef('env:BDP_BOOST_KEY', 'tests')
-    runs = [_run(_transform(testing_seed=None, noise_key=key, label='B', **extra),
+    runs = [_run_batch(_transform(testing_seed=None, noise_key=key, label='B', **extra),
                  _rows(per_block=100), QUERIES[:4])['answers']
             for _ in range(2)]
     assert sorted(runs[0]) == sorted(runs[1]) and runs[0]
@@ -163,7 +163,7 @@ def test_avro_query_dicts_and_malformed_inputs_go_to_dead_letters():
                (12.0, 'not a query')]
     rows = [(1.0, ('covid', (1, 1))), (2.0, ('covid', (5, 1))), (3.0, ('flu',)),
             (4.0, ('measles', (0, 0))), (60.0, ('covid', (0, 0)))]
-    got = _run(_transform(), rows, queries)
+    got = _run_batch(_transform(), rows, queries)
     # The Avro dict is a valid query (block 0 holds one row: Laplace at α would overdraw the
     # filter, so it is refused for budget; it is answered or refused, never dead-lettered).
     assert [r.query_id for r in got['answers'] + got['refusals']] == ['d']
@@ -184,7 +184,7 @@ def test_bad_parameters_name_the_transform():
         with pytest.raises(InvalidParamsError, match=f'BoostQueries: .*{word}'):
             _transform(**kw)
     with pytest.raises(InvalidParamsError, match='end'):
-        _run(_transform(end=None), [], [])
+        _run_batch(_transform(end=None), [], [])
 
 
 def test_state_bounds_reach_the_driver():

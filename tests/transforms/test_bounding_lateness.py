@@ -16,10 +16,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
-from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import UserLevel
 from beam_dp.drivers.clock import StepClock
+from tests import helpers
 from tests import runners
 from tests.runners import DIRECT_RUNNER
 from tests.transforms.test_contribution_bounding import CLOCK
@@ -34,22 +34,16 @@ from tests.transforms.test_unit_cap import SHARD_UNITS
 U, V = SHARD_UNITS[0][0], SHARD_UNITS[0][1]
 
 
-def _stream(clock, with_u, u_record, v_late, v_on_time, late_step=3):
+def _late_stream(clock, with_u, u_record, v_late, v_on_time, late_step=3):
     """u (optionally) sends ``u_record`` for step ``late_step`` before it is released; the
     watermark then passes the release time of steps 0..late_step one step at a time; then v
     sends ``v_late`` (for the released step ``late_step``) and ``v_on_time`` (two steps on)."""
-    stream = TestStream().advance_watermark_to(0)
-    if with_u:
-        stream = stream.add_elements([TimestampedValue(u_record, (
-            clock.step_bounds(late_step)[0] + 1_000_000) / 1e6)])
-    for step in range(late_step + 1):
-        stream = stream.advance_watermark_to(clock.release_time_micros(step) / 1e6 + 1)
+    u_time = (clock.step_bounds(late_step)[0] + 1_000_000) / 1e6
+    releases = [clock.release_time_micros(s) / 1e6 + 1 for s in range(late_step + 1)]
     late_t, on_time_t = (clock.step_bounds(s)[0] / 1e6 + 1 for s in (late_step, late_step + 2))
-    return (stream
-            .add_elements([TimestampedValue(v_late, late_t), TimestampedValue(v_on_time,
-                                                                              on_time_t)])
-            .advance_watermark_to(clock.release_time_micros(late_step + 4) / 1e6 + 1)
-            .advance_watermark_to_infinity())
+    return helpers.stream([(u_record, u_time)] if with_u else [], *releases,
+                          [(v_late, late_t), (v_on_time, on_time_t)],
+                          clock.release_time_micros(late_step + 4) / 1e6 + 1)
 
 
 def _bounding_pipeline(pipeline, with_u):
@@ -58,7 +52,7 @@ def _bounding_pipeline(pipeline, with_u):
     without u."""
     from beam_dp.transforms.contribution_bounding import BoundContributions
     bound = UserLevel(unit_fn=_first, max_steps_per_unit=1)
-    stream = _stream(CLOCK, with_u, (U, ('a', 3, 'u3')), (V, ('a', 3, 'v3')),
+    stream = _late_stream(CLOCK, with_u, (U, ('a', 3, 'u3')), (V, ('a', 3, 'v3')),
                      (V, ('a', 5, 'v5')))
     with pipeline as p:
         out = p | stream | BoundContributions(bound, clock=CLOCK)
@@ -94,7 +88,7 @@ def test_continual_count_counts_a_late_units_next_step_with_or_without_another_u
     and 'a' stayed 0.)"""
     clock = StepClock(0, STEP * 1_000_000)
     unit = UserLevel(unit_fn=lambda r: r[1], max_steps_per_unit=1)
-    stream = _stream(clock, with_u, ('b', U), ('a', V), ('a', V))
+    stream = _late_stream(clock, with_u, ('b', U), ('a', V), ('a', V))
     a = [('a', s, 1.0 if s >= 5 else 0.0) for s in range(8)]
     b = [('b', s, 1.0 if with_u and s >= 3 else 0.0) for s in range(8)]
     run_stream(stream, counts(end=8 * STEP, privacy_unit=unit), expected=a + b,

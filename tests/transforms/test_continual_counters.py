@@ -5,12 +5,7 @@ key is released at every step, empty steps included, with the seeded values of t
 reference (which drives the same driver) and ``Release.mechanism`` / ``noise_stddev`` saying what
 ran; at user level with a total bound C the excess is dead-lettered with its reason."""
 
-import apache_beam as beam
 import pytest
-from apache_beam.testing.test_stream import TestStream
-from apache_beam.testing.util import assert_that
-from apache_beam.testing.util import equal_to
-from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import ContinualCountPerKey
 from beam_dp import ContinualHistogramPerKey
@@ -19,8 +14,8 @@ from beam_dp import UserLevel
 from beam_dp.testing import keyed_events
 from beam_dp.testing import release_table
 from beam_dp.testing import replay
-from tests.runners import DIRECT_RUNNER
-from tests.runners import streaming_options
+from tests import helpers
+from tests.helpers import run_stream
 
 pytestmark = pytest.mark.pipeline
 
@@ -34,27 +29,17 @@ def _events(steps):
             for i in range(12)] + [('b', 'u99', (steps - 1) * STEP + 5)]
 
 
-def _stream(events, steps, later=()):
-    stream = TestStream().advance_watermark_to(0)
-    stream = stream.add_elements([TimestampedValue((k, u), t) for k, u, t in events])
-    if later:                              # a second batch, after the first is bounded
-        stream = stream.advance_watermark_to(1).add_elements(
-            [TimestampedValue((k, u), t) for k, u, t in later])
-    # Jump over several empty steps at once: each is still released exactly once.
-    return stream.advance_watermark_to(steps * STEP // 2).advance_watermark_to(
-        steps * STEP + 1).advance_watermark_to_infinity()
-
-
-def _run(transform, events, steps, later=(), dead=None, value=lambda k, u: None):
-    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
-        out = p | _stream(events, steps, later) | transform
-        assert_that(out.releases | beam.Map(lambda r: (r.key, r.step,
-                                                       tuple(r.values) or (r.value,),
-                                                       r.mechanism, r.noise_stddev)),
-                    _matches_reference(transform, events, steps, value), label='CheckReleases')
-        if dead is not None:
-            assert_that(out.dead_letter | beam.Map(lambda d: (d.stage, d.reason)),
-                        equal_to(dead), label='CheckDeadLetters')
+def _check_parity(transform, events, steps, later=(), dead=None, value=lambda k, u: None):
+    def stamped(batch):
+        return [((k, u), t) for k, u, t in batch]
+    # A second batch (if any) after the first is bounded; then jump over several empty steps
+    # at once: each is still released exactly once.
+    source = helpers.stream(stamped(events), *((1, stamped(later)) if later else ()),
+                            steps * STEP // 2, steps * STEP + 1)
+    run_stream(source, transform,
+               extract=lambda r: (r.key, r.step, tuple(r.values) or (r.value,), r.mechanism,
+                                  r.noise_stddev),
+               expected=_matches_reference(transform, events, steps, value), dead=dead)
 
 
 def _matches_reference(transform, events, steps, value):
@@ -81,7 +66,7 @@ def test_default_counter_releases_every_step_with_reference_values(budget, steps
     transform = ContinualCountPerKey(public_keys=KEYS, start=0, step=STEP, end=steps * STEP,
                                      budget=budget, testing_seed=17, label='Counts')
     assert transform.driver.mechanism_name == mechanism
-    _run(transform, _events(steps), steps)
+    _check_parity(transform, _events(steps), steps)
 
 
 def _bin(key, unit):
@@ -104,5 +89,5 @@ def test_blt_histogram_at_user_level_with_a_total_bound():
     first = _events(steps) + [('a', 'u50', 5), ('b', 'u50', 65), ('a', 'u50', 130)]
     later = [('a', 'u50', 250), ('b', 'u50', 310)]
     reason = 'contribution bound: unit already contributed max_total_contributions=3 records'
-    _run(transform, first, steps, later=later, dead=[('BoundContributions', reason)] * 2,
+    _check_parity(transform, first, steps, later=later, dead=[('BoundContributions', reason)] * 2,
          value=_bin)

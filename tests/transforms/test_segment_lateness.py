@@ -16,11 +16,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
-from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp.drivers.clock import StepClock
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
+from tests import helpers
 from tests import runners
 from tests.helpers import NOISE_FREE
 
@@ -29,16 +29,12 @@ CLOCK = StepClock(0, 1_000_000)
 LATE_STEP, OTHER_STEP, RELEASED_THROUGH = 5, 6, 7
 
 
-def _stream(other, late):
+def _late_stream(other, late):
     """'a' sends ``other`` for step 6 on time (optionally); the watermark passes the release of
     step 7; then ``late`` arrives for step 5 (released)."""
-    stream = TestStream().advance_watermark_to(0)
-    if other is not None:
-        stream = stream.add_elements([TimestampedValue(other, OTHER_STEP + 0.5)])
-    for step in range(RELEASED_THROUGH + 1):
-        stream = stream.advance_watermark_to(CLOCK.release_time_micros(step) / 1e6 + 0.5)
-    return (stream.add_elements([TimestampedValue(late, LATE_STEP + 0.5)])
-            .advance_watermark_to(40).advance_watermark_to_infinity())
+    releases = [CLOCK.release_time_micros(s) / 1e6 + 0.5 for s in range(RELEASED_THROUGH + 1)]
+    return helpers.stream([] if other is None else [(other, OTHER_STEP + 0.5)], *releases,
+                          [(late, LATE_STEP + 0.5)], 40)
 
 
 def _sparse():
@@ -73,7 +69,7 @@ def prism_pipeline():
 
 def _pipeline(pipeline, family, with_other, distinct_dead=False):
     make, other, late, without, with_ = CASES[family]
-    stream = _stream(other if with_other else None, late)
+    stream = _late_stream(other if with_other else None, late)
     with pipeline as p:
         out = p | stream | make()
         assert_that(out.releases | beam.Map(lambda r: (r.step, round(r.value, 6))),

@@ -151,7 +151,7 @@ def _sizes(rng, n):
     return sizes
 
 
-def _stream(rng, units, n):
+def _records(rng, units, n):
     return [(rng.choice(units), (rng.randint(0, 3), rng.randint(0, 4), f'p{k}'))
             for k in range(n)]
 
@@ -161,7 +161,7 @@ def test_capped_dofn_equals_the_first_come_reference(seed):
     rng = random.Random(seed)
     bound = _bound(rng.randint(1, 4), rng, max_keys_per_unit=rng.randint(1, 3),
                    max_total_contributions=rng.choice([None, 2, 5]))
-    records = _stream(rng, A[:7] + B[:5] + SHARD_UNITS[2][:2], rng.randint(50, 300))
+    records = _records(rng, A[:7] + B[:5] + SHARD_UNITS[2][:2], rng.randint(50, 300))
     kept, dead, shards, _ = run_capped(records, bound, _sizes(rng, len(records)))
     want_kept, want_dead, admitted = capped_reference(records, bound)
     assert sorted(kept) == sorted(want_kept)
@@ -177,7 +177,7 @@ def test_capped_dofn_equals_the_first_come_reference(seed):
 def test_capped_dofn_with_a_clock_admits_at_the_first_record_even_when_it_is_late(seed):
     rng = random.Random(seed)
     bound = _bound(rng.randint(1, 3), rng)
-    records = _stream(rng, A[:6] + B[:4], rng.randint(50, 300))
+    records = _records(rng, A[:6] + B[:4], rng.randint(50, 300))
     sizes = _sizes(rng, len(records))
     watermarks, wm = {}, 0
     for b in range(len(sizes)):
@@ -203,7 +203,7 @@ def test_adding_a_unit_changes_the_kept_records_of_at_most_one_other_unit(
         seed, per_shard, shard_of_u, others, mine):
     rng = random.Random(seed)
     bound = _bound(per_shard, rng, max_total_contributions=rng.choice([None, 3]))
-    without = _stream(rng, A[:7] + B[:5] + SHARD_UNITS[2][:1], others)
+    without = _records(rng, A[:7] + B[:5] + SHARD_UNITS[2][:1], others)
     u = SHARD_UNITS[shard_of_u][-1]
     with_u = list(without)
     for k in range(mine):        # u's records anywhere; the others' relative order unchanged
@@ -245,7 +245,7 @@ def test_a_shard_holds_at_most_its_capacity_of_unit_records():
     rng = random.Random(1)
     capped_bytes, uncapped_bytes, records = [], [], []
     for r in range(4):
-        records += _stream(rng, [u for s in range(3) for u in SHARD_UNITS[s][50 * r:50 * r + 50]],
+        records += _records(rng, [u for s in range(3) for u in SHARD_UNITS[s][50 * r:50 * r + 50]],
                            300)
         sizes = [100] * (len(records) // 100)
         _, dead, shards, _ = run_capped(records, bound, sizes)

@@ -55,7 +55,7 @@ def test_evicted_answer_is_charged_again():
     assert last.path == 'EXACT' and state2.filters.spent(0) == state.filters.spent(0)
 
 
-def _stream(mech, n_blocks, queries_per_block, seed=3):
+def _play(mech, n_blocks, queries_per_block, seed=3):
     """Seals blocks one by one; after each, queries on windows of the latest ≤ 4 blocks."""
     state, rng, out, sizes = mech.init_state(), noise.seeded(seed), [], []
     pick = np.random.default_rng(seed)
@@ -75,8 +75,8 @@ def test_retention_keeps_answers_and_drops_retired_trees():
     kw = dict(window_bound=4, readiness=Readiness(c0=3, s0=1), epsilon_budget=1e9)
     unbounded = preset('tree_pmw_bypass', N, **kw)
     bounded = preset('tree_pmw_bypass', N, retention_blocks=6, **kw)
-    s_u, a_u, _ = _stream(unbounded, 24, 12)
-    s_b, a_b, _ = _stream(bounded, 24, 12)
+    s_u, a_u, _ = _play(unbounded, 24, 12)
+    s_b, a_b, _ = _play(bounded, 24, 12)
     # Every window starts within the retention: the same answers, charges and paths.
     assert [(a.value, a.path, a.charges) for a in a_u] == [(a.value, a.path, a.charges)
                                                           for a in a_b]
@@ -93,8 +93,8 @@ def test_retention_keeps_answers_and_drops_retired_trees():
 
 def test_state_size_is_flat_with_bounds_and_grows_without():
     kw = dict(window_bound=4, readiness=Readiness(c0=3, s0=1), epsilon_budget=1e9)
-    _, _, grow = _stream(preset('tree_pmw_bypass', N, **kw), 40, 8)
-    _, _, flat = _stream(preset('tree_pmw_bypass', N, retention_blocks=8, cache_capacity=64,
+    _, _, grow = _play(preset('tree_pmw_bypass', N, **kw), 40, 8)
+    _, _, flat = _play(preset('tree_pmw_bypass', N, retention_blocks=8, cache_capacity=64,
                                 **kw), 40, 8)
     assert grow[-1] > 1.8 * grow[19]
     assert flat[-1] < 1.15 * flat[19]

@@ -108,7 +108,7 @@ def test_ledger_equals_filters_and_admission_is_atomic():
 ALPHA, BETA, ANSWERS = 0.05, 0.05, 3000
 
 
-def _run(count, seed, queries=None):
+def _answer_stream(count, seed, queries=None):
     """(path, |answer − truth|) of ``count`` queries over window [0, 2] (node (0,0,1) ready and
     never learning, node (0,2,2) never ready)."""
     from tests.mechanisms.boost.test_accuracy_statistical import P
@@ -132,7 +132,7 @@ def _accurate(errs, beta) -> bool:
 
 @pytest.mark.statistical
 def test_window_rule_accurate_over_all_answers():
-    out = _run(ANSWERS, 5)
+    out = _answer_stream(ANSWERS, 5)
     assert {p for p, _ in out} >= {'MIXED', 'R2'}
     assert _accurate([e for _, e in out], BETA)
     assert _accurate([e for p, e in out if p == 'MIXED'], BETA)
@@ -143,7 +143,7 @@ def _always_failing(seed):
     answer is the all-Laplace plan of the window at β/2 (two nodes)."""
     from tests.mechanisms.boost.test_accuracy_statistical import P
     q = pb.LinearQuery.from_vector(np.eye(len(P))[0])
-    out = _run(ANSWERS, seed, [q] * ANSWERS)
+    out = _answer_stream(ANSWERS, seed, [q] * ANSWERS)
     assert {p for p, _ in out} == {'R2'}
     return [e for _, e in out]
 

@@ -43,7 +43,7 @@ def _blocks(count, seed=0, size=N_MAX):
         yield x, rng.integers(0, 3, size)
 
 
-def _run(schedule, blocks, trainer=None, size=N_MAX):
+def _release_blocks(schedule, blocks, trainer=None, size=N_MAX):
     mech = ERMRelease(schedule, PSGD_, N_MAX, DIM, trainer=trainer)
     state, events, states = mech.init_state(), [], []
     for block in _blocks(blocks, size=size):
@@ -58,7 +58,7 @@ def test_every_centre_is_an_object_returned_by_an_earlier_release():
                      SlidingWindowChain(3, 1.0), ContinualReleaseSchedule(2, 1.0, max_level=1,
                                                                           sampling=True)):
         trainer = RecordingTrainer()
-        _run(schedule, 70, trainer)
+        _release_blocks(schedule, 70, trainer)
         centres = 0
         for n, call in enumerate(trainer.calls):
             if call['center'] is not None:
@@ -70,7 +70,7 @@ def test_every_centre_is_an_object_returned_by_an_earlier_release():
 
 def test_sampled_jobs_keep_the_nominal_normalisation():
     trainer = RecordingTrainer()
-    _run(ContinualReleaseSchedule(2, 0.5, sampling=True), 40, trainer)
+    _release_blocks(ContinualReleaseSchedule(2, 0.5, sampling=True), 40, trainer)
     sampled = [c for c in trainer.calls if c['id'].startswith('a4:large') and
                c['n_nominal'] > 2 * N_MAX]
     assert sampled
@@ -81,7 +81,7 @@ def test_sampled_jobs_keep_the_nominal_normalisation():
 
 def test_sliding_window_state_is_bounded_and_silent_until_full():
     schedule = SlidingWindowChain(3, 1.0)
-    events, states = _run(schedule, 60, RecordingTrainer())
+    events, states = _release_blocks(schedule, 60, RecordingTrainer())
     window = schedule.window_blocks
     assert all(not e for e in events[:window - 1]) and events[window - 1]
     for state in states:
@@ -93,8 +93,8 @@ def test_sliding_window_state_is_bounded_and_silent_until_full():
 
 
 def test_real_training_is_seed_reproducible_and_ledger_bounded():
-    a, _ = _run(ContinualReleaseSchedule(4, 1.0), 20)
-    b, _ = _run(ContinualReleaseSchedule(4, 1.0), 20)
+    a, _ = _release_blocks(ContinualReleaseSchedule(4, 1.0), 20)
+    b, _ = _release_blocks(ContinualReleaseSchedule(4, 1.0), 20)
     flat_a = [ev for e in a for ev in e]
     flat_b = [ev for e in b for ev in e]
     assert [ev.job for ev in flat_a] == [ev.job for ev in flat_b]
@@ -104,7 +104,7 @@ def test_real_training_is_seed_reproducible_and_ledger_bounded():
 
 
 def test_independent_blocks_release_every_block_even_empty_ones():
-    events, states = _run(IndependentBlocks(2.0), 6, size=0)
+    events, states = _release_blocks(IndependentBlocks(2.0), 6, size=0)
     assert [len(e) for e in events] == [1] * 6
     assert states[-1].retained_records() == 0
 
@@ -124,7 +124,7 @@ def test_update_psgd_trains_centred_jobs_with_its_own_mu_and_honest_scale():
         n = ev.job.blocks * N_MAX
         assert np.isclose(ev.model.noise_scale, optimiser.sensitivity(n) / ev.job.eps_noise)
     assert max(ev.ledger_worst for ev in flat) <= 1.0
-    plain, _ = _run(ContinualReleaseSchedule(2, 1.0), 9)
+    plain, _ = _release_blocks(ContinualReleaseSchedule(2, 1.0), 9)
     bases = [ev for e in plain for ev in e if ev.job.kind == 'base']
     mine = [ev for ev in flat if ev.job.kind == 'base']
     assert [b.model.noise_scale for b in bases] == [b.model.noise_scale for b in mine]
