@@ -35,14 +35,13 @@ from beam_dp import ArrivalTimeLateness
 from beam_dp import ContinualCountPerKey
 from beam_dp import EventLevel
 from beam_dp import InvalidParamsError
-from beam_dp import PrivacyBudget
 from beam_dp import UserLevel
 from beam_dp.drivers.arrival import late_by_arrival_reason
 from tests import runners
+from tests.helpers import NOISE_FREE
 
 pytestmark = pytest.mark.pipeline
 
-NOISE_FREE = PrivacyBudget(epsilon=1e7)    # exact releases: this tests who is counted
 START, STEP, STEPS, LATENESS = 600, 60, 6, 30
 END = START + STEPS * STEP
 MAX_DELAY = 30                             # the event-time source's watermark delay
