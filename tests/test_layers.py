@@ -15,7 +15,8 @@ package and any package of a strictly lower layer; packages on the same layer ar
                                                 output records and their coders | the privacy
                                                 unit (calibrated by mechanisms.participation)
     6  drivers | postprocess                    what a DoFn calls | post-processing of releases
-    7  transforms                               the PTransforms
+    7  transforms | ledger_store                the PTransforms | the privacy ledger on Beam's
+                                                FileSystems (what the jobs open)
     8  testing                                  tools for tests and notebooks (drive a family by
                                                 hand); product code never imports it
     9  beam_dp (the package's __init__)         the public facade
@@ -43,7 +44,7 @@ LAYERS: Dict[str, int] = {
     'mechanisms': 4,
     'analysis': 5, 'io': 5, 'privacy_unit': 5,
     'drivers': 6, 'postprocess': 6,
-    'transforms': 7,
+    'transforms': 7, 'ledger_store': 7,
     'testing': 8,
     '': 9,                     # beam_dp itself (its __init__)
     'pipelines': 10,

@@ -10,7 +10,7 @@ pure counters at ε = √(2ρ) where they are better (T = 1: one noisy node);
 ε → per-step noise summed for T = 2 … 34 (at any ε), the negative-digit k-ary tree
 (``BalancedTreeCounter``, odd k = 9 … 33) for longer known horizons, the unbounded
 negative-digit tree (``UnboundedTreeCounter``: 2.3–3.5× the known-horizon tree's mean variance,
-3.1–4.1× below the old infinite-horizon tree's for T = 2^10 … 2^24; issue 24) when unbounded.
+3.1–4.1× below the infinite-horizon tree's for T = 2^10 … 2^24) when unbounded.
 (ε, δ > 0): the pure counters at ε compete with the Gaussian ones (BLT, ...) at ρ = ``rho_for_epsilon_delta(ε, δ)``, the largest ρ
 whose zCDP converts to at most (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Corollary 13, the
 conversion the accountant applies); the lower expected RMSE wins. A Gaussian counter then

@@ -10,7 +10,7 @@ counters that are private for every t.
 The unbounded negative-digit tree (``UnboundedTreeCounter``, pure ε) is private for every t and
 is listed for every horizon; without a known horizon it is the pure counter with the lowest
 expected error when the errors are averaged over 320 steps or more (the default evaluation
-horizon 2^20 included; per-step noise summed below; issue 24).
+horizon 2^20 included; per-step noise summed below).
 
 Budgets: pure ε (δ = 0) → pure counters (discrete Laplace). ρ (zCDP) → the Gaussian counters at
 ρ and the pure counters at ε = √(2ρ) (ε-DP implies ε²/2-zCDP). (ε, δ > 0) → the Gaussian counters

@@ -40,7 +40,7 @@ def _accountants(epsilon=1.0, spend=(0.5, 0.5), rho=None):
     return {'all': acc}
 
 
-def _run(start=START, key=KEY_A, lifetime=None, stream=STREAM, **kw):
+def _run_record(start=START, key=KEY_A, lifetime=None, stream=STREAM, **kw):
     return RunRecord.new(stream, 'test_job', kw.pop('accountants', None) or _accountants(**kw),
                          start=start, end=None, key_fingerprint=key, lifetime_budget=lifetime)
 
@@ -59,7 +59,7 @@ def _refused(ledger, run, resume=False):
 # -- accepted ----------------------------------------------------------------------------------
 
 def test_first_run_is_recorded(ledger):
-    run = _run()
+    run = _run_record()
     path = ledger.begin_run(ledger.prepare(run, resume=False))
     assert os.path.basename(path) == f'{run.run_id}.json'
     (recorded,) = ledger.history(STREAM)
@@ -73,46 +73,46 @@ def test_first_run_is_recorded(ledger):
 
 
 def test_resume_is_recorded_and_not_counted(ledger):
-    first = _run()
+    first = _run_record()
     ledger.begin_run(first)
-    resumed = ledger.prepare(_run(), resume=True)
+    resumed = ledger.prepare(_run_record(), resume=True)
     assert resumed.resume_of == first.run_id
     ledger.begin_run(resumed)
     # A resume of the resume is fine too, and still counts nothing.
-    again = ledger.prepare(_run(), resume=True)
+    again = ledger.prepare(_run_record(), resume=True)
     assert again.resume_of == resumed.run_id
     ledger.begin_run(again)
     assert [r.counted for r in ledger.history(STREAM)] == [True, False, False]
     # ... so the lifetime still holds exactly one run's budget: a new run from scratch (new key)
     # is refused.
-    assert 'lifetime_budget' in _refused(ledger, _run(key=KEY_B)).reasons
+    assert 'lifetime_budget' in _refused(ledger, _run_record(key=KEY_B)).reasons
 
 
 def test_raised_lifetime_budget_accepts_a_second_run_with_a_new_key(ledger):
-    ledger.begin_run(_run())
-    ledger.begin_run(_run(key=KEY_B, lifetime=PrivacyBudget(epsilon=2.0)))
+    ledger.begin_run(_run_record())
+    ledger.begin_run(_run_record(key=KEY_B, lifetime=PrivacyBudget(epsilon=2.0)))
     # A third needs 3.
-    error = _refused(ledger, _run(key=None, lifetime=PrivacyBudget(epsilon=2.5)))
+    error = _refused(ledger, _run_record(key=None, lifetime=PrivacyBudget(epsilon=2.5)))
     assert error.reasons == ('lifetime_budget',)
     assert 'epsilon=3 in all' in str(error) and 'at least epsilon=3' in str(error)
-    ledger.begin_run(_run(key=None, lifetime=PrivacyBudget(epsilon=3.0)))
+    ledger.begin_run(_run_record(key=None, lifetime=PrivacyBudget(epsilon=3.0)))
 
 
 def test_runs_without_a_key_compose_too(ledger):
-    ledger.begin_run(_run(key=None))
-    assert _refused(ledger, _run(key=None)).reasons == ('lifetime_budget',)
+    ledger.begin_run(_run_record(key=None))
+    assert _refused(ledger, _run_record(key=None)).reasons == ('lifetime_budget',)
 
 
 def test_other_streams_are_independent(ledger):
-    ledger.begin_run(_run())
-    ledger.begin_run(_run(stream='rides-us', start=START + 3600))   # same key, other stream
+    ledger.begin_run(_run_record())
+    ledger.begin_run(_run_record(stream='rides-us', start=START + 3600))   # same key, other stream
 
 
 def test_zcdp_lifetime(ledger):
-    ledger.begin_run(_run(rho=0.5, spend=(0.25, 0.25), key=None))
-    error = _refused(ledger, _run(rho=0.5, spend=(0.25, 0.25), key=None))
+    ledger.begin_run(_run_record(rho=0.5, spend=(0.25, 0.25), key=None))
+    error = _refused(ledger, _run_record(rho=0.5, spend=(0.25, 0.25), key=None))
     assert 'rho=1 in all' in str(error) and 'lifetime budget rho=0.5' in str(error)
-    ledger.begin_run(_run(rho=0.5, spend=(0.25, 0.25), key=None,
+    ledger.begin_run(_run_record(rho=0.5, spend=(0.25, 0.25), key=None,
                           lifetime=PrivacyBudget(rho=1.0)))
 
 
@@ -123,29 +123,29 @@ def test_parts_compose_in_parallel_when_the_split_is_the_same(ledger):
             accs[name] = BudgetAccountant(PrivacyBudget(epsilon=1.0))
             accs[name].spend('T', PrivacyCost(epsilon=1.0))
         return accs
-    ledger.begin_run(_run(accountants=parts(), key=None))
-    error = _refused(ledger, _run(accountants=parts(), key=None,
+    ledger.begin_run(_run_record(accountants=parts(), key=None))
+    error = _refused(ledger, _run_record(accountants=parts(), key=None,
                                   lifetime=PrivacyBudget(epsilon=1.5)))
     assert 'lifetime_budget' in error.reasons
-    ledger.begin_run(_run(accountants=parts(), key=None, lifetime=PrivacyBudget(epsilon=2.0)))
+    ledger.begin_run(_run_record(accountants=parts(), key=None, lifetime=PrivacyBudget(epsilon=2.0)))
 
 
 def test_a_run_split_differently_counts_everything_in_every_part(ledger):
     accs = {n: BudgetAccountant(PrivacyBudget(epsilon=1.0)) for n in ('a', 'b')}
     for acc in accs.values():
         acc.spend('T', PrivacyCost(epsilon=1.0))
-    ledger.begin_run(_run(accountants=accs, key=None, lifetime=PrivacyBudget(epsilon=1.0)))
+    ledger.begin_run(_run_record(accountants=accs, key=None, lifetime=PrivacyBudget(epsilon=1.0)))
     # One part now: the earlier a and b both fall on its units (2) + its own 1 = 3 > 2.5.
-    error = _refused(ledger, _run(key=None, lifetime=PrivacyBudget(epsilon=2.5)))
+    error = _refused(ledger, _run_record(key=None, lifetime=PrivacyBudget(epsilon=2.5)))
     assert 'epsilon=3 in all' in str(error)
-    ledger.begin_run(_run(key=None, lifetime=PrivacyBudget(epsilon=3.0)))
+    ledger.begin_run(_run_record(key=None, lifetime=PrivacyBudget(epsilon=3.0)))
 
 
 # -- refused -----------------------------------------------------------------------------------
 
 def test_second_run_from_scratch_is_refused_with_what_to_do(ledger):
-    ledger.begin_run(_run(key=None))
-    error = _refused(ledger, _run(key=None))
+    ledger.begin_run(_run_record(key=None))
+    error = _refused(ledger, _run_record(key=None))
     text = str(error)
     assert "refuses this run of stream 'rides-eu'" in text
     assert 'epsilon=1 on top of 1 earlier counted run(s)' in text
@@ -155,101 +155,101 @@ def test_second_run_from_scratch_is_refused_with_what_to_do(ledger):
 
 
 def test_key_reuse_with_another_start_is_refused_even_with_a_raised_lifetime(ledger):
-    ledger.begin_run(_run())
-    error = _refused(ledger, _run(start=START + 3600, lifetime=PrivacyBudget(epsilon=10)))
+    ledger.begin_run(_run_record())
+    error = _refused(ledger, _run_record(start=START + 3600, lifetime=PrivacyBudget(epsilon=10)))
     assert error.reasons == ('key_reuse_other_start',)
     text = str(error)
     assert 'stream start 2024-06-02T00:00:00Z' in text and '2024-06-02T01:00:00Z' in text
     assert 'Rotate the noise key' in text and KEY_A[:12] in text and KEY_A not in text
     # ... and with --resume (the schedule must be the recorded one).
-    error = _refused(ledger, _run(start=START + 3600), resume=True)
+    error = _refused(ledger, _run_record(start=START + 3600), resume=True)
     assert set(error.reasons) == {'key_reuse_other_start', 'resume_mismatch'}
     # A rotated key may start elsewhere (with the lifetime raised for the second run).
-    ledger.begin_run(_run(start=START + 3600, key=KEY_B, lifetime=PrivacyBudget(epsilon=2)))
+    ledger.begin_run(_run_record(start=START + 3600, key=KEY_B, lifetime=PrivacyBudget(epsilon=2)))
 
 
 def test_key_reuse_from_scratch_from_the_same_start_is_refused(ledger):
-    ledger.begin_run(_run())
+    ledger.begin_run(_run_record())
     # Even with the lifetime raised: the same key redraws the same noise over other input.
-    error = _refused(ledger, _run(lifetime=PrivacyBudget(epsilon=2.0)))
+    error = _refused(ledger, _run_record(lifetime=PrivacyBudget(epsilon=2.0)))
     assert error.reasons == ('key_reuse_from_scratch',)
     assert 'redraw exactly the same noise' in str(error) and 'rotate the noise key' in str(error)
 
 
 def test_default_second_run_with_the_same_key_lists_both_problems(ledger):
-    ledger.begin_run(_run())
-    assert set(_refused(ledger, _run()).reasons) == {'key_reuse_from_scratch',
+    ledger.begin_run(_run_record())
+    assert set(_refused(ledger, _run_record()).reasons) == {'key_reuse_from_scratch',
                                                      'lifetime_budget'}
 
 
 def test_resume_with_nothing_to_resume_is_refused(ledger):
-    error = _refused(ledger, _run(), resume=True)
+    error = _refused(ledger, _run_record(), resume=True)
     assert error.reasons == ('nothing_to_resume',)
     assert 'without --resume' in str(error)
 
 
 def test_resume_with_other_costs_is_refused(ledger):
-    ledger.begin_run(_run())
-    error = _refused(ledger, _run(epsilon=2.0, spend=(1.0, 1.0)), resume=True)
+    ledger.begin_run(_run_record())
+    error = _refused(ledger, _run_record(epsilon=2.0, spend=(1.0, 1.0)), resume=True)
     assert error.reasons == ('resume_mismatch',)
     assert 'must keep its costs' in str(error) and 'T0 epsilon=1' in str(error)
 
 
 def test_lifetime_smaller_than_the_run_is_refused_on_a_first_run(ledger):
-    assert _refused(ledger, _run(lifetime=PrivacyBudget(epsilon=0.5))).reasons == (
+    assert _refused(ledger, _run_record(lifetime=PrivacyBudget(epsilon=0.5))).reasons == (
         'lifetime_budget',)
 
 
 def test_relation_change_is_refused(ledger):
-    ledger.begin_run(_run(key=None))
+    ledger.begin_run(_run_record(key=None))
     acc = BudgetAccountant(PrivacyBudget(epsilon=1.0))
     acc.spend('T', PrivacyCost(epsilon=1.0, relation='swap_one'))
-    error = _refused(ledger, _run(accountants={'all': acc}, key=None,
+    error = _refused(ledger, _run_record(accountants={'all': acc}, key=None,
                                   lifetime=PrivacyBudget(epsilon=5)))
     assert 'one neighbouring relation' in str(error)
 
 
 def test_missing_ledger_is_refused(tmp_path):
     ledger = PrivacyLedger(LocalStore(), str(tmp_path / 'typo'))
-    error = _refused(ledger, _run())
+    error = _refused(ledger, _run_record())
     assert error.reasons == ('missing',)
     assert 'python -m beam_dp.ledger_store init' in str(error)
     assert not (tmp_path / 'typo').exists()
 
 
 def test_unreadable_record_is_refused(ledger, tmp_path):
-    run = _run()
+    run = _run_record()
     path = ledger.begin_run(run)
     with open(path, 'wb') as f:
         f.write(b'{"format": "beam_dp.privacy_ledger.run", "version": 1, "parts": [')
-    error = _refused(ledger, _run(key=KEY_B, lifetime=PrivacyBudget(epsilon=5)))
+    error = _refused(ledger, _run_record(key=KEY_B, lifetime=PrivacyBudget(epsilon=5)))
     assert error.reasons == ('unreadable',)
     assert path in str(error) and 'restore the record' in str(error)
 
 
 def test_record_of_another_version_or_moved_is_unreadable(ledger):
-    run = _run()
+    run = _run_record()
     path = ledger.begin_run(run)
     doc = json.loads(open(path, 'rb').read())
     doc['version'] = 2
     with open(path, 'w') as f:
         json.dump(doc, f)
-    assert _refused(ledger, _run(key=KEY_B)).reasons == ('unreadable',)
+    assert _refused(ledger, _run_record(key=KEY_B)).reasons == ('unreadable',)
     doc['version'] = 1
     os.unlink(path)
     other = os.path.join(os.path.dirname(path), 'f' * 32 + '.json')   # renamed record
     with open(other, 'w') as f:
         json.dump(doc, f)
-    assert _refused(ledger, _run(key=KEY_B)).reasons == ('unreadable',)
+    assert _refused(ledger, _run_record(key=KEY_B)).reasons == ('unreadable',)
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason='root reads everything')
 def test_unreadable_ledger_directory_is_refused(ledger):
-    ledger.begin_run(_run())
+    ledger.begin_run(_run_record())
     directory = os.path.dirname(ledger._directory(STREAM))  # pylint: disable=protected-access
     os.chmod(directory, 0)
     try:
-        assert _refused(ledger, _run(key=KEY_B)).reasons == ('unreadable',)
+        assert _refused(ledger, _run_record(key=KEY_B)).reasons == ('unreadable',)
     finally:
         os.chmod(directory, 0o755)
 
@@ -259,7 +259,7 @@ def test_unlistable_ledger_is_refused(tmp_path):
         def list(self, directory):
             raise PermissionError('403 storage.objects.list denied')
     ledger = PrivacyLedger.init(Forbidden(), str(tmp_path / 'l'))
-    error = _refused(ledger, _run())
+    error = _refused(ledger, _run_record())
     assert error.reasons == ('unreadable',) and 'storage.objects.list' in str(error)
 
 
@@ -270,7 +270,7 @@ def test_unwritable_ledger_is_refused(tmp_path):
                 return super().write(path, data)
             raise PermissionError('403 Forbidden')
     ledger = PrivacyLedger.init(ReadOnly(), str(tmp_path / 'l'))
-    error = _refused(ledger, _run())
+    error = _refused(ledger, _run_record())
     assert error.reasons == ('unreadable',) and '403 Forbidden' in str(error)
 
 
@@ -294,7 +294,7 @@ def test_concurrent_runs_do_not_both_start(tmp_path):
 
     def launch():
         try:
-            ledger.begin_run(_run(key=None))
+            ledger.begin_run(_run_record(key=None))
             outcomes.append('started')
         except LedgerRefusedError as e:
             outcomes.append(e.reasons)
@@ -312,7 +312,7 @@ def test_concurrent_runs_do_not_both_start(tmp_path):
 
 def test_post_write_recheck_withdraws_the_record(tmp_path):
     """The record written by a concurrent launch between this run's check and its write."""
-    rival = _run(key=None)
+    rival = _run_record(key=None)
 
     class RivalWritesFirst(LocalStore):
         def write(self, path, data):
@@ -324,7 +324,7 @@ def test_post_write_recheck_withdraws_the_record(tmp_path):
 
     rival_written = []
     ledger = PrivacyLedger.init(RivalWritesFirst(), str(tmp_path / 'l'))
-    error = _refused(ledger, _run(key=None))
+    error = _refused(ledger, _run_record(key=None))
     assert set(error.reasons) == {'lifetime_budget', 'concurrent_run'}
     assert [r.run_id for r in ledger.history(STREAM)] == [rival.run_id]
 
@@ -332,9 +332,9 @@ def test_post_write_recheck_withdraws_the_record(tmp_path):
 # -- records and fingerprints ------------------------------------------------------------------
 
 def test_record_round_trips():
-    run = _run(lifetime=PrivacyBudget(epsilon=3, delta=1e-6)).as_resume_of('a' * 32)
+    run = _run_record(lifetime=PrivacyBudget(epsilon=3, delta=1e-6)).as_resume_of('a' * 32)
     assert record_from_json(record_to_json(run)) == run
-    zcdp = _run(rho=0.5, spend=(0.25,))
+    zcdp = _run_record(rho=0.5, spend=(0.25,))
     assert record_from_json(record_to_json(zcdp)) == zcdp
 
 
@@ -360,7 +360,7 @@ def test_fingerprint_is_keyed_distinct_and_not_the_key(monkeypatch):
 
 
 def test_check_run_ignores_the_run_itself():
-    run = _run()
+    run = _run_record()
     check_run([run], run)
 
 
@@ -369,9 +369,9 @@ def test_check_run_ignores_the_run_itself():
 def test_filesystems_store_runs_the_same_rules(tmp_path):
     root = str(tmp_path / 'fs')
     ledger = PrivacyLedger.init(FileSystemsStore(), root)
-    ledger.begin_run(_run())
+    ledger.begin_run(_run_record())
     with pytest.raises(LedgerRefusedError):
-        ledger.begin_run(_run())
+        ledger.begin_run(_run_record())
     assert len(open_ledger(root).history(STREAM)) == 1
     assert FileSystemsStore().list(str(tmp_path / 'nothing')) == []
 
@@ -381,7 +381,7 @@ def test_command_line_init_and_show(tmp_path, capsys):
     assert ledger_main(['show', root, '--stream_id', STREAM]) == 2
     assert 'no privacy ledger' in capsys.readouterr().err
     assert ledger_main(['init', root]) == 0
-    open_ledger(root).begin_run(_run())
+    open_ledger(root).begin_run(_run_record())
     assert ledger_main(['show', root, '--stream_id', STREAM]) == 0
     out = capsys.readouterr().out
     assert "stream 'rides-eu': 1 run(s)" in out and 'counted' in out and KEY_A in out

@@ -27,7 +27,7 @@ from beam_dp.mechanisms.unbounded_tree import check_schedule
 from beam_dp.noise import secret_key
 from beam_dp.noise.samplers import as_rational_up
 from tests.mechanisms.contract import CounterContract
-from tests.mechanisms.test_kary_tree import _run
+from tests.mechanisms.test_kary_tree import _releases
 
 K = 13
 
@@ -101,7 +101,7 @@ def test_online_release_is_the_exact_prefix_plus_each_nodes_one_noise(kwargs):
     m = UnboundedTreeCounter(**kwargs)
     gen = np.random.default_rng(1)
     values = [gen.integers(0, 4, size=m.dimension) for _ in range(2300)]
-    releases, state = _run(m, values, seed=9)
+    releases, state = _releases(m, values, seed=9)
     assert releases.dtype == np.int64 and state.t == 2300
     np.testing.assert_array_equal(releases, _reference_releases(m, values, noise.seeded(9)))
 
@@ -257,7 +257,7 @@ def test_variance_targets(log2_t, vs_balanced, vs_infinite):
 
 def test_state_is_under_1_kib_per_key_at_2_24():
     m = UnboundedTreeCounter(epsilon=1.0)
-    _, state = _run(m, [1] * 2300)
+    _, state = _releases(m, [1] * 2300)
     levels = levels_for(2 ** 24, m.k)
     worst = dataclasses.replace(
         state, runs=np.zeros((levels, 3), np.int64),

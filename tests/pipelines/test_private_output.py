@@ -42,7 +42,7 @@ _LOG_PREFIX = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ', re.MULTILINE)
 _INTEGER = re.compile(r'(?<![\d.])\d+(?![\d.])')
 
 
-def _run(module, tmp_path, *argv):
+def _run_job(module, tmp_path, *argv):
     proc = subprocess.run([sys.executable, '-m', f'pipelines.{module}', *KEY_ARGS, *argv],
                           cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -142,7 +142,7 @@ def test_continual_counts_prints_and_plots_no_exact_figure_without_evaluate(tmp_
     _rides(tmp_path / 'rides.avro')
     common = ['--input_avro=rides.avro', f'--public_keys={",".join(KEYS)}', f'--start={START_S}',
               '--horizon_steps=6']
-    private = _run('continual_counts', tmp_path, *common, '--output_avro=private')
+    private = _run_job('continual_counts', tmp_path, *common, '--output_avro=private')
     _assert_private(private, tmp_path, COUNTS_PLANTED,
                     ('true rides', 'after bounding', 'error vs', 'input events read',
                      'BoundContributions'))
@@ -153,7 +153,7 @@ def test_continual_counts_prints_and_plots_no_exact_figure_without_evaluate(tmp_
     assert series_in_png(png) == ['released (DP)', 'released ± 2 noise std']
     assert not COUNTS_PLANTED & _integers(_png_text(png), tmp_path)
 
-    evaluated = _run('continual_counts', tmp_path, *common, '--output_avro=evaluated',
+    evaluated = _run_job('continual_counts', tmp_path, *common, '--output_avro=evaluated',
                      '--evaluate')
     _assert_evaluated(evaluated, tmp_path, {257, 214, 93, 43})
     assert 'BoundContributions: 43' in evaluated.stdout
@@ -179,13 +179,13 @@ def test_pmwg_queries_prints_no_exact_figure_without_evaluate(tmp_path):
     with open(tmp_path / 'queries.avro', 'wb') as f:
         fastavro.writer(f, pmwg_data.query_record_schema(), queries)
     common = ['--data_avro=trips.avro', '--query_avro=queries.avro']
-    private = _run('pmwg_queries', tmp_path, *common, '--output_avro=private')
+    private = _run_job('pmwg_queries', tmp_path, *common, '--output_avro=private')
     _assert_private(private, tmp_path, {PMWG_DEAD}, ('error (easy + hard)', 'uniform baseline'))
     assert 'answers by status' in private.stdout
     assert 'dead letters        : written to private/dead_letters' in private.stdout
     assert _other_files(tmp_path / 'private') == []
 
-    evaluated = _run('pmwg_queries', tmp_path, *common, '--output_avro=evaluated', '--evaluate')
+    evaluated = _run_job('pmwg_queries', tmp_path, *common, '--output_avro=evaluated', '--evaluate')
     _assert_evaluated(evaluated, tmp_path, {PMWG_DEAD})
     assert 'error (easy + hard)' in evaluated.stdout and 'uniform baseline' in evaluated.stdout
 
@@ -208,7 +208,7 @@ def test_boost_queries_prints_and_plots_no_exact_figure_without_evaluate(tmp_pat
         fastavro.writer(f, fastavro.parse_schema(dict(BOOST_QUERY_SCHEMA)),
                         [q for _, q in boost_data.job_queries(count=30)])
     common = ['--data_avro=rows.avro', '--query_avro=queries.avro', '--blocks=2']
-    private = _run('boost_queries', tmp_path, *common, '--output_avro=private')
+    private = _run_job('boost_queries', tmp_path, *common, '--output_avro=private')
     _assert_private(private, tmp_path, {BOOST_DEAD}, ('vanilla_pmw', 'exact_cache'))
     assert 'budget by path' in private.stdout and 'budget by block' in private.stdout
     assert 'dead letters: written to private/dead_letters' in private.stdout
@@ -216,7 +216,7 @@ def test_boost_queries_prints_and_plots_no_exact_figure_without_evaluate(tmp_pat
     png = (tmp_path / 'private' / 'budget_vs_queries.png').read_bytes()
     assert series_in_png(png) == ['tree_pmw_bypass (job)']
 
-    evaluated = _run('boost_queries', tmp_path, *common, '--output_avro=evaluated', '--evaluate')
+    evaluated = _run_job('boost_queries', tmp_path, *common, '--output_avro=evaluated', '--evaluate')
     _assert_evaluated(evaluated, tmp_path, {BOOST_DEAD})
     assert 'vanilla_pmw' in series_in_png(
         (tmp_path / 'evaluated' / 'budget_vs_queries.png').read_bytes())
@@ -238,13 +238,13 @@ def test_erm_digits_prints_no_accuracy_or_count_without_evaluate(tmp_path):
         fastavro.writer(f, erm_data.INPUT_SCHEMA, records)
     common = ['--input_avro=examples.avro',
               f'--end_seconds={erm_data.START_SECONDS + 8 * erm_data.STEP_SECONDS}']
-    private = _run('erm_digits', tmp_path, *common, '--output_avro=private')
+    private = _run_job('erm_digits', tmp_path, *common, '--output_avro=private')
     _assert_private(private, tmp_path, {ERM_DEAD}, ('accuracy', 'non-private'))
     assert 'drift / Continual: published models: 5 (blocks 3..7)' in private.stdout
     assert 'dead letters      : written to private/dead_letters' in private.stdout
     assert _other_files(tmp_path / 'private') == []
 
-    evaluated = _run('erm_digits', tmp_path, *common, '--output_avro=evaluated', '--evaluate')
+    evaluated = _run_job('erm_digits', tmp_path, *common, '--output_avro=evaluated', '--evaluate')
     _assert_evaluated(evaluated, tmp_path, {ERM_DEAD})
     assert 'accuracy on your input records' in evaluated.stdout
     assert 'DP-FTRL (ε-DP)' in series_in_png(
