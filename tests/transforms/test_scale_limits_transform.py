@@ -4,23 +4,23 @@ with a large ε releases on DirectRunner (its timers used to raise OverflowError
 
 import math
 
-import apache_beam as beam
 import pytest
-from apache_beam.testing.test_stream import TestStream
-from apache_beam.testing.util import assert_that
-from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import ContinualCountPerKey
 from beam_dp import ContinualSumPerKey
 from beam_dp import PrivacyBudget
 from beam_dp import PrivateKeys
 from beam_dp.errors import InvalidParamsError
-from tests.runners import DIRECT_RUNNER
-from tests.runners import streaming_options
+from tests import helpers
+from tests.helpers import run_stream
 
 pytestmark = pytest.mark.pipeline
 
 STEP = 60
+
+
+def _key_step(release):
+    return release.key, release.step, release.value
 
 
 @pytest.mark.parametrize('mechanism', ['per_step', 'kary_tree'])
@@ -38,18 +38,6 @@ def test_a_tiny_selection_epsilon_is_refused_when_built():
                              start=0, step=STEP, end=4 * STEP, budget=PrivacyBudget(epsilon=1.0))
 
 
-def _stream(records, steps):
-    return (TestStream().advance_watermark_to(0)
-            .add_elements([TimestampedValue(r, t) for r, t in records])
-            .advance_watermark_to(steps * STEP + 1).advance_watermark_to_infinity())
-
-
-def _run(transform, records, steps, check):
-    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
-        out = p | _stream(records, steps) | transform
-        assert_that(out.releases | beam.Map(lambda r: (r.key, r.step, r.value)), check)
-
-
 def test_accepted_large_configurations_release_on_direct_runner():
     """BLT (no cap: ``discrete_gaussian_any``) at upper = 1e13 with a record at the bound, and
     private keys selected at ε = 700 per key (above the old overflow at ~667): both release
@@ -62,7 +50,8 @@ def test_accepted_large_configurations_release_on_direct_runner():
     def check_big(rows):
         assert sorted((k, s) for k, s, _ in rows) == [('a', s) for s in range(steps)]
         assert all(math.isfinite(v) for _, _, v in rows)     # noise sd ~ 1e13 here
-    _run(big, [(('a', 1e13), 5)], steps, check_big)
+    run_stream(helpers.stream([(('a', 1e13), 5)], steps * STEP + 1), big, extract=_key_step,
+               expected=check_big)
 
     selected = ContinualCountPerKey(keys=PrivateKeys(PrivacyBudget(epsilon=700.0, delta=1e-6),
                                                      num_shards=1),
@@ -73,4 +62,5 @@ def test_accepted_large_configurations_release_on_direct_runner():
     def check_selected(rows):
         # Six records of one key at step 0: selected there at ε = 700 (threshold τ_1 = 5).
         assert sorted((k, s) for k, s, _ in rows) == [('k', s) for s in range(steps)]
-    _run(selected, [(('k', i), 5) for i in range(6)], steps, check_selected)
+    run_stream(helpers.stream([(('k', i), 5) for i in range(6)], steps * STEP + 1), selected,
+               extract=_key_step, expected=check_selected)
