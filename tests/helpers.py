@@ -25,6 +25,7 @@ from apache_beam.testing.util import equal_to
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import PrivacyBudget
+from beam_dp import noise
 from tests.runners import BATCH_RUNNER
 from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
@@ -127,3 +128,13 @@ def run_stream(source, transform, *, expected=None, extract=key_step_value, dead
 
 def _matcher(expected):
     return equal_to(expected) if isinstance(expected, list) else expected
+
+
+def segment_one_pass(driver, key, label, seed, events, until, private=False):
+    """A segmented driver's one pass over ``events`` (step, payload) up to step ``until``
+    (``KeyDriver.process``), at the transform's noise addresses ((label, 'key', key) and
+    (label, 'select', key); ``SegmentLoop`` does it timer by timer)."""
+    base = noise.seeded(seed)
+    rng, sel_rng = base.derive(label, 'key', key), base.derive(label, 'select', key)
+    first = min((s for s, _ in events), default=None)
+    return driver.process(driver.init_state(first, rng, private), events, until, rng, sel_rng)

@@ -214,8 +214,12 @@ class FullyDynamicCounter(SegmentedParams):
 
     @functools.lru_cache(maxsize=128)
     def node_mechanism(self, level: int) -> NodeMechanism:
+        """Level 1 is checked at construction; deeper levels (ε ∝ 1/level², built as the
+        public segment count grows) halt a node whose noise would be past the samplers' range
+        rather than raise mid-stream (its answer is 0: the records it holds are then not
+        counted, at a noise scale above 2**40 where no count is meaningful)."""
         return NodeMechanism(self.level_epsilon(level), self.beta / 2 * basel_weight(level),
-                             self.dimension, self.debug)
+                             self.dimension, self.debug, halt_unsamplable=level > 1)
 
     def privacy_cost(self) -> PrivacyCost:
         if self.debug is not None:

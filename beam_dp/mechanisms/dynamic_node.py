@@ -146,6 +146,19 @@ class NodeState:
         return {rid: item for rid, item in self.records.items() if rid not in self.deleted}
 
 
+@functools.lru_cache(maxsize=4096)
+def _round_samplable(epsilon: float, dimension: int, r: int) -> bool:
+    """Whether round r's noises (n~, the static release and its two C2 counters) are within
+    the exact samplers' range."""
+    eps_r = 3 * epsilon / (2 * math.pi ** 2 * r * r)
+    try:
+        check_noise_scale('NodeMechanism', 1 / eps_r, '')
+        InfiniteTreeCounter(epsilon=eps_r, dimension=dimension, estimator='textbook')
+    except InvalidParamsError:
+        return False
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeMechanism:
     """Algorithm 3 for one tree node with budget ε_v and failure probability β_v.
@@ -155,11 +168,15 @@ class NodeMechanism:
       beta: β_v (public thresholds only).
       dimension: 1 for counts, d for histograms.
       debug: ``NoiseFreeDebug`` for structural tests, else None.
+      halt_unsamplable: a node of a deep level, built mid-stream: a round whose noise is past
+        the samplers' range halts the node (answers 0) instead of raising. False (the first
+        level, checked at construction): such a budget is refused.
     """
     epsilon: float
     beta: float
     dimension: int = 1
     debug: Optional[NoiseFreeDebug] = None
+    halt_unsamplable: bool = False
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -168,8 +185,8 @@ class NodeMechanism:
                                                              allow_zero=False))
         object.__setattr__(self, 'dimension', v.check_positive_int(owner, 'dimension',
                                                                    self.dimension))
-        if self.debug is None:
-            # Round 1's noises (round r's scales grow as r²: see the issue-21 notes).
+        if self.debug is None and not self.halt_unsamplable:
+            # Round 1's noises; later rounds (scales ∝ r²) halt when past the samplers' range.
             check_noise_scale(owner, 1 / self.round_epsilon(1), 'raise epsilon')
             self._counter(1, self.dimension)
 
@@ -215,6 +232,16 @@ class NodeMechanism:
     def _start_round(self, index: int, r: int, records: Dict[Hashable, int], spent: float,
                      restarts: int, rng: RandomSource) -> NodeState:
         eps_r = self.round_epsilon(r)
+        if ((r > 1 or self.halt_unsamplable) and self.debug is None
+                and not _round_samplable(self.epsilon, self.dimension, r)):
+            # Round r's scales (∝ r²) are past the exact samplers' range: the node halts, as
+            # it would on its threshold (2γ_r ≥ 2 ln(1/β_r)/ε_r, far above any count at that
+            # scale). Decided by r alone, a function of released noisy values: no data used.
+            return NodeState(static=(0,) * self.dimension, halted=True,
+                             answer=(0.0,) * self.dimension, index=index, round=r,
+                             records=dict(records), deleted=frozenset(), n_tilde=0, deletions_hist=None,
+                             deletions_count=None, steps=0, spent_epsilon=spent,
+                             restarts=restarts)
         n_tilde = len(records) + int(self._noise(rng, ('node-n', index, r), 1 / eps_r, 1)[0])
         common = dict(index=index, round=r, records=dict(records), deleted=frozenset(),
                       n_tilde=n_tilde, deletions_hist=self._inner_init(r, self.dimension),

@@ -12,14 +12,7 @@ from beam_dp.mechanisms.dynamic import FullyDynamicCounter
 from beam_dp.mechanisms.dynamic import TwoStreamCounter
 from beam_dp.mechanisms.dynamic import Update
 
-
-def _one_pass(driver, key, label, seed, events, until, private=False):
-    """The driver's one pass over ``events`` up to step ``until`` (``KeyDriver.process``), at
-    the transform's noise addresses (``SegmentLoop`` does it timer by timer)."""
-    base = noise.seeded(seed)
-    rng, sel_rng = base.derive(label, 'key', key), base.derive(label, 'select', key)
-    first = min((s for s, _ in events), default=None)
-    return driver.process(driver.init_state(first, rng, private), events, until, rng, sel_rng)
+from tests.helpers import segment_one_pass
 
 
 def make(construction, epsilon=1e6):
@@ -67,8 +60,8 @@ def test_prepare_orders_insertions_first_and_keeps_rejected_updates_counted(cons
 @pytest.mark.parametrize('construction', ['two_stream', 'fenwick'])
 def test_invalid_updates_move_the_partitioner_like_valid_ones(construction):
     d = make(construction)
-    invalid, _ = _one_pass(d, 'a', 'L', 0, [(4, (('x', -1),)), (7, ((None, 1),))], 11)
-    valid, _ = _one_pass(d, 'a', 'L', 0, [(4, (('x', 1),)), (7, (('y', 1),))], 11)
+    invalid, _ = segment_one_pass(d, 'a', 'L', 0, [(4, (('x', -1),)), (7, ((None, 1),))], 11)
+    valid, _ = segment_one_pass(d, 'a', 'L', 0, [(4, (('x', 1),)), (7, (('y', 1),))], 11)
     assert [c.step for c in invalid.closes] == [c.step for c in valid.closes]
     assert 4 in [c.step for c in invalid.closes] and 7 in [c.step for c in invalid.closes]
     assert all(c.answer == (0.0,) for c in invalid.closes)

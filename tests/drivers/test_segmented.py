@@ -15,16 +15,8 @@ from beam_dp.drivers.segmented import KeyState
 from beam_dp.drivers.segmented import mechanism_tick
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 
+from tests.helpers import segment_one_pass
 from tests.helpers import NOISE_FREE_EPSILON
-
-
-def _one_pass(driver, key, label, seed, events, until, private=False):
-    """The driver's one pass over ``events`` up to step ``until`` (``KeyDriver.process``), at
-    the transform's noise addresses (``SegmentLoop`` does it timer by timer)."""
-    base = noise.seeded(seed)
-    rng, sel_rng = base.derive(label, 'key', key), base.derive(label, 'select', key)
-    first = min((s for s, _ in events), default=None)
-    return driver.process(driver.init_state(first, rng, private), events, until, rng, sel_rng)
 
 NOISE_FREE_COUNTER = SparseCounter(NOISE_FREE_EPSILON)
 
@@ -53,7 +45,7 @@ def test_public_key_starts_before_step_zero_and_wakes_at_its_forced_close():
 
 def test_noise_free_closes_at_data_steps_and_forced_steps():
     d = CounterDriver(NOISE_FREE_COUNTER, None)
-    out, state = _one_pass(d, 'a', 'L', 0, [(5, (3,)), (5, (1,))], 40)
+    out, state = segment_one_pass(d, 'a', 'L', 0, [(5, (3,)), (5, (1,))], 40)
     # Forced at ticks 2, 4 (steps 1, 3); the SVT halts at the data (step 5 = tick 6); the next
     # forced close is tick 6² = 36 (step 35).
     assert [c.step for c in out.closes] == [1, 3, 5, 35]
@@ -86,7 +78,7 @@ def test_timer_by_timer_equals_one_pass(seed, private):
     rnd = random.Random(seed)
     events = [(rnd.randrange(0, 200), (rnd.randrange(1, 30),)) for _ in range(25)]
     d = driver(private=private)
-    ref, _ = _one_pass(d, 'k', 'L', seed, events, 250, private=private)
+    ref, _ = segment_one_pass(d, 'k', 'L', seed, events, 250, private=private)
     assert _timer_by_timer(d, events, 250, seed, private) == list(ref.closes)
     assert ref.closes, 'forced closes at least'
 
@@ -105,8 +97,8 @@ def test_a_candidate_wakes_at_its_first_data_step_and_starts_at_selection():
 
 def test_batches_at_one_step_merge():
     d = CounterDriver(NOISE_FREE_COUNTER, None)
-    one, _ = _one_pass(d, 'a', 'L', 3, [(2, (5,))], 10)
-    split, _ = _one_pass(d, 'a', 'L', 3, [(2, (2,)), (2, (3,))], 10)
+    one, _ = segment_one_pass(d, 'a', 'L', 3, [(2, (5,))], 10)
+    split, _ = segment_one_pass(d, 'a', 'L', 3, [(2, (2,)), (2, (3,))], 10)
     assert one == split
 
 

@@ -31,7 +31,6 @@ from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.segmented import CounterDriver
-from beam_dp.drivers.segmented import reference_releases
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.dynamic import FullyDynamicCounter
 from beam_dp.mechanisms.dynamic import TwoStreamCounter
@@ -40,6 +39,8 @@ from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
 from beam_dp.mechanisms.sparse_counter import SparseCounter
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
+
+from tests.helpers import segment_one_pass
 
 pytestmark = pytest.mark.fuzz
 
@@ -159,7 +160,7 @@ def test_every_accepted_keyed_configuration_releases():
 
     check()
     # Both sides of the range are exercised (the counts are deterministic: derandomized).
-    assert outcomes['accepted'] >= 150 and outcomes['refused_scale'] >= 30, outcomes
+    assert outcomes['accepted'] >= 120 and outcomes['refused_scale'] >= 30, outcomes  # (ε, δ) with a forced pure counter is refused since issue 28
 
 
 def test_every_accepted_segmented_configuration_releases():
@@ -191,8 +192,8 @@ def test_every_accepted_segmented_configuration_releases():
         else:
             events = [(0, tuple((f'r{i}', 1) for i in range(50))), (2, (('r1', -1),)),
                       (5, (('s', 1),))]
-        out, _ = reference_releases(driver, 'k', 'L', seed, events, 40,
-                                    private=select is not None)
+        out, _ = segment_one_pass(driver, 'k', 'L', seed, events, 40,
+                                  private=select is not None)
         for close in out.closes:
             assert all(math.isfinite(x) for x in close.answer)
 

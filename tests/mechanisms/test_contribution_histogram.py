@@ -20,6 +20,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.contribution_histogram import ContributionHistogram
 from beam_dp.mechanisms.contribution_histogram import NoisyHistogram
 from beam_dp.mechanisms.contribution_histogram import geometric_edges
+from tests.mechanisms import contract
 
 
 def test_geometric_edges():
@@ -146,3 +147,28 @@ def test_empirical_audit_on_neighbours(scale_factor, expect_ok):
     lower_ratio = (p1 - 3.5 * se1) / (p0 + 3.5 * se0)
     within = lower_ratio <= math.exp(declared.epsilon)
     assert within == expect_ok, (p0, p1, lower_ratio)
+
+
+class TestContributionHistogramContract(contract.MechanismContract):
+    """A one-shot (stateless) release: the script releases the histogram of fixed per-unit
+    values; the contract checks parameters, reproducibility, pickling and the declared cost."""
+
+    VALUES = (1, 1, 2, 3, 5, 8, 13, 40, 40, 41)
+
+    def make(self, **overrides):
+        return ContributionHistogram(**{**dict(edges=geometric_edges(64), epsilon=1.0),
+                                        **overrides})
+
+    def initial_state(self, mech, rng):
+        del mech, rng
+        return None
+
+    def invalid_params(self):
+        return super().invalid_params() + [({'edges': (2, 3)}, 'edges'),
+                                           ({'false_bucket_rate': 0.0}, 'false_bucket_rate')]
+
+    def script(self):
+        def release(mech, state, rng):
+            hist = mech.release(mech.exact_counts(self.VALUES), rng.derive('hist'))
+            return tuple(np.asarray(hist.estimated_counts).tolist()), state
+        return [release, release, release]
