@@ -16,6 +16,7 @@ from beam_dp.transforms.continual import ContinualSumPerKey
 from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.erm import ContinualERM
+from beam_dp.transforms.erm import SlidingWindowERM
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
@@ -75,10 +76,14 @@ FAMILIES = {
     'ContinualERM': ('records', lambda **kw: ContinualERM(
         public_streams=list(KEYS), num_classes=2, feature_dim=1, records_per_block=2, mu=0.5,
         blocks_per_base=2,
-        passes=1, budget=EPS, features_fn=lambda r: [r[1]], label_fn=lambda r: 0, **_CLOCK,
-        **kw)),
+        passes=1, budget=EPS, features_fn=lambda r: [r[1]], label_fn=lambda r: 0,
+        **{**_CLOCK, **kw})),
+    'SlidingWindowERM': ('records', lambda **kw: SlidingWindowERM(
+        public_streams=list(KEYS), num_classes=2, feature_dim=1, records_per_block=2, mu=0.5,
+        levels=2, passes=1, budget=EPS, features_fn=lambda r: [r[1]], label_fn=lambda r: 0,
+        **{**_CLOCK, **kw})),
     'BoostQueries': ('growing', lambda **kw: BoostQueries(
-        public_datasets=['d'], shape=[2, DOMAIN], budget=EPS, **_CLOCK, **kw)),
+        public_datasets=['d'], shape=[2, DOMAIN], budget=EPS, **{**_CLOCK, **kw})),
 }
 
 

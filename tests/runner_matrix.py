@@ -1,0 +1,180 @@
+"""Helper module (no tests): the runner matrix's pipelines, one small streaming input per family
+of ``tests.families``, and the matrix table of docs/runners.md generated from the tests.
+
+Every family gets its own events on ONE string TestStream (``StrUtf8Coder``: a standard coder,
+which the Flink runner can decode; see docs/runners.md), tagged ``'<family>|<repr(event)>'``;
+each branch filters its tag, parses its events back (keeping their timestamps) and applies
+``families.build(name, testing_seed=SEED, label=...)``. The same graph runs on any runner, with
+one family (Prism, the DirectRunner reference) or all of them (one Flink job), and its outputs
+(main output and dead letters) are collected in this process (LOOPBACK workers) as sorted
+``repr`` strings, so two runners' outputs compare exactly.
+
+    python -m tests.runner_matrix          # prints the matrix table of docs/runners.md
+"""
+
+import ast
+import collections
+import re
+import threading
+
+import apache_beam as beam
+from apache_beam.coders import StrUtf8Coder
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms.window import TimestampedValue
+
+from beam_dp.io.boost import BoostQueryRecord
+from beam_dp.queries import LinearQuery
+from tests import families
+
+__all__ = ['SEED', 'EVENTS', 'MAIN_OUTPUT', 'label_of', 'run', 'matrix_table']
+
+SEED = 2027
+_STEPS = 10                                     # families' clock: start 0, step 1 s, end 10 s
+
+
+def _records(value_of, n=24, units=5):
+    """n (key, value, unit) records: keys a/b/c, units u0.., 0.25 s to 9.75 s, out of order."""
+    out = []
+    for i in range(n):
+        t = 0.25 + (i * 7 % 40) / 4
+        out.append((t, (families.KEYS[i % 3], value_of(i), f'u{i % units}')))
+    return out
+
+
+def _dynamic():
+    """(key, record_id, op): inserts, then deletes of some of them."""
+    out = [(0.5 + i % 5, (families.KEYS[i % 3], f'r{i}', 'insert')) for i in range(12)]
+    out += [(6.5 + i % 3, (families.KEYS[i % 3], f'r{i}', 'delete')) for i in range(0, 12, 3)]
+    return out
+
+
+def _growing():
+    """('data', domain index) records and ('query', qid, lo, hi) range queries."""
+    out = [(0.5 + (i % 9), ('data', i * 3 % families.DOMAIN)) for i in range(120)]
+    out += [(9.5, ('query', f'q{b}', 0, b)) for b in range(1, families.DOMAIN + 1)]
+    return out
+
+
+def _boost():
+    """('data', (dataset, (a, b))) rows in blocks 0-6 and ('query', qid, first, last, latest)."""
+    out = [(0.25 + (i % 7) + (i % 4) / 8, ('data', ('d', (i % 2, i * 3 % families.DOMAIN))))
+           for i in range(200)]
+    out += [(7.5, ('query', 'w', 0, 3, 0)), (7.5, ('query', 'x', 2, 5, 0)),
+            (8.5, ('query', 'w', 0, 3, 0)), (8.5, ('query', 'l', 0, 0, 2))]
+    return out
+
+
+def _erm():
+    """(stream, (x1, x2), label) records in blocks 0-8 of stream 's'."""
+    return [(0.125 + i / 5, ('s', (((i * 37) % 11 - 5) / 5, ((i * 13) % 7 - 3) / 3), i % 3))
+            for i in range(44)]
+
+
+_RECORD_EVENTS = _records(lambda i: families.BINS[i % 2])
+#: family → [(event time in seconds, event)], all within the families' clock [0, 10).
+EVENTS = {}
+for _name in families.FAMILIES:
+    if families.kind(_name) == 'growing':
+        EVENTS[_name] = _boost() if _name == 'BoostQueries' else _growing()
+    elif _name.startswith('Dynamic'):
+        EVENTS[_name] = _dynamic()
+    elif _name == 'ContinualSumPerKey':
+        EVENTS[_name] = _records(lambda i: (i % 11) / 2 - 2.5)      # some out of [-2, 3]
+    elif _name.endswith('ERM'):
+        EVENTS[_name] = _erm()
+    elif _name.endswith('/private') or _name == 'SelectKeys':                     # enough units per key to be selected
+        EVENTS[_name] = _records(lambda i: families.BINS[i % 2], n=600, units=600)
+    else:
+        EVENTS[_name] = _RECORD_EVENTS
+del _name
+
+def label_of(name: str) -> str:
+    return 'M' + re.sub(r'\W', '_', name)
+
+
+def _stream(names):
+    """One TestStream of every event of ``names``, watermark advanced second by second."""
+    by_second = collections.defaultdict(list)
+    for name in names:
+        for t, event in EVENTS[name]:
+            by_second[int(t)].append(TimestampedValue(f'{name}|{event!r}', t))
+    stream = TestStream(coder=StrUtf8Coder()).advance_watermark_to(0)
+    for second in range(_STEPS):
+        if by_second.get(second):
+            stream = stream.add_elements(by_second[second])
+        stream = stream.advance_watermark_to(second + 1)
+    return stream.advance_watermark_to(3 * _STEPS).advance_watermark_to_infinity()
+
+
+def _parse(element, name):
+    prefix = name + '|'
+    if element.startswith(prefix):
+        yield ast.literal_eval(element[len(prefix):])
+
+
+_LOCK = threading.Lock()
+_COLLECTED = collections.defaultdict(list)
+
+
+def _collect(element, run_id, name, output):
+    with _LOCK:
+        _COLLECTED[(run_id, name, output)].append(repr(element))
+
+
+_RUNS = iter(range(10 ** 9))
+
+
+#: Families whose transform takes bounded input only (by design): their events come from
+#: ``beam.Create`` (a bounded source) in the same streaming pipeline.
+BOUNDED_ONLY = ('SelectKeys',)
+
+
+#: Arguments on top of ``families.build``'s: Boost at α = 0.05 refuses every query on blocks
+#: this small.
+EXTRA = {'BoostQueries': {'alpha': 0.5}}
+
+
+def _to_query(name):
+    if name == 'BoostQueries':
+        return lambda e: ([BoostQueryRecord(e[1], 'd', [[1], []], [], e[2], e[3], e[4])]
+                          if e[0] == 'query' else [])
+    return lambda e: ([(e[1], LinearQuery.range(families.DOMAIN, e[2], e[3]))]
+                      if e[0] == 'query' else [])
+
+
+def _apply(p, lines, name):
+    label = label_of(name)
+    if name in BOUNDED_ONLY:
+        events = (p | f'Create{label}' >> beam.Create(EVENTS[name])
+                  | f'Stamp{label}' >> beam.Map(lambda e: TimestampedValue(e[1], e[0])))
+    else:
+        events = lines | f'Parse{label}' >> beam.FlatMap(_parse, name)
+    transform = families.build(name, testing_seed=SEED, label=label, **EXTRA.get(name, {}))
+    if families.kind(name) == 'growing':
+        data = events | f'Data{label}' >> beam.FlatMap(lambda e: [e[1]] if e[0] == 'data' else [])
+        queries = events | f'Queries{label}' >> beam.FlatMap(_to_query(name))
+        return (data, queries) | label >> transform
+    return events | label >> transform
+
+
+def run(argv, names):
+    """Runs the families ``names`` in one streaming pipeline with ``argv`` (a runner's
+    options): {name: {output name: sorted reprs of its elements}}, every output of each
+    transform (releases or answers, ledgers, refusals, dead letters, ...)."""
+    run_id = next(_RUNS)
+    fields = {}
+    with beam.Pipeline(options=PipelineOptions(argv)) as p:
+        streamed = [n for n in names if n not in BOUNDED_ONLY]
+        lines = None if not streamed else (
+            p | 'Events' >> _stream(streamed).with_output_types(str)
+            | 'Identity' >> beam.Map(lambda s: s).with_output_types(str))
+        for name in names:
+            out = _apply(p, lines, name)
+            fields[name] = out._fields
+            for output in out._fields:
+                _ = getattr(out, output) | f'Collect{label_of(name)}{output}' >> beam.Map(
+                    _collect, run_id, name, output)
+    with _LOCK:
+        return {name: {output: sorted(_COLLECTED.pop((run_id, name, output), []))
+                       for output in fields[name]} for name in names}
