@@ -34,12 +34,13 @@ _STEPS = 10                                     # families' clock: start 0, step
 
 
 def _records(value_of, n=24, units=5):
-    """n (key, value, unit) records: keys a/b/c, units u0.., 0.25 s to 9.75 s, out of order."""
+    """n (key, value, unit) records: keys a/b/c, units u0.., 0.25 s to 9.75 s, out of order;
+    and one record after the end (10.5 s: dead-lettered)."""
     out = []
     for i in range(n):
-        t = 0.25 + (i * 7 % 40) / 4
+        t = 0.25 + (i * 7 % 39) / 4
         out.append((t, (families.KEYS[i % 3], value_of(i), f'u{i % units}')))
-    return out
+    return out + [(10.5, (families.KEYS[0], value_of(0), 'u-after-end'))]
 
 
 def _dynamic():
@@ -72,7 +73,8 @@ def _erm():
 
 
 _RECORD_EVENTS = _records(lambda i: families.BINS[i % 2])
-#: family → [(event time in seconds, event)], all within the families' clock [0, 10).
+#: family → [(event time in seconds, event)], within the families' clock [0, 10) (and a record
+#: after it for the keyed families).
 EVENTS = {}
 for _name in families.FAMILIES:
     if families.kind(_name) == 'growing':
@@ -99,8 +101,9 @@ def _stream(names):
     for name in names:
         for t, event in EVENTS[name]:
             by_second[int(t)].append(TimestampedValue(f'{name}|{event!r}', t))
+    assert min(by_second, default=0) >= 0 and max(by_second, default=0) < 2 * _STEPS
     stream = TestStream(coder=StrUtf8Coder()).advance_watermark_to(0)
-    for second in range(_STEPS):
+    for second in range(2 * _STEPS):
         if by_second.get(second):
             stream = stream.add_elements(by_second[second])
         stream = stream.advance_watermark_to(second + 1)
