@@ -234,7 +234,9 @@ def matrix_table() -> str:
                     + ' | '.join(cells) + ' |')
     rows += ['', 'Runs: ' + '; '.join(f'{title}: {how}' for title, how in RUNNERS.values())
              + f'. "equal": every output equal, element for element, to the DirectRunner\'s '
-             f'(`BundleBasedDirectRunner`, streaming) under `testing_seed={SEED}`.', '', END]
+             f'(`BundleBasedDirectRunner`; streaming, batch for the bounded-only '
+             f'{", ".join(f"`{n}`" for n in BOUNDED_ONLY)}) under `testing_seed={SEED}`.', '',
+             END]
     return '\n'.join(rows)
 
 

@@ -6,6 +6,7 @@ a family, output or known failure added to the matrix without regenerating the d
 
 import pathlib
 
+from tests import families
 from tests import runner_matrix
 
 DOC = pathlib.Path(__file__).resolve().parent.parent / 'docs' / 'runners.md'
@@ -24,7 +25,19 @@ def test_the_docs_show_the_generated_matrix():
 
 def test_the_matrix_covers_every_family_and_both_runners():
     table = runner_matrix.matrix_table()
-    from tests import families  # pylint: disable=import-outside-toplevel
     for name in families.FAMILIES:
         assert f'| `{name}` |' in table
     assert set(runner_matrix.RUNNERS) == {'prism', 'flink'}
+
+
+def test_the_families_cover_every_public_transform():
+    """A new public transform (a ``ShellTransform`` in ``beam_dp.__all__``) must join
+    ``tests/families.py``, and with it the runner matrix."""
+    import beam_dp  # pylint: disable=import-outside-toplevel
+    from beam_dp.noise.testing import allow_seeded_noise  # pylint: disable=import-outside-toplevel
+    from beam_dp.transforms import shell  # pylint: disable=import-outside-toplevel
+    public = {n for n in beam_dp.__all__ if isinstance(getattr(beam_dp, n), type)
+              and issubclass(getattr(beam_dp, n), shell.ShellTransform)}
+    with allow_seeded_noise():
+        covered = {type(families.build(name)).__name__ for name in families.FAMILIES}
+    assert public and public <= covered, sorted(public - covered)
