@@ -10,6 +10,7 @@ from beam_dp.queries import LinearQuery
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
 from beam_dp.transforms.boost import BoostQueries
+from beam_dp.transforms.choose_bounds import ChooseContributionBounds
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
@@ -73,6 +74,9 @@ FAMILIES = {
     'BBImproverQueries': ('growing', lambda **kw: BBImproverQueries(
         mechanism=LaplaceQueryVector(_QUERIES), epsilon=0.9, delta=1e-6, beta=0.05, n=50,
         domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+    'ChooseContributionBounds': ('records', lambda **kw: ChooseContributionBounds(
+        budget=EPS, release_budget=EPS, horizon=10, start=0, step=1, unit_fn=lambda r: r[-1],
+        **kw)),
     'ContinualERM': ('records', lambda **kw: ContinualERM(
         public_streams=list(KEYS), num_classes=2, feature_dim=1, records_per_block=2, mu=0.5,
         blocks_per_base=2,

@@ -85,7 +85,7 @@ for _name in families.FAMILIES:
         EVENTS[_name] = _records(lambda i: (i % 11) / 2 - 2.5)      # some out of [-2, 3]
     elif _name.endswith('ERM'):
         EVENTS[_name] = _erm()
-    elif _name.endswith('/private') or _name == 'SelectKeys':                     # enough units per key to be selected
+    elif _name.endswith('/private') or _name in ('SelectKeys', 'ChooseContributionBounds'):                     # enough units per key to be selected
         EVENTS[_name] = _records(lambda i: families.BINS[i % 2], n=600, units=600)
     else:
         EVENTS[_name] = _RECORD_EVENTS
@@ -95,19 +95,20 @@ def label_of(name: str) -> str:
     return 'M' + re.sub(r'\W', '_', name)
 
 
-def _stream(names):
-    """One TestStream of every event of ``names``, watermark advanced second by second."""
+def _stream(names, offset=0):
+    """One TestStream of every event of ``names`` (times + ``offset`` s), watermark advanced
+    second by second."""
     by_second = collections.defaultdict(list)
     for name in names:
         for t, event in EVENTS[name]:
-            by_second[int(t)].append(TimestampedValue(f'{name}|{event!r}', t))
+            by_second[int(t)].append(TimestampedValue(f'{name}|{event!r}', t + offset))
     assert min(by_second, default=0) >= 0 and max(by_second, default=0) < 2 * _STEPS
-    stream = TestStream(coder=StrUtf8Coder()).advance_watermark_to(0)
+    stream = TestStream(coder=StrUtf8Coder()).advance_watermark_to(offset)
     for second in range(2 * _STEPS):
         if by_second.get(second):
             stream = stream.add_elements(by_second[second])
-        stream = stream.advance_watermark_to(second + 1)
-    return stream.advance_watermark_to(3 * _STEPS).advance_watermark_to_infinity()
+        stream = stream.advance_watermark_to(offset + second + 1)
+    return stream.advance_watermark_to(offset + 3 * _STEPS).advance_watermark_to_infinity()
 
 
 def _parse(element, name):
@@ -130,7 +131,7 @@ _RUNS = iter(range(10 ** 9))
 
 #: Families whose transform takes bounded input only (by design): their events come from
 #: ``beam.Create`` (a bounded source) in the same streaming pipeline.
-BOUNDED_ONLY = ('SelectKeys',)
+BOUNDED_ONLY = ('ChooseContributionBounds', 'SelectKeys')
 
 
 #: Arguments on top of ``families.build``'s: Boost at α = 0.05 refuses every query on blocks
@@ -146,14 +147,23 @@ def _to_query(name):
                       if e[0] == 'query' else [])
 
 
-def _apply(p, lines, name):
+#: Families with a clock (start 0, step 1 s, end 10 s) that ``offset`` moves.
+CLOCKED = ('BoostQueries', 'ContinualERM', 'SlidingWindowERM')
+
+
+def _apply(p, lines, name, offset=0):
     label = label_of(name)
+    extra = dict(EXTRA.get(name, {}))
+    if offset:
+        assert name in CLOCKED or name == 'WindowedPMWG', name
+        if name in CLOCKED:
+            extra.update(start=offset, end=offset + _STEPS)
     if name in BOUNDED_ONLY:
         events = (p | f'Create{label}' >> beam.Create(EVENTS[name])
                   | f'Stamp{label}' >> beam.Map(lambda e: TimestampedValue(e[1], e[0])))
     else:
         events = lines | f'Parse{label}' >> beam.FlatMap(_parse, name)
-    transform = families.build(name, testing_seed=SEED, label=label, **EXTRA.get(name, {}))
+    transform = families.build(name, testing_seed=SEED, label=label, **extra)
     if families.kind(name) == 'growing':
         data = events | f'Data{label}' >> beam.FlatMap(lambda e: [e[1]] if e[0] == 'data' else [])
         queries = events | f'Queries{label}' >> beam.FlatMap(_to_query(name))
@@ -161,31 +171,48 @@ def _apply(p, lines, name):
     return events | label >> transform
 
 
-def run(argv, names, raw=False):
-    """Runs the families ``names`` in one streaming pipeline with ``argv`` (a runner's
-    options): {name: {output name: sorted reprs of its elements}}, every output of each
-    transform (releases or answers, ledgers, refusals, dead letters, ...); with ``raw`` the
-    elements themselves, in arrival order."""
+def apply_all(p, lines, names, offset=0):
+    """Applies the families ``names`` to ``lines`` ('<family>|<repr(event)>' strings at their
+    event times) in pipeline ``p``, each output collected in this process: returns the run's
+    handle for ``collected``."""
     run_id = next(_RUNS)
     fields = {}
-    with beam.Pipeline(options=PipelineOptions(argv)) as p:
-        streamed = [n for n in names if n not in BOUNDED_ONLY]
-        lines = None if not streamed else (
-            p | 'Events' >> _stream(streamed).with_output_types(str)
-            | 'Identity' >> beam.Map(lambda s: s).with_output_types(str))
-        for name in names:
-            out = _apply(p, lines, name)
-            fields[name] = out._fields
-            for output in out._fields:
-                _ = getattr(out, output) | f'Collect{label_of(name)}{output}' >> beam.Map(
-                    _collect, run_id, name, output)
+    for name in names:
+        out = _apply(p, lines, name, offset)
+        fields[name] = out._fields
+        for output in out._fields:
+            _ = getattr(out, output) | f'Collect{label_of(name)}{output}' >> beam.Map(
+                _collect, run_id, name, output)
+    return run_id, fields
+
+
+def collected(handle, raw=False, pop=True):
+    """{name: {output name: sorted reprs of its elements}} collected so far for ``handle``
+    (``apply_all``); with ``raw`` the elements themselves, in arrival order."""
+    run_id, fields = handle
     with _LOCK:
-        got = {name: {output: _COLLECTED.pop((run_id, name, output), [])
-                      for output in fields[name]} for name in names}
+        take = _COLLECTED.pop if pop else _COLLECTED.get
+        got = {name: {output: list(take((run_id, name, output), []))
+                      for output in outputs} for name, outputs in fields.items()}
     if raw:
         return got
     return {name: {output: sorted(map(repr, elements)) for output, elements in outputs.items()}
             for name, outputs in got.items()}
+
+
+def run(argv, names, raw=False, offset=0):
+    """Runs the families ``names`` in one streaming pipeline with ``argv`` (a runner's
+    options), their events from one TestStream (times + ``offset`` s; ``CLOCKED`` families'
+    clocks moved with them): {name: {output name: sorted reprs of its elements}}, every output
+    of each transform (releases or answers, ledgers, refusals, dead letters, ...); with ``raw``
+    the elements themselves, in arrival order."""
+    with beam.Pipeline(options=PipelineOptions(argv)) as p:
+        streamed = [n for n in names if n not in BOUNDED_ONLY]
+        lines = None if not streamed else (
+            p | 'Events' >> _stream(streamed, offset).with_output_types(str)
+            | 'Identity' >> beam.Map(lambda s: s).with_output_types(str))
+        handle = apply_all(p, lines, names, offset)
+    return collected(handle, raw)
 
 
 #: The runners of the matrix: id → (column title, how the families run on it).
