@@ -221,6 +221,10 @@ RUNNERS = {
     'flink': ('Flink (embedded)', 'one pipeline for all families'),
 }
 
+#: The families also run over Kafka on embedded Flink (tests/integration/test_kafka_matrix.py:
+#: one job, events read from a Kafka topic by Beam's cross-language KafkaIO).
+KAFKA_FAMILIES = ('BoostQueries', 'ContinualERM', 'WindowedPMWG')
+
 #: (runner id, family) → reason: a runner failure pinned down to a runner bug (the test is
 #: marked xfail(strict=True) with the reason, and the table shows it). Empty: none.
 KNOWN_FAILURES = {}
@@ -245,7 +249,7 @@ def outputs_of(name):
 
 def matrix_table() -> str:
     """The matrix of docs/runners.md, between ``BEGIN`` and ``END`` (markers included)."""
-    titles = [title for title, _ in RUNNERS.values()]
+    titles = [title for title, _ in RUNNERS.values()] + ['Kafka on Flink']
     rows = [BEGIN, '',
             '| Family (`tests/families.py`) | Input | Outputs compared | Pure reference | '
             + ' | '.join(titles) + ' |',
@@ -256,10 +260,13 @@ def matrix_table() -> str:
         for runner in RUNNERS:
             reason = KNOWN_FAILURES.get((runner, name))
             cells.append(f'xfail: {reason}' if reason else 'equal')
+        cells.append('equal' if name in KAFKA_FAMILIES else '-')
         pure = 'equal' if name in PURE_REFERENCE else '-'
         rows.append(f'| `{name}` | {source} | {", ".join(outputs_of(name))} | {pure} | '
                     + ' | '.join(cells) + ' |')
     rows += ['', 'Runs: ' + '; '.join(f'{title}: {how}' for title, how in RUNNERS.values())
+             + '; Kafka on Flink: one job for its families, events read from a Kafka topic '
+             '(`tests/integration/test_kafka_matrix.py`)'
              + f'. "equal": every output equal, element for element, to the DirectRunner\'s '
              f'(`BundleBasedDirectRunner`; streaming, batch for the bounded-only '
              f'{", ".join(f"`{n}`" for n in BOUNDED_ONLY)}) under `testing_seed={SEED}`.', '',

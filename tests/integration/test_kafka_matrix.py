@@ -29,7 +29,7 @@ from tests.integration.test_kafka_flink import flink_kafka_options
 pytestmark = [pytest.mark.integration, pytest.mark.flink, runners.requires_flink,
               ks.requires_kafka]
 
-NAMES = ['BoostQueries', 'ContinualERM', 'WindowedPMWG']
+NAMES = list(matrix.KAFKA_FAMILIES)
 TIMEOUT = 300
 
 

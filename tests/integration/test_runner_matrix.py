@@ -6,7 +6,8 @@ keyed public-key families' reference releases also equal the pure reference
 (``beam_dp.testing.reference_releases``).
 
 Inputs and the graph: ``tests/runner_matrix.py`` (one string TestStream carrying every family's
-events; ``SelectKeys``, bounded input only by design, reads a ``beam.Create``). Prism runs one
+events; ``SelectKeys`` and ``ChooseContributionBounds``, bounded input only by design, read a
+``beam.Create``). Prism runs one
 pipeline per family (~2-5 s each); Flink runs ONE pipeline applying every family's transform to
 the same TestStream (a Flink job costs ~30-60 s of job server and mini-cluster start), once per
 module, and each family's test reads its outputs. The table in docs/runners.md is generated from
