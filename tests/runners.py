@@ -158,10 +158,20 @@ def flink_options(
       '--flink_job_server_jar=%s' % jar,
       '--environment_type=LOOPBACK',
       '--parallelism=%d' % parallelism,
+      # Java 17: without it a CombineGlobally with its default value (its side input) fails
+      # in the job server's Flink with "InaccessibleObjectException: Unable to make field
+      # private final java.lang.Object[] java.util.Arrays$ArrayList.a accessible: module
+      # java.base does not "opens java.util" to unnamed module" (docs/runners.md).
+      JAVA17_OPENS,
   ]
   if streaming:
     args.append('--streaming')
   return args
+
+
+#: The job server JVM flag Flink needs on Java 17 (an embedded ``[local]`` job server that Beam
+#: starts; a separately started job server or cluster takes it on its own command line).
+JAVA17_OPENS = '--job_server_jvm_properties=--add-opens=java.base/java.util=ALL-UNNAMED'
 
 
 def _prism_missing_reason() -> str:
