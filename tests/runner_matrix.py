@@ -78,12 +78,6 @@ def _boost():
     return out
 
 
-def _erm():
-    """(stream, (x1, x2), label) records in blocks 0-8 of stream 's'."""
-    return [(0.125 + i / 5, ('s', (((i * 37) % 11 - 5) / 5, ((i * 13) % 7 - 3) / 3), i % 3))
-            for i in range(44)]
-
-
 _RECORD_EVENTS = _records(lambda i: families.BINS[i % 2])
 #: family → [(event time in seconds, event)], within the families' clock [0, 10) (and a record
 #: after it for the keyed families).
@@ -95,8 +89,8 @@ for _name in families.FAMILIES:
         EVENTS[_name] = _dynamic()
     elif _name == 'ContinualSumPerKey':
         EVENTS[_name] = _records(lambda i: (i % 11) / 2 - 2.5)      # some out of [-2, 3]
-    elif _name.endswith('ERM'):
-        EVENTS[_name] = _erm()
+    elif _name.endswith('ERM'):                         # (stream, feature, unit), label 0
+        EVENTS[_name] = _records(lambda i: ((i * 37) % 11 - 5) / 5, n=44)
     elif _name.endswith('/user'):
         EVENTS[_name] = _user_records()
     elif _name.endswith('/private') or _name in ('SelectKeys', 'ChooseContributionBounds'):                     # enough units per key to be selected
