@@ -3,7 +3,7 @@ pipeline on Prism and on embedded Flink, and every output (releases or answers, 
 refusals, blocks, dead letters) equals, element for element, what the same graph emits on the
 reference runner (``BundleBasedDirectRunner``, streaming) under the same ``testing_seed``; the
 keyed public-key families' reference releases also equal the pure reference
-(``beam_dp.testing.reference_releases``).
+(``beam_dp.testing.replay``).
 
 Inputs and the graph: ``tests/runner_matrix.py`` (one string TestStream carrying every family's
 events; ``SelectKeys`` and ``ChooseContributionBounds``, bounded input only by design, read a
@@ -19,7 +19,9 @@ import time
 
 import pytest
 
-from beam_dp.testing import reference_releases
+from beam_dp.testing import keyed_events
+from beam_dp.testing import release_table
+from beam_dp.testing import replay
 from tests import families
 from tests import runner_matrix as matrix
 from tests import runners
@@ -95,16 +97,10 @@ def test_flink_equals_the_reference_runner(name, request):
     _check(name, outputs[name])
 
 
-def _release_rows(name, releases):
-    if name == 'ContinualHistogramPerKey':
-        return {(r.key, r.step): list(r.values) for r in releases}
-    return {(r.key, r.step): [r.value] for r in releases}
-
-
 @pytest.mark.parametrize('name', matrix.PURE_REFERENCE)
 def test_the_reference_runner_equals_the_pure_reference(name):
     """The matrix's reference is itself right: the DirectRunner's releases equal
-    ``reference_releases`` (the transform's own driver, the same seed and label)."""
+    ``beam_dp.testing.replay`` (the transform's own driver, the same seed and label)."""
     got = matrix.run(runners.direct_options(streaming=True), [name], raw=True)[name]
     # The one record after the end (10.5 s) is dead-lettered, nothing else.
     assert [d.event_time_micros for d in got['dead_letter']] == [10_500_000]
@@ -112,7 +108,8 @@ def test_the_reference_runner_equals_the_pure_reference(name):
     # The families' clock: start 0, step 1 s, so a record's step is its whole second.
     contributions = [(key, int(t), value) for t, (key, value, _) in matrix.EVENTS[name]
                      if t < 10]
-    want = reference_releases(transform.driver, matrix.label_of(name), matrix.SEED,
-                              contributions, steps=10)
+    want = release_table(replay(
+        transform.driver.loop_driver(), keyed_events(transform.driver, contributions, steps=10),
+        label=matrix.label_of(name), seed=matrix.SEED, end_input=False).releases)
     assert len(want) == len(families.KEYS) * 10
-    assert _release_rows(name, got['releases']) == want
+    assert release_table(got['releases']) == want
