@@ -64,8 +64,8 @@ FAMILIES = {
     'DynamicCountPerKey/fenwick': ('records', lambda **kw: DynamicCountPerKey(
         public_keys=list(KEYS), budget=EPS, construction='fenwick', **_CLOCK, **kw)),
     'SelectKeys': ('records', lambda **kw: SelectKeys(
-        budget=PrivacyBudget(epsilon=1.0, delta=1e-6), unit_fn=lambda r: r[-1],
-        max_keys_per_unit=2, **kw)),
+        budget=PrivacyBudget(epsilon=1.0, delta=1e-6), privacy_unit=UserLevel(
+            unit_fn=lambda r: r[-1], max_keys_per_unit=2, max_steps_per_unit=1), **kw)),
     'WindowedPMWG': ('growing', lambda **kw: WindowedPMWG(
         epsilon=1.0, alpha=0.3, n=30, domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
     'BBSchedulerQueries': ('growing', lambda **kw: BBSchedulerQueries(

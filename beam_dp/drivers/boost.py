@@ -3,7 +3,9 @@
 
 * ``add_rows(state, rows)`` for data rows (event time, attribute tuple): a row goes into its open
   event-time block; a row for a sealed block is refused as late (``clock.late_reason``, the one
-  late reason of every family) and never changes it (trap 9.3), a row before ``start_micros`` is 'before_start', a bad row 'malformed';
+  late reason of every family) and never changes it (trap 9.3), a row before ``start_micros`` is
+  refused with the clock's 'event time is before the release start' reason, a bad row with a
+  'malformed: ...' reason (docs/dead_letters.md);
 * ``seal_until(state, watermark, rng)`` from its event-time timer: seals every block whose end is
   at or before the watermark **in order, empty blocks included** (the dyadic tree needs
   contiguous ids), then answers the pending queries that were waiting for them;
@@ -31,6 +33,7 @@ import numpy as np
 from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import rho_for_epsilon_delta
+from beam_dp.drivers.clock import format_micros
 from beam_dp.drivers.clock import late_reason
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.boost import BoostAnswerRecord
@@ -202,10 +205,14 @@ class BoostDriver:
         for row in rows:
             time, attrs = (row if isinstance(row, tuple) and len(row) == 2 else (None, row))
             if isinstance(time, bool) or not isinstance(time, numbers.Integral):
-                rejected.append(self._reject('malformed', None, row))
+                rejected.append(self._reject(
+                    'malformed: a row must be (event_time_micros: int, attributes)', None, row))
                 continue
             if time < self.start_micros:
-                rejected.append(self._reject('before_start', time, row))
+                rejected.append(self._reject(
+                    f'event time is before the release start: the record is at '
+                    f'{format_micros(time)}, the start is {format_micros(self.start_micros)}',
+                    time, row))
                 continue
             block = (int(time) - self.start_micros) // self.block_micros
             if block < sealed:
@@ -213,7 +220,8 @@ class BoostDriver:
                 continue
             index = self._bin(attrs)
             if index is None:
-                rejected.append(self._reject('malformed', time, row))
+                rejected.append(self._reject(
+                    'malformed: the attributes are not a point of the public domain', time, row))
                 continue
             counts = open_blocks.get(block)
             counts = (np.zeros(self.mechanism.domain_size, dtype=np.int64) if counts is None
@@ -231,7 +239,9 @@ class BoostDriver:
         if (isinstance(block, bool) or not isinstance(block, numbers.Integral) or block < 0
                 or c.shape != (self.mechanism.domain_size,)
                 or not np.issubdtype(c.dtype, np.integer) or (c.size and c.min() < 0)):
-            return state, [self._reject('malformed', None, ('block', block))]
+            return state, [self._reject(
+                'malformed: block counts must be a non-negative integer histogram of the domain',
+                None, ('block', block))]
         if block < state.mech.num_blocks:
             return state, [self._reject(self._late(block), self.block_end(block) - 1,
                                         ('block', block))]

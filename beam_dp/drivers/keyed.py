@@ -198,9 +198,14 @@ class KeyedReleaseDriver:
                 raise InvalidRecordError(f'value is not a number: {e!r}') from e
         elif self.metric == 'histogram':
             try:
-                bin_index = self._bin_index[value_fn(record)]
+                label = value_fn(record)
             except Exception as e:  # pylint: disable=broad-except
-                raise InvalidRecordError(f'bin is not one of the public bins: {e!r}') from e
+                raise InvalidRecordError(f'value_fn raised {e!r}') from e
+            try:
+                bin_index = self._bin_index[label]
+            except (KeyError, TypeError):
+                raise InvalidRecordError(
+                    f'bin {label!r:.80} is not in the public bin set') from None
         if position is None:
             return key, step, shard, bin_index, units
         key_index = position * self.layout.num_shards + shard

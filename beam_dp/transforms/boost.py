@@ -51,6 +51,7 @@ from beam_dp.drivers.boost_events import BoostItem
 from beam_dp.drivers.boost_events import BoostLoop
 from beam_dp.drivers.boost_events import ROW
 from beam_dp.drivers.boost_events import parse_query
+from beam_dp.drivers.clock import format_micros
 from beam_dp.drivers.clock import require_public_end
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
@@ -151,7 +152,7 @@ class _ExtractFn(beam.DoFn):
         dataset_fn, attributes_fn = self._fns
         dataset = shell.extract_key(dataset_fn, record)
         if not isinstance(dataset, str) or dataset not in self._datasets:
-            raise InvalidRecordError(f'dataset {dataset!r:.80} is not one of the public datasets')
+            raise InvalidRecordError(f'dataset {dataset!r:.80} is not in the public dataset set')
         try:
             attributes = tuple(attributes_fn(record))
         except Exception as e:  # pylint: disable=broad-except
@@ -161,8 +162,11 @@ class _ExtractFn(beam.DoFn):
             raise InvalidRecordError(rejected[0].reason)
         ((block, _),) = state.open_blocks
         if self._last_block is not None and block > self._last_block:
-            raise InvalidRecordError(f'after_end: block {block} is after the last block '
-                                     f'{self._last_block}')
+            last = self._last_block
+            raise InvalidRecordError(
+                f'event time is after the last released step {last}: the record is at '
+                f'{format_micros(micros)}, step {last} ends at '
+                f'{format_micros(self._driver.block_end(last))}')
         return dataset, BoostItem(ROW, micros, tuple(int(x) for x in attributes))
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam):

@@ -52,7 +52,7 @@ class _ExtractFn(beam.DoFn):
     def _micros(self, record, timestamp) -> int:
         if self._time_fn is None:
             if not isinstance(timestamp, Timestamp):
-                raise InvalidRecordError('the record has no event timestamp (pass time_fn=)')
+                raise InvalidRecordError('record has no event timestamp (pass time_fn=)')
             return timestamp.micros
         try:
             seconds = self._time_fn(record)
@@ -66,11 +66,7 @@ class _ExtractFn(beam.DoFn):
         try:
             key = shell.extract_key(self._key_fn, record)
             unit = shell.extract_unit(self._unit_fn, record)
-            step = self._clock.step_of(self._micros(record, timestamp))
-            if step < 0:
-                raise InvalidRecordError('event time before start')
-            if self._clock.last_step is not None and step > self._clock.last_step:
-                raise InvalidRecordError('event time at or after end')
+            step = self._clock.checked_step(self._micros(record, timestamp))
         except InvalidRecordError as e:
             yield dead_letter(self._label, 'ExtractAndValidate', str(e), record)
             return

@@ -130,7 +130,7 @@ class _ExtractFn(beam.DoFn):
         stream_fn, features_fn, label_fn = self._fns
         stream = shell.extract_key(stream_fn, record)
         if not isinstance(stream, str) or stream not in self._streams_set:
-            raise InvalidRecordError(f'stream {stream!r:.80} is not one of the public streams')
+            raise InvalidRecordError(f'stream {stream!r:.80} is not in the public stream set')
         try:
             x, y = features_fn(record), label_fn(record)
         except Exception as e:  # pylint: disable=broad-except

@@ -65,6 +65,7 @@ from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.clock import require_public_end
+from beam_dp.drivers.key_layout import text_key
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.segmented import KeyDriver
 from beam_dp.drivers.segmented import SegmentItem
@@ -105,13 +106,7 @@ class _ExtractFn(beam.DoFn):
     def process(self, record, timestamp=beam.DoFn.TimestampParam):
         micros = timestamp.micros
         try:
-            key = shell.extract_key(self._key_fn, record)
-            if not isinstance(key, str):
-                raise InvalidRecordError(f'key must be a string, got {key!r:.80}')
-            try:
-                key = str(key).encode('utf-8').decode('utf-8')   # numpy.str_ → str; surrogates
-            except UnicodeError as e:
-                raise InvalidRecordError(f'key is not valid UTF-8 text: {e}') from e
+            key = text_key(shell.extract_key(self._key_fn, record))   # numpy.str_ → str
             if self._public_set is not None and key not in self._public_set:
                 raise InvalidRecordError(f'key {key!r} is not in the public key set')
             step = self._clock.checked_step(micros)

@@ -14,6 +14,7 @@ transform run later over the same population.
 """
 
 import hashlib
+import operator
 import typing
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -28,12 +29,17 @@ from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms.key_selection import GaussianThresholdSelection
 from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
 from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
+from beam_dp.privacy_unit import EventLevel
+from beam_dp.privacy_unit import PrivacyUnit
+from beam_dp.privacy_unit import UserLevel
+from beam_dp.transforms import arguments
 from beam_dp.transforms import shell
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import dead_letter
 
 __all__ = [
     'KeySelectionOutputs',
+    'SELECT_KEYS_DOCS',
     'SelectKeys',
 ]
 
@@ -42,6 +48,28 @@ METHODS = {
     'laplace': LaplaceThresholdSelection,
     'gaussian': GaussianThresholdSelection,
 }
+
+
+#: Descriptions of the arguments of ``SelectKeys`` (``arguments.public`` lists them in its
+#: docstring).
+SELECT_KEYS_DOCS = {
+    **{name: arguments.COMMON_DOCS[name] for name in (
+        'key_fn', 'accountant', 'noise_key', 'debug_metrics', 'testing_seed', 'label')},
+    'budget': '``PrivacyBudget(epsilon=ε, delta=δ)`` with δ > 0 (a key with a single unit is '
+              'released with probability at most δ/K).',
+    'privacy_unit': '``EventLevel()`` (default: each record is a unit with one key) or '
+                    '``UserLevel(unit_fn, max_keys_per_unit=K, ...)``: each unit is bounded '
+                    'to K keys (the rest are dead-lettered) and counted once per key. Only '
+                    '``unit_fn`` and K apply here (a unit counts once per key, so m, S, C do '
+                    'not change the selection; ``max_units`` is not needed: the input is '
+                    'bounded): the ``UserLevel`` of the continual transform that uses the '
+                    'selected keys can be passed as is.',
+    'method': "'truncated_geometric' (default), 'laplace' or 'gaussian'.",
+}
+
+_USER_LEVEL_HINT = ('the privacy unit is one argument: use privacy_unit=UserLevel('
+                    'unit_fn=<record → unit id>, max_keys_per_unit=K, max_steps_per_unit=1) '
+                    '(SelectKeys uses unit_fn and K only)')
 
 
 class KeySelectionOutputs(NamedTuple):
@@ -107,16 +135,20 @@ class _SelectFn(beam.DoFn):
             yield key
 
 
+@arguments.public(docs=SELECT_KEYS_DOCS, hints={'unit_fn': _USER_LEVEL_HINT,
+                                               'max_keys_per_unit': _USER_LEVEL_HINT})
 class SelectKeys(shell.ShellTransform):
     """Differentially private key (partition) selection over bounded input.
 
     Releases the set of keys that are privately selected from the records; every other key is
     suppressed. A key is decided once, on its final number n of distinct privacy units.
 
-    Privacy unit and neighbours: add/remove one privacy unit. ``unit_fn=None`` is event level
-    (each record is a unit, K = 1); with ``unit_fn`` the unit is user level, and each unit is
-    bounded first to ``max_keys_per_unit`` = K keys (a per-unit deterministic choice; the rest are
-    dead-lettered) and counted once per key.
+    Privacy unit and neighbours: add/remove one privacy unit. ``privacy_unit=EventLevel()``
+    (default): each record is a unit, K = 1. ``privacy_unit=UserLevel(unit_fn,
+    max_keys_per_unit=K, ...)``: all records of one ``unit_fn`` id; each unit is bounded first to
+    K keys (a per-unit deterministic choice; the rest are dead-lettered) and counted once per
+    key. (``unit_fn=``/``max_keys_per_unit=`` as separate arguments are refused with an
+    ``InvalidParamsError`` saying what to write.)
 
     Guarantee: (ε, δ)-DP with ``budget=PrivacyBudget(epsilon=ε, delta=δ)``:
       * 'truncated_geometric' (default): the optimal rule of Desfontaines et al. (PoPETs 2022),
@@ -132,17 +164,6 @@ class SelectKeys(shell.ShellTransform):
     Cite: Desfontaines, Voss, Gipson, Mandayam, "Differentially private partition selection",
     PoPETs 2022; Korolova et al. 2009 (thresholding).
 
-    Args:
-      budget: ``PrivacyBudget(epsilon=ε, delta=δ)`` with δ > 0.
-      key_fn: record → key (a string; default ``record[0]``).
-      unit_fn: record → privacy unit id, or None for event level.
-      max_keys_per_unit: K (user level).
-      method: 'truncated_geometric', 'laplace' or 'gaussian'.
-      accountant: a ``BudgetAccountant`` to spend ``budget`` from.
-      noise_key, debug_metrics, testing_seed: as ``ContinualCountPerKey`` (a secret-keyed
-        PRF noise source; sensitive exact dead-letter counts; seeds for tests only).
-      label: the transform's label (also its ledger label and noise address).
-
     Returns:
       ``KeySelectionOutputs(keys, dead_letter)``.
 
@@ -152,8 +173,8 @@ class SelectKeys(shell.ShellTransform):
     """
 
     def __init__(self, *, budget: PrivacyBudget,
-                 key_fn: Callable[[Any], Any] = lambda r: r[0],
-                 unit_fn: Optional[Callable[[Any], Any]] = None, max_keys_per_unit: int = 1,
+                 privacy_unit: Optional[PrivacyUnit] = None,
+                 key_fn: Callable[[Any], Any] = operator.itemgetter(0),
                  method: str = 'truncated_geometric',
                  accountant: Optional[BudgetAccountant] = None,
                  noise_key: Optional[str] = None, debug_metrics: bool = False,
@@ -170,16 +191,20 @@ class SelectKeys(shell.ShellTransform):
             options = ', '.join(repr(m) for m in METHODS)
             raise InvalidParamsError(f'{owner}: method must be one of {options}, got {method!r}.')
         shell.check_callable(owner, 'key_fn', key_fn)
-        shell.check_callable(owner, 'unit_fn', unit_fn, optional=True)
-        if unit_fn is None and max_keys_per_unit != 1:
-            raise InvalidParamsError(f'{owner}: max_keys_per_unit needs unit_fn (at event level '
-                                     f'each record is a unit with one key), got '
-                                     f'{max_keys_per_unit!r}.')
+        privacy_unit = EventLevel() if privacy_unit is None else privacy_unit
+        if isinstance(privacy_unit, UserLevel):
+            unit_fn, max_keys_per_unit = privacy_unit.unit_fn, privacy_unit.max_keys_per_unit
+        elif isinstance(privacy_unit, EventLevel):
+            unit_fn, max_keys_per_unit = None, 1
+        else:
+            raise InvalidParamsError(f'{owner}: privacy_unit must be EventLevel() or '
+                                     f'UserLevel(...), got {privacy_unit!r}.')
         with self.params():
             self._rule = METHODS[method](budget.epsilon, budget.delta, max_keys_per_unit)
         self._budget = budget
         self._method = method
         self._key_fn = key_fn
+        self._privacy_unit = privacy_unit
         self._unit_fn = unit_fn
         self._max_keys = max_keys_per_unit
         self.check_budget()
@@ -194,6 +219,7 @@ class SelectKeys(shell.ShellTransform):
 
     def display_data(self):
         return {'method': self._method, 'budget': str(self._budget),
+                'privacy_unit': self._privacy_unit.describe(),
                 'max_keys_per_unit': self._max_keys}
 
     def expand(self, records):

@@ -108,7 +108,7 @@ class SparseContinualHistogramPerKey(SparseContinualCountPerKey):
     def _parse(self, record):
         label = self._value_fn(record)
         if label not in self._index:
-            raise ValueError(f'bin is not one of the public bins: {label!r}')
+            raise ValueError(f'bin {label!r:.80} is not in the public bin set')
         vec = [0] * len(self._bins)
         vec[self._index[label]] = 1
         return tuple(vec)

@@ -49,7 +49,7 @@ def test_extract_locates_quantises_and_rejects_with_a_reason():
             s.extract(key, micros, value, float)
     h = spec(metric='histogram', bins=('x', 'y'))
     assert h.extract('c', 0, 'y', str) == (2, 0, 0, 3, 1)       # flat = position 1 × 2 + bin 1
-    with pytest.raises(InvalidRecordError, match='bin is not one of the public bins'):
+    with pytest.raises(InvalidRecordError, match='is not in the public bin set'):
         h.extract('c', 0, 'z', str)
 
 

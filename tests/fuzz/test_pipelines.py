@@ -194,7 +194,8 @@ def test_select_keys_dead_letters_exactly_the_records_its_entry_refuses():
     def check(specs):
         key_fn, _, unit_fn = _lookups(specs)
         t = SelectKeys(budget=PrivacyBudget(epsilon=1e6, delta=0.5), key_fn=key_fn,
-                       unit_fn=unit_fn, max_keys_per_unit=3)
+                       privacy_unit=UserLevel(unit_fn=unit_fn, max_keys_per_unit=3,
+                                              max_steps_per_unit=1))
         keys, dead, _ = _run(specs, t, batch=True)
         entry = stage_fn(t, 'ExtractAndValidate')
         refused = sum(1 for i in range(len(specs)) for o in entry.process((i,))

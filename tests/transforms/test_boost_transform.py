@@ -169,7 +169,7 @@ def test_avro_query_dicts_and_malformed_inputs_go_to_dead_letters():
     assert [r.query_id for r in got['answers'] + got['refusals']] == ['d']
     stages = sorted((d.stage, d.reason.split(':')[0][:20]) for d in got['dead_letter'])
     assert [s for s, _ in stages] == ['ExtractQueries'] * 2 + ['ExtractRows'] * 4
-    assert any(r.startswith('after_end') for _, r in stages)
+    assert any(r.startswith('event time is after') for _, r in stages)
 
 
 def test_bad_parameters_name_the_transform():

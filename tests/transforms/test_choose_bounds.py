@@ -64,8 +64,8 @@ def test_recommendation_is_the_drivers_and_bad_records_are_dead_lettered():
     def check_dead(dead):
         reasons = sorted(d.reason for d in dead)
         assert len(reasons) == 5, reasons
-        assert any('before start' in r for r in reasons)
-        assert any('after end' in r for r in reasons)
+        assert any('event time is before the release start' in r for r in reasons)
+        assert any('event time is after the last released step' in r for r in reasons)
         assert any('privacy unit id is None' in r for r in reasons)
         assert any('unit_fn raised' in r for r in reasons)
         assert any('time_fn' in r or 'seconds' in r for r in reasons), reasons

@@ -164,7 +164,7 @@ def test_histograms():
     run_stream(stream, transform,
                extract=lambda r: (r.key, r.step, tuple(round(v, 6) for v in r.values), r.value),
                expected=[('a', 0, (1.0, 1.0), 2.0), ('a', 1, (1.0, 2.0), 3.0)],
-               dead=lambda dead: _assert_reasons(dead, ['bin is not one of the public bins']))
+               dead=lambda dead: _assert_reasons(dead, ["bin 'q' is not in the public bin set"]))
 
 
 def test_parity_with_the_pure_reference_under_a_seed():

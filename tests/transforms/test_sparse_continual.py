@@ -72,7 +72,7 @@ def test_histogram_per_bin_values():
                                        end=5, budget=NOISE_FREE)
     run_stream(stream, t, extract=lambda r: (r.step, tuple(round(v, 6) for v in r.values)),
                expected=[(0, (1.0, 1.0)), (1, (1.0, 1.0)), (3, (1.0, 1.0))],
-               dead=lambda reasons: assert_that_one(reasons, 'bin is not one of the public bins'),
+               dead=lambda reasons: assert_that_one(reasons, "bin 'q' is not in the public bin set"),
                dead_extract=reason)
 
 
@@ -199,5 +199,5 @@ def test_batch_input_data_before_the_key_seeds_and_malformed_keys():
                     equal_to([('a', 1, 0.0), ('a', 3, 0.0), ('a', 5, 3.0),
                               ('b', 1, 0.0), ('b', 2, 1.0), ('b', 8, 1.0)]), label='CheckReleases')
         assert_that(out.dead_letter | 'Reasons' >> beam.Map(lambda d: d.reason.split(':')[0]),
-                    equal_to(['key must be a string, got (\'x\',)', 'key is not valid UTF-8 text']),
+                    equal_to(['key must be a string, got tuple (\'x\',)', 'key is not valid UTF-8 text']),
                     label='CheckDead')
