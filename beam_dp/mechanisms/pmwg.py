@@ -100,7 +100,7 @@ def pmwg_xi_constant(epsilon: float, delta: float, alpha: float, n: int, domain_
     exponent 1/2. Eq. B.5 (p given): δ = 0: c = α²(1−p)² n^{1−p} ε/(126 ln(Nn));
     δ > 0: c = α(1−p) n^{1−p} ε/(24 √ln(Nn) √ln(1/δ)); exponent p.
     """
-    log_nn = math.log(domain_size * n)
+    log_nn = math.log(int(domain_size) * int(n))      # Python ints: no int64 wrap
     if p is None:
         if delta == 0:
             return alpha ** 2 * math.sqrt(n) * epsilon / (162 * log_nn), 0.5

@@ -26,7 +26,7 @@ from beam_dp.io.boost import BoostQueryRecord
 from beam_dp.mechanisms.boost import preset
 from beam_dp.transforms.boost import QUERY
 from beam_dp.transforms.boost import ROW
-from beam_dp.transforms.boost import run_events
+from beam_dp.drivers.boost_events import run_events
 from pipelines.common.launch import noise_key_scope
 from pipelines.boost_queries import pipeline as job
 from pipelines.boost_queries import sample_data
