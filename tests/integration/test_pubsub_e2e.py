@@ -412,7 +412,8 @@ def test_continual_counts_end_to_end_on_the_pubsub_emulator(emulator, tmp_path):
             public_keys=STATIONS, start=start, step=STEP_SECONDS, end=end,
             budget=PrivacyBudget(epsilon=1.0), privacy_unit=unit,
             allowed_lateness=LATENESS_SECONDS, key_fn=lambda r: r.station).driver
-        keyed = noise.KeyedRandom(f'file:{_noise_key_file(tmp_path)}')
+        keyed = noise.KeyedRandom(noise.NoiseKeyRef(f'file:{_noise_key_file(tmp_path)}',
+                                                    stream_id='tests'))   # the job's --stream_id
         reference = release_table(replay(spec.loop_driver(), keyed_events(
             spec, [(k, s, None) for k, s in truth_events], steps=STEPS),
             label='ContinualCountPerStation', rng=keyed, end_input=False).releases)
