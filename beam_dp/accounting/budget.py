@@ -212,11 +212,32 @@ class PrivacyCost:
                            delta=min(1.0, self.delta + other.delta), relation=relation)
 
     def scale(self, k: float) -> 'PrivacyCost':
-        """k-fold sequential composition (group privacy for pure/zCDP uses k and k² instead)."""
+        """k-fold sequential composition (group privacy is ``for_group``: k and k² instead)."""
         if self.is_zcdp:
             return PrivacyCost(rho=self.rho * k, relation=self.relation)
         return PrivacyCost(epsilon=self.epsilon * k, delta=min(1.0, self.delta * k),
                            relation=self.relation)
+
+    def for_group(self, k: int) -> 'PrivacyCost':
+        """What this cost guarantees to a group of ``k`` neighbouring steps: a person with ``k``
+        records under an event-level (one record) cost, or with records in ``k`` blocks under a
+        per-block cost. Pure ε ⇒ kε; ρ-zCDP ⇒ k²ρ (Bun & Steinke 2016, Proposition 1.9);
+        (ε, δ) ⇒ (kε, k·e^{(k-1)ε}·δ) (Dwork & Roth 2014, Theorem 2.2 and its (ε, δ) form: the
+        δ's of the k hops add up, each multiplied by the e^{iε} of the hops before it). The
+        relation is kept: k swaps for a swap-one cost, k additions/removals for add/remove.
+        ``k`` must be an integer ≥ 1 (k = 1 returns the cost itself)."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidParamsError(f'PrivacyCost.for_group: k must be an integer >= 1 (the '
+                                     f'number of records or blocks one person has), got {k!r}.')
+        if self.is_zcdp:
+            return PrivacyCost(rho=self.rho * k * k, relation=self.relation)
+        delta = 0.0
+        if self.delta:
+            try:
+                delta = min(1.0, k * math.exp((k - 1) * self.epsilon) * self.delta)
+            except OverflowError:
+                delta = 1.0
+        return PrivacyCost(epsilon=self.epsilon * k, delta=delta, relation=self.relation)
 
     def as_swap_one(self) -> 'PrivacyCost':
         """This cost under swap-one neighbours (the one documented conversion, see the module
