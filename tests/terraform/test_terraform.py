@@ -159,12 +159,13 @@ def test_dp_budget_validation_conditions():
     eps = _expr(variables["epsilon"]["validation"][0]["condition"])
     delta = _expr(variables["delta"]["validation"][0]["condition"])
     assert eps.replace(" ", "") == "var.epsilon>0"
-    assert delta.replace(" ", "") == "var.delta>=0&&var.delta<1"
+    assert delta.replace(" ", "") == "var.delta==null||try(var.delta>=0&&var.delta<1,false)"
     example = _blocks(_load_dir(EXAMPLE), "variable")
-    for job in ("continual_counts", "pmwg_queries"):
+    for job in JOBS:
         conditions = [_expr(v["condition"]).replace(" ", "") for v in example[job]["validation"]]
         assert f"var.{job}.epsilon>0" in conditions
-        assert f"var.{job}.delta>=0&&var.{job}.delta<1" in conditions
+        if job != "erm_digits":  # pure ε: no delta parameter
+            assert f"var.{job}.delta>=0&&var.{job}.delta<1" in conditions
 
 
 def test_safe_defaults():
@@ -181,31 +182,36 @@ def test_safe_defaults():
 # --- metadata parameters reach the jobs ---------------------------------------------------------
 
 
-def _dp_parameter_names():
-    """Parameters the flex job module adds itself from its typed epsilon/delta variables."""
+#: Every job in pipelines/ with a Flex Template; each is deployed by envs/example.
+JOBS = ["continual_counts", "pmwg_queries", "boost_queries", "erm_digits"]
+
+
+def _dp_parameter_names(call):
+    """Parameters the flex job module adds itself from its typed epsilon/delta variables: epsilon
+    always, delta when the job's call sets it (a null delta is omitted: pure-ε jobs)."""
     doc = _load_dir(MODULES / "dataflow_flex_job")
-    dp = _locals(doc)["dp_parameters"]
-    for name, value in dp.items():
-        assert _expr(value) == f"tostring(var.{name})"
+    dp = _expr(_locals(doc)["dp_parameters"]).replace(" ", "")
+    assert dp == "{fork,vin{epsilon=var.epsilon,delta=var.delta}:k=>tostring(v)ifv!=null}", dp
     (_, _, job) = _resources(doc, "google_dataflow_flex_template_job")[0]
     assert _expr(job["parameters"]) == "local.job_parameters"
     merged = _expr(_locals(doc)["job_parameters"]).replace(" ", "").replace("\n", "")
     # The DP budget is merged last, so the free-form map cannot override it.
     assert merged.endswith("local.dp_parameters,)") or merged.endswith("local.dp_parameters)")
-    return set(dp)
+    return {"epsilon"} | ({"delta"} if "delta" in call else set())
 
 
-@pytest.mark.parametrize("job", ["continual_counts", "pmwg_queries"])
+@pytest.mark.parametrize("job", JOBS)
 def test_every_metadata_parameter_reaches_the_flex_job(job):
     calls = _flex_job_calls()
     body = calls[f"{job}_job"]
     assert _unq(body["container_spec_gcs_path"]) == f"${{local.{job}_template}}"
-    passed = set(body["parameters"]) | _dp_parameter_names()
+    passed = set(body["parameters"]) | _dp_parameter_names(body)
     expected = _metadata_names(job)
     assert passed == expected, (
         f"missing: {sorted(expected - passed)}, unknown: {sorted(passed - expected)}")
     for name in ("epsilon", "delta"):
-        assert _expr(body[name]) == f"var.{job}.{name}"
+        if name in body:
+            assert _expr(body[name]) == f"var.{job}.{name}"
     for name, value in body["parameters"].items():
         text = _expr(value)
         # Every value comes from a validated variable or a created resource, never a literal.
@@ -218,7 +224,7 @@ def test_every_metadata_parameter_reaches_the_flex_job(job):
             assert f"var.{job}.{name}" in text, f"{job}.{name} = {text}"
 
 
-@pytest.mark.parametrize("job", ["continual_counts", "pmwg_queries"])
+@pytest.mark.parametrize("job", JOBS)
 def test_noise_key_is_a_secret_only_the_jobs_worker_reads(job):
     """The job gets a Secret Manager *reference* to its own secret; that secret's only accessor
     binding is the job's worker (through the module's secrets map); Terraform never holds the
@@ -249,7 +255,7 @@ def test_noise_key_is_a_secret_only_the_jobs_worker_reads(job):
     assert module_roles == ["roles/secretmanager.secretAccessor"]
 
 
-@pytest.mark.parametrize("job", ["continual_counts", "pmwg_queries"])
+@pytest.mark.parametrize("job", JOBS)
 def test_ledger_is_the_jobs_prefix_that_only_its_worker_can_use(job):
     """The privacy ledger: a bucket of the buckets module, one marked prefix per job, and the
     only grant on it is the job's own worker, conditioned on that prefix."""
@@ -267,7 +273,7 @@ def test_ledger_is_the_jobs_prefix_that_only_its_worker_can_use(job):
     workers = {name: body for name, body in _blocks(doc, "module").items()
                if _unq(body["source"]) == "../../modules/worker_service_account"}
     users = [name for name, body in workers.items() if body.get("ledger")]
-    assert sorted(users) == ["continual_counts_worker", "pmwg_queries_worker"]
+    assert sorted(users) == sorted(f"{j}_worker" for j in JOBS)
     ledger = workers[f"{job}_worker"]["ledger"]
     assert _expr(ledger["bucket"]) == "module.buckets.ledger_bucket"
     assert _unq(ledger["prefix"]) == job
@@ -291,7 +297,7 @@ def test_ledger_is_the_jobs_prefix_that_only_its_worker_can_use(job):
 
 def test_template_locals_point_at_the_right_pipeline():
     example_locals = _locals(_load_dir(EXAMPLE))
-    for job in ("continual_counts", "pmwg_queries"):
+    for job in JOBS:
         assert _unq(example_locals[f"{job}_template"]).endswith(f"/templates/{job}.json")
 
 
@@ -315,7 +321,7 @@ def test_flex_job_drains_and_uses_private_ips():
 
 
 def test_job_metadata_declares_streaming():
-    for job in ("continual_counts", "pmwg_queries"):
+    for job in JOBS:
         metadata = json.loads((REPO / "pipelines" / job / "metadata.json").read_text())
         assert metadata["streaming"] is True
 
@@ -408,6 +414,15 @@ def test_example_grants_each_worker_only_its_own_resources():
     assert set(pmwg["subscriptions"]) == {"data", "queries"}
     for value in pmwg["subscriptions"].values():
         assert "pmwg_queries_pubsub" in _expr(value)
+    boost = modules["boost_queries_worker"]
+    assert set(boost["subscriptions"]) == {"data", "queries"}
+    for value in boost["subscriptions"].values():
+        assert "boost_queries_pubsub" in _expr(value)
+    erm = modules["erm_digits_worker"]
+    assert set(erm["subscriptions"]) == {"input"}
+    assert "erm_digits_pubsub" in _expr(erm["subscriptions"]["input"])
+    # The optional ledger-rows topic is the user's; publish is granted on it only when set.
+    assert "var.erm_digits.ledger_topic" in _expr(erm["publish_topics"])
     lcls = _locals(_load_dir(EXAMPLE))
     assert set(lcls["read_write_buckets"]) == {"staging", "temp"}
     assert set(lcls["read_only_buckets"]) == {"templates"}

@@ -20,6 +20,10 @@ locals {
   continual_counts_template = "${module.buckets.templates_url}/templates/continual_counts.json"
   pmwg_queries_image        = "${local.image_repo}/pmwg-queries:${var.image_tag}"
   pmwg_queries_template     = "${module.buckets.templates_url}/templates/pmwg_queries.json"
+  boost_queries_image       = "${local.image_repo}/boost-queries:${var.image_tag}"
+  boost_queries_template    = "${module.buckets.templates_url}/templates/boost_queries.json"
+  erm_digits_image          = "${local.image_repo}/erm-digits:${var.image_tag}"
+  erm_digits_template       = "${module.buckets.templates_url}/templates/erm_digits.json"
 
   # Each job's worker reads and writes only staging and temp, and reads only the templates bucket.
   read_write_buckets = {
@@ -284,4 +288,220 @@ module "pmwg_queries_job" {
   }
 
   depends_on = [module.pmwg_queries_worker, google_storage_bucket_object.pmwg_queries_ledger]
+}
+
+# ---------------------------------------------------------------------------------------------
+# boost_queries (optional)
+# ---------------------------------------------------------------------------------------------
+
+module "boost_queries_pubsub" {
+  source = "../../modules/pubsub"
+  count  = var.enable_boost_queries ? 1 : 0
+
+  project_id  = var.project_id
+  name_prefix = "${var.name_prefix}-boost"
+  input_names = ["data", "queries"]
+  labels      = var.labels
+}
+
+resource "google_secret_manager_secret" "boost_queries_noise_key" {
+  count = var.enable_boost_queries ? 1 : 0
+
+  project   = var.project_id
+  secret_id = "${var.name_prefix}-boost-noise-key"
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+}
+
+resource "google_storage_bucket_object" "boost_queries_ledger" {
+  count = var.enable_boost_queries ? 1 : 0
+
+  bucket       = module.buckets.ledger_bucket
+  name         = "boost_queries/beam_dp_ledger.json"
+  content      = jsonencode({ format = "beam_dp.privacy_ledger", version = 1 })
+  content_type = "application/json"
+}
+
+module "boost_queries_worker" {
+  source = "../../modules/worker_service_account"
+  count  = var.enable_boost_queries ? 1 : 0
+
+  project_id         = var.project_id
+  account_id         = "${var.name_prefix}-boost-worker"
+  display_name       = "beam_dp boost_queries worker"
+  read_write_buckets = local.read_write_buckets
+  read_only_buckets  = local.read_only_buckets
+  subscriptions = {
+    data    = module.boost_queries_pubsub[0].input_subscription_ids["data"]
+    queries = module.boost_queries_pubsub[0].input_subscription_ids["queries"]
+  }
+  publish_topics = {
+    output      = module.boost_queries_pubsub[0].output_topic_id
+    dead_letter = module.boost_queries_pubsub[0].dead_letter_topic_id
+  }
+  secrets = {
+    noise_key = google_secret_manager_secret.boost_queries_noise_key[0].id
+  }
+  ledger = {
+    bucket = module.buckets.ledger_bucket
+    prefix = "boost_queries"
+  }
+  artifact_registry_repository = local.repository
+  deployer_member              = var.deployer_member
+}
+
+module "boost_queries_job" {
+  source = "../../modules/dataflow_flex_job"
+  count  = var.enable_boost_queries && var.launch_jobs ? 1 : 0
+
+  project_id              = var.project_id
+  region                  = var.region
+  name                    = "${var.name_prefix}-boost-queries"
+  container_spec_gcs_path = local.boost_queries_template
+  sdk_container_image     = local.boost_queries_image
+  service_account_email   = module.boost_queries_worker[0].email
+  subnetwork              = var.subnetwork
+  use_public_ips          = false
+  on_delete               = "drain"
+  temp_location           = module.buckets.temp_location
+  staging_location        = module.buckets.staging_location
+  max_workers             = var.max_workers
+  labels                  = var.labels
+
+  epsilon = var.boost_queries.epsilon
+  delta   = var.boost_queries.delta
+  parameters = {
+    data_subscription        = module.boost_queries_pubsub[0].input_subscription_ids["data"]
+    query_subscription       = module.boost_queries_pubsub[0].input_subscription_ids["queries"]
+    output_topic             = module.boost_queries_pubsub[0].output_topic_id
+    dead_letter_topic        = module.boost_queries_pubsub[0].dead_letter_topic_id
+    alpha                    = var.boost_queries.alpha == null ? null : tostring(var.boost_queries.alpha)
+    beta                     = var.boost_queries.beta == null ? null : tostring(var.boost_queries.beta)
+    preset                   = var.boost_queries.preset
+    blocks                   = var.boost_queries.blocks == null ? null : tostring(var.boost_queries.blocks)
+    noise                    = var.boost_queries.noise
+    cache_capacity           = var.boost_queries.cache_capacity == null ? null : tostring(var.boost_queries.cache_capacity)
+    retention_blocks         = var.boost_queries.retention_blocks == null ? null : tostring(var.boost_queries.retention_blocks)
+    replay_retention_seconds = var.boost_queries.replay_retention_seconds == null ? null : tostring(var.boost_queries.replay_retention_seconds)
+    data_avro                = var.boost_queries.data_avro
+    query_avro               = var.boost_queries.query_avro
+    output_avro              = var.boost_queries.output_avro
+    dead_letter_avro         = var.boost_queries.dead_letter_avro
+    noise_key                = "gcpsm:${google_secret_manager_secret.boost_queries_noise_key[0].id}/versions/${var.noise_key_versions.boost_queries}"
+    stream_id                = coalesce(var.boost_queries.stream_id, "${var.project_id}/${var.name_prefix}/boost_queries")
+    ledger                   = "${module.buckets.ledger_url}/boost_queries"
+    resume                   = var.boost_queries.resume == null ? null : tostring(var.boost_queries.resume)
+    lifetime_epsilon         = var.boost_queries.lifetime_epsilon == null ? null : tostring(var.boost_queries.lifetime_epsilon)
+    lifetime_delta           = var.boost_queries.lifetime_delta == null ? null : tostring(var.boost_queries.lifetime_delta)
+    lifetime_rho             = var.boost_queries.lifetime_rho == null ? null : tostring(var.boost_queries.lifetime_rho)
+  }
+
+  depends_on = [module.boost_queries_worker, google_storage_bucket_object.boost_queries_ledger]
+}
+
+# ---------------------------------------------------------------------------------------------
+# erm_digits (optional)
+# ---------------------------------------------------------------------------------------------
+
+module "erm_digits_pubsub" {
+  source = "../../modules/pubsub"
+  count  = var.enable_erm_digits ? 1 : 0
+
+  project_id  = var.project_id
+  name_prefix = "${var.name_prefix}-erm"
+  input_names = ["input"]
+  labels      = var.labels
+}
+
+resource "google_secret_manager_secret" "erm_digits_noise_key" {
+  count = var.enable_erm_digits ? 1 : 0
+
+  project   = var.project_id
+  secret_id = "${var.name_prefix}-erm-noise-key"
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+}
+
+resource "google_storage_bucket_object" "erm_digits_ledger" {
+  count = var.enable_erm_digits ? 1 : 0
+
+  bucket       = module.buckets.ledger_bucket
+  name         = "erm_digits/beam_dp_ledger.json"
+  content      = jsonencode({ format = "beam_dp.privacy_ledger", version = 1 })
+  content_type = "application/json"
+}
+
+module "erm_digits_worker" {
+  source = "../../modules/worker_service_account"
+  count  = var.enable_erm_digits ? 1 : 0
+
+  project_id         = var.project_id
+  account_id         = "${var.name_prefix}-erm-worker"
+  display_name       = "beam_dp erm_digits worker"
+  read_write_buckets = local.read_write_buckets
+  read_only_buckets  = local.read_only_buckets
+  subscriptions = {
+    input = module.erm_digits_pubsub[0].input_subscription_ids["input"]
+  }
+  # The per-block ledger rows go to a topic of your own when you set ledger_topic.
+  publish_topics = merge({
+    output      = module.erm_digits_pubsub[0].output_topic_id
+    dead_letter = module.erm_digits_pubsub[0].dead_letter_topic_id
+  }, var.erm_digits.ledger_topic == null ? {} : { ledger = var.erm_digits.ledger_topic })
+  secrets = {
+    noise_key = google_secret_manager_secret.erm_digits_noise_key[0].id
+  }
+  ledger = {
+    bucket = module.buckets.ledger_bucket
+    prefix = "erm_digits"
+  }
+  artifact_registry_repository = local.repository
+  deployer_member              = var.deployer_member
+}
+
+module "erm_digits_job" {
+  source = "../../modules/dataflow_flex_job"
+  count  = var.enable_erm_digits && var.launch_jobs ? 1 : 0
+
+  project_id              = var.project_id
+  region                  = var.region
+  name                    = "${var.name_prefix}-erm-digits"
+  container_spec_gcs_path = local.erm_digits_template
+  sdk_container_image     = local.erm_digits_image
+  service_account_email   = module.erm_digits_worker[0].email
+  subnetwork              = var.subnetwork
+  use_public_ips          = false
+  on_delete               = "drain"
+  temp_location           = module.buckets.temp_location
+  staging_location        = module.buckets.staging_location
+  max_workers             = var.max_workers
+  labels                  = var.labels
+
+  # ContinualERM is pure epsilon-DP: no delta parameter.
+  epsilon = var.erm_digits.epsilon
+  parameters = {
+    input_subscription = module.erm_digits_pubsub[0].input_subscription_ids["input"]
+    output_topic       = module.erm_digits_pubsub[0].output_topic_id
+    dead_letter_topic  = module.erm_digits_pubsub[0].dead_letter_topic_id
+    ledger_topic       = var.erm_digits.ledger_topic
+    end_seconds        = var.erm_digits.end_seconds == null ? null : tostring(var.erm_digits.end_seconds)
+    input_avro         = var.erm_digits.input_avro
+    output_avro        = var.erm_digits.output_avro
+    dead_letter_avro   = var.erm_digits.dead_letter_avro
+    noise_key          = "gcpsm:${google_secret_manager_secret.erm_digits_noise_key[0].id}/versions/${var.noise_key_versions.erm_digits}"
+    stream_id          = coalesce(var.erm_digits.stream_id, "${var.project_id}/${var.name_prefix}/erm_digits")
+    ledger             = "${module.buckets.ledger_url}/erm_digits"
+    resume             = var.erm_digits.resume == null ? null : tostring(var.erm_digits.resume)
+    lifetime_epsilon   = var.erm_digits.lifetime_epsilon == null ? null : tostring(var.erm_digits.lifetime_epsilon)
+    lifetime_delta     = var.erm_digits.lifetime_delta == null ? null : tostring(var.erm_digits.lifetime_delta)
+    lifetime_rho       = var.erm_digits.lifetime_rho == null ? null : tostring(var.erm_digits.lifetime_rho)
+  }
+
+  depends_on = [module.erm_digits_worker, google_storage_bucket_object.erm_digits_ledger]
 }

@@ -1,5 +1,5 @@
 output "image_repository" {
-  description = "Artifact Registry path to push the images to (<repo>/continual-counts:<tag>, <repo>/pmwg-queries:<tag>)."
+  description = "Artifact Registry path to push the images to (<repo>/continual-counts, pmwg-queries, boost-queries, erm-digits:<tag>)."
   value       = local.image_repo
 }
 
@@ -83,6 +83,8 @@ output "noise_key_secrets" {
   value = {
     continual_counts = google_secret_manager_secret.continual_counts_noise_key.id
     pmwg_queries     = var.enable_pmwg_queries ? google_secret_manager_secret.pmwg_queries_noise_key[0].id : null
+    boost_queries    = var.enable_boost_queries ? google_secret_manager_secret.boost_queries_noise_key[0].id : null
+    erm_digits       = var.enable_erm_digits ? google_secret_manager_secret.erm_digits_noise_key[0].id : null
   }
 }
 
@@ -91,5 +93,57 @@ output "ledgers" {
   value = {
     continual_counts = "${module.buckets.ledger_url}/continual_counts"
     pmwg_queries     = var.enable_pmwg_queries ? "${module.buckets.ledger_url}/pmwg_queries" : null
+    boost_queries    = var.enable_boost_queries ? "${module.buckets.ledger_url}/boost_queries" : null
+    erm_digits       = var.enable_erm_digits ? "${module.buckets.ledger_url}/erm_digits" : null
   }
+}
+
+output "boost_queries_image" {
+  description = "Image reference the boost_queries template and workers use."
+  value       = local.boost_queries_image
+}
+
+output "boost_queries_template_path" {
+  description = "gs:// path to write the boost_queries Flex Template spec to."
+  value       = local.boost_queries_template
+}
+
+output "boost_queries_topics" {
+  description = "Topics to publish boost_queries data and queries to (null unless enable_boost_queries)."
+  value       = one(module.boost_queries_pubsub[*].input_topic_ids)
+}
+
+output "boost_queries_output_subscription" {
+  description = "Subscription to pull boost_queries releases from (null unless enable_boost_queries)."
+  value       = one(module.boost_queries_pubsub[*].output_subscription_name)
+}
+
+output "boost_queries_job_id" {
+  description = "Dataflow job ID of boost_queries (null unless enabled and launched)."
+  value       = one(module.boost_queries_job[*].job_id)
+}
+
+output "erm_digits_image" {
+  description = "Image reference the erm_digits template and workers use."
+  value       = local.erm_digits_image
+}
+
+output "erm_digits_template_path" {
+  description = "gs:// path to write the erm_digits Flex Template spec to."
+  value       = local.erm_digits_template
+}
+
+output "erm_digits_topics" {
+  description = "Topics to publish erm_digits examples to (null unless enable_erm_digits)."
+  value       = one(module.erm_digits_pubsub[*].input_topic_ids)
+}
+
+output "erm_digits_output_subscription" {
+  description = "Subscription to pull erm_digits releases from (null unless enable_erm_digits)."
+  value       = one(module.erm_digits_pubsub[*].output_subscription_name)
+}
+
+output "erm_digits_job_id" {
+  description = "Dataflow job ID of erm_digits (null unless enabled and launched)."
+  value       = one(module.erm_digits_job[*].job_id)
 }

@@ -63,7 +63,7 @@ variable "deployer_member" {
 
 variable "image_tag" {
   type        = string
-  description = "Tag of the images pushed to the Artifact Registry repository (use the git commit, tags are immutable). The images are <repo>/continual-counts:<tag> and <repo>/pmwg-queries:<tag>."
+  description = "Tag of the images pushed to the Artifact Registry repository (use the git commit, tags are immutable). The images are <repo>/continual-counts:<tag>, <repo>/pmwg-queries:<tag>, <repo>/boost-queries:<tag> and <repo>/erm-digits:<tag>."
   default     = "latest"
 
   validation {
@@ -81,6 +81,18 @@ variable "launch_jobs" {
 variable "enable_pmwg_queries" {
   type        = bool
   description = "Also deploy the pmwg_queries job (its own topics, subscriptions and worker service account)."
+  default     = false
+}
+
+variable "enable_boost_queries" {
+  type        = bool
+  description = "Also deploy the boost_queries job (its own topics, subscriptions and worker service account)."
+  default     = false
+}
+
+variable "enable_erm_digits" {
+  type        = bool
+  description = "Also deploy the erm_digits job (its own topics, subscription and worker service account)."
   default     = false
 }
 
@@ -308,6 +320,8 @@ variable "noise_key_versions" {
   type = object({
     continual_counts = optional(number, 1)
     pmwg_queries     = optional(number, 1)
+    boost_queries    = optional(number, 1)
+    erm_digits       = optional(number, 1)
   })
   default     = {}
   description = "The Secret Manager version number of each job's noise key (the version you added with gcloud secrets versions add). Pinned: an alias such as latest could resolve to another key on a restarted worker, which would draw other noise at the same addresses. Keep it for the stream's lifetime."
@@ -315,5 +329,148 @@ variable "noise_key_versions" {
   validation {
     condition     = alltrue([for v in values(var.noise_key_versions) : v >= 1 && floor(v) == v])
     error_message = "noise_key_versions must be positive integers."
+  }
+}
+
+variable "boost_queries" {
+  type = object({
+    epsilon                  = number
+    delta                    = optional(number, 0)
+    alpha                    = optional(number)
+    beta                     = optional(number)
+    preset                   = optional(string)
+    blocks                   = optional(number)
+    noise                    = optional(string)
+    cache_capacity           = optional(number)
+    retention_blocks         = optional(number)
+    replay_retention_seconds = optional(number)
+    output_avro              = optional(string)
+    dead_letter_avro         = optional(string)
+    data_avro                = optional(string)
+    query_avro               = optional(string)
+    stream_id                = optional(string)
+    resume                   = optional(bool)
+    lifetime_epsilon         = optional(number)
+    lifetime_delta           = optional(number)
+    lifetime_rho             = optional(number)
+  })
+  description = "Template parameters of the boost_queries job (see pipelines/boost_queries/metadata.json and docs/boost.md); used only when enable_boost_queries is true. epsilon is every block's privacy-filter capacity epsilon_G; delta must be 0 with noise laplace (default) and positive with noise gaussian. Null optional values leave the job's defaults. cache_capacity, retention_blocks and replay_retention_seconds bound the state of a long-running job (docs/boost.md, Bounded state). data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates). Ledger parameters as for pmwg_queries."
+  default = {
+    epsilon = 10
+  }
+
+  validation {
+    condition     = var.boost_queries.epsilon > 0
+    error_message = "boost_queries.epsilon must be positive."
+  }
+  validation {
+    condition     = var.boost_queries.delta >= 0 && var.boost_queries.delta < 1
+    error_message = "boost_queries.delta must be in [0, 1)."
+  }
+  validation {
+    condition     = var.boost_queries.noise == null || contains(["laplace", "gaussian"], coalesce(var.boost_queries.noise, "laplace"))
+    error_message = "boost_queries.noise must be laplace or gaussian."
+  }
+  validation {
+    condition     = (coalesce(var.boost_queries.noise, "laplace") == "laplace") == (var.boost_queries.delta == 0)
+    error_message = "boost_queries.delta must be 0 with noise laplace and positive with noise gaussian."
+  }
+  validation {
+    condition     = var.boost_queries.alpha == null || try(var.boost_queries.alpha > 0, false)
+    error_message = "boost_queries.alpha must be null or positive."
+  }
+  validation {
+    condition     = var.boost_queries.beta == null || try(var.boost_queries.beta > 0 && var.boost_queries.beta < 1, false)
+    error_message = "boost_queries.beta must be null or in (0, 1)."
+  }
+  validation {
+    condition     = var.boost_queries.preset == null || contains(["tree_pmw_bypass", "tree_pmw_bypass_warm", "pmw_bypass", "vanilla_pmw", "laplace", "exact_cache", "tree_exact_cache"], coalesce(var.boost_queries.preset, "tree_pmw_bypass"))
+    error_message = "boost_queries.preset must be one of the job's presets (pipelines/boost_queries/metadata.json)."
+  }
+  validation {
+    condition = alltrue([for n in [var.boost_queries.blocks, var.boost_queries.retention_blocks, var.boost_queries.replay_retention_seconds] :
+    n == null || try(n >= 1 && floor(n) == n, false)])
+    error_message = "boost_queries.blocks, retention_blocks and replay_retention_seconds must be null or positive integers."
+  }
+  validation {
+    condition     = var.boost_queries.cache_capacity == null || try(var.boost_queries.cache_capacity >= 2 && floor(var.boost_queries.cache_capacity) == var.boost_queries.cache_capacity, false)
+    error_message = "boost_queries.cache_capacity must be null or an integer >= 2."
+  }
+  validation {
+    condition     = var.boost_queries.data_avro == null && var.boost_queries.query_avro == null
+    error_message = "boost_queries.data_avro and query_avro must be null: this example reads the Pub/Sub subscriptions it creates."
+  }
+  validation {
+    condition = alltrue([for n in [var.boost_queries.lifetime_epsilon, var.boost_queries.lifetime_rho] :
+    n == null || try(n > 0, false)])
+    error_message = "boost_queries.lifetime_epsilon and lifetime_rho must be null or positive."
+  }
+  validation {
+    condition     = var.boost_queries.lifetime_delta == null || try(var.boost_queries.lifetime_delta >= 0 && var.boost_queries.lifetime_delta < 1 && var.boost_queries.lifetime_epsilon != null, false)
+    error_message = "boost_queries.lifetime_delta must be null, or in [0, 1) with lifetime_epsilon."
+  }
+  validation {
+    condition     = var.boost_queries.lifetime_rho == null || (var.boost_queries.lifetime_epsilon == null && var.boost_queries.lifetime_delta == null)
+    error_message = "boost_queries: give either lifetime_rho or lifetime_epsilon/lifetime_delta."
+  }
+  validation {
+    condition = alltrue([for v in [var.boost_queries.output_avro, var.boost_queries.dead_letter_avro] :
+    v == null || can(regex("^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\\s]*)?$", v))])
+    error_message = "boost_queries.output_avro and dead_letter_avro must be null or gs:// paths."
+  }
+}
+
+variable "erm_digits" {
+  type = object({
+    epsilon          = number
+    end_seconds      = optional(number)
+    ledger_topic     = optional(string)
+    output_avro      = optional(string)
+    dead_letter_avro = optional(string)
+    input_avro       = optional(string)
+    stream_id        = optional(string)
+    resume           = optional(bool)
+    lifetime_epsilon = optional(number)
+    lifetime_delta   = optional(number)
+    lifetime_rho     = optional(number)
+  })
+  description = "Template parameters of the erm_digits job (see pipelines/erm_digits/metadata.json and docs/erm.md); used only when enable_erm_digits is true. epsilon is each transform's pure epsilon per example (the job runs three transforms: 3 epsilon per example in total); there is no delta. end_seconds is the public end of the release period. ledger_topic (projects/P/topics/T, a topic you create) also publishes the per-block ledger rows; the worker gets publish on it only when set. input_avro must stay null here. Ledger parameters as for pmwg_queries."
+  default = {
+    epsilon = 100
+  }
+
+  validation {
+    condition     = var.erm_digits.epsilon > 0
+    error_message = "erm_digits.epsilon must be positive."
+  }
+  validation {
+    condition     = var.erm_digits.end_seconds == null || try(var.erm_digits.end_seconds >= 1 && floor(var.erm_digits.end_seconds) == var.erm_digits.end_seconds, false)
+    error_message = "erm_digits.end_seconds must be null or a positive integer (seconds since the epoch)."
+  }
+  validation {
+    condition     = var.erm_digits.ledger_topic == null || can(regex("^projects/[^/]+/topics/[a-zA-Z][-_.~+%a-zA-Z0-9]{2,254}$", coalesce(var.erm_digits.ledger_topic, "x")))
+    error_message = "erm_digits.ledger_topic must be null or projects/<P>/topics/<T>."
+  }
+  validation {
+    condition     = var.erm_digits.input_avro == null
+    error_message = "erm_digits.input_avro must be null: this example reads the Pub/Sub subscription it creates."
+  }
+  validation {
+    condition = alltrue([for n in [var.erm_digits.lifetime_epsilon, var.erm_digits.lifetime_rho] :
+    n == null || try(n > 0, false)])
+    error_message = "erm_digits.lifetime_epsilon and lifetime_rho must be null or positive."
+  }
+  validation {
+    condition     = var.erm_digits.lifetime_delta == null || try(var.erm_digits.lifetime_delta >= 0 && var.erm_digits.lifetime_delta < 1 && var.erm_digits.lifetime_epsilon != null, false)
+    error_message = "erm_digits.lifetime_delta must be null, or in [0, 1) with lifetime_epsilon."
+  }
+  validation {
+    condition     = var.erm_digits.lifetime_rho == null || (var.erm_digits.lifetime_epsilon == null && var.erm_digits.lifetime_delta == null)
+    error_message = "erm_digits: give either lifetime_rho or lifetime_epsilon/lifetime_delta."
+  }
+  validation {
+    condition = alltrue([for v in [var.erm_digits.output_avro, var.erm_digits.dead_letter_avro] :
+    v == null || can(regex("^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\\s]*)?$", v))])
+    error_message = "erm_digits.output_avro and dead_letter_avro must be null or gs:// paths."
   }
 }

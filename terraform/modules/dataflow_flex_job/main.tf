@@ -2,10 +2,11 @@
 # validated numbers and is merged last, so the free-form parameters map can never override it.
 
 locals {
-  dp_parameters = {
-    epsilon = tostring(var.epsilon)
-    delta   = tostring(var.delta)
-  }
+  # delta is omitted for a pure-epsilon job (null), whose pipeline takes no --delta.
+  dp_parameters = { for k, v in {
+    epsilon = var.epsilon
+    delta   = var.delta
+  } : k => tostring(v) if v != null }
 
   job_parameters = merge(
     { for k, v in var.parameters : k => v if v != null },

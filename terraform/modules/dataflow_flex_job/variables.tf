@@ -191,10 +191,11 @@ variable "epsilon" {
 
 variable "delta" {
   type        = number
-  description = "Total privacy budget delta of the job, passed as the `delta` template parameter. Must be in [0, 1)."
+  description = "Total privacy budget delta of the job, passed as the `delta` template parameter. Must be in [0, 1); null for a pure-epsilon job whose pipeline has no delta parameter (erm_digits)."
+  default     = null
 
   validation {
-    condition     = var.delta >= 0 && var.delta < 1
+    condition     = var.delta == null || try(var.delta >= 0 && var.delta < 1, false)
     error_message = "delta must be in [0, 1)."
   }
 }
