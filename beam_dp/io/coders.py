@@ -12,10 +12,11 @@ from beam_dp.io import boost
 from beam_dp.io import bounds
 from beam_dp.io import epochs
 from beam_dp.io import erm
+from beam_dp.io import quantiles
 from beam_dp.io import records
 
 RECORD_TYPES = (records.RECORD_TYPES + epochs.RECORD_TYPES + boost.RECORD_TYPES
-                + bounds.RECORD_TYPES
+                + bounds.RECORD_TYPES + quantiles.RECORD_TYPES
                 + (erm.ModelRelease, erm.ERMLedgerRow))
 
 for _record_type in RECORD_TYPES:
