@@ -21,6 +21,7 @@ from beam_dp.io.erm import ModelRelease
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.io.records import DeadLetter
 from beam_dp.io.bounds import BoundsRecommendation
+from beam_dp.io.quantiles import QuantileRelease
 from beam_dp.io.records import Release
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
@@ -44,6 +45,7 @@ from beam_dp.transforms import ContinualCountPerKey
 from beam_dp.transforms import ContinualERM
 from beam_dp.transforms import ContinualHistogramPerKey
 from beam_dp.transforms import ContinualOutputs
+from beam_dp.transforms import ContinualQuantilesPerKey
 from beam_dp.transforms import ContinualSumPerKey
 from beam_dp.transforms import DynamicCountPerKey
 from beam_dp.transforms import ERMOutputs
@@ -78,6 +80,7 @@ __all__ = [
     'ContinualERM',
     'ContinualHistogramPerKey',
     'ContinualOutputs',
+    'ContinualQuantilesPerKey',
     'ContinualSumPerKey',
     'DeadLetter',
     'DynamicCountPerKey',
@@ -96,6 +99,7 @@ __all__ = [
     'PrivacyBudget',
     'PrivacyCost',
     'PrivateKeys',
+    'QuantileRelease',
     'QueryAnswer',
     'Release',
     'SelectKeys',

@@ -19,6 +19,7 @@ from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.erm import ContinualERM
 from beam_dp.transforms.erm import SlidingWindowERM
 from beam_dp.transforms.pmwg import WindowedPMWG
+from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
 from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
@@ -53,6 +54,15 @@ FAMILIES = {
         public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, **_CLOCK, **kw)),
     'ContinualHistogramPerKey': ('records', lambda **kw: ContinualHistogramPerKey(
         public_keys=list(KEYS), bins=list(BINS), budget=EPS, **_CLOCK, **kw)),
+    'ContinualQuantilesPerKey': ('records', lambda **kw: ContinualQuantilesPerKey(
+        public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, percentiles=(50, 90),
+        depth=3, **_CLOCK, **kw)),
+    'ContinualQuantilesPerKey/user': ('records', lambda **kw: ContinualQuantilesPerKey(
+        public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, percentiles=(50, 90),
+        depth=3, layout='tree', privacy_unit=_user(), **_CLOCK, **kw)),
+    'ContinualQuantilesPerKey/private': ('records', lambda **kw: ContinualQuantilesPerKey(
+        keys=PRIVATE, budget=EPS, lower=-2.0, upper=3.0, depth=3, privacy_unit=_user(),
+        **_CLOCK, **kw)),
     'SparseContinualCountPerKey': ('records', lambda **kw: SparseContinualCountPerKey(
         public_keys=list(KEYS), budget=EPS, **_CLOCK, **kw)),
     'SparseContinualCountPerKey/private': ('records', lambda **kw: SparseContinualCountPerKey(

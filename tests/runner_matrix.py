@@ -89,6 +89,13 @@ for _name in families.FAMILIES:
         EVENTS[_name] = _dynamic()
     elif _name == 'ContinualSumPerKey':
         EVENTS[_name] = _records(lambda i: (i % 11) / 2 - 2.5)      # some out of [-2, 3]
+    elif _name == 'ContinualQuantilesPerKey':
+        EVENTS[_name] = _records(lambda i: (i % 11) / 2 - 2.5)
+    elif _name == 'ContinualQuantilesPerKey/user':                  # numeric values, bounded
+        EVENTS[_name] = [(t, (k, (i % 11) / 2 - 2.5, u))
+                         for i, (t, (k, _, u)) in enumerate(_user_records())]
+    elif _name == 'ContinualQuantilesPerKey/private':
+        EVENTS[_name] = _records(lambda i: (i % 11) / 2 - 2.5, n=600, units=600)
     elif _name.endswith('ERM'):                         # (stream, feature, unit), label 0
         EVENTS[_name] = _records(lambda i: ((i * 37) % 11 - 5) / 5, n=44)
     elif _name.endswith('/user'):

@@ -196,14 +196,18 @@ class QuantilesDriver(KeyedReleaseDriver):
         """The bucket of a value (clamped to [lower, upper]).
 
         Raises:
-          InvalidRecordError: for a value that is not a finite-or-infinite real number (NaN,
-            non-numeric).
+          InvalidRecordError: 'value is not a number: ...' (a bool, a string or bytes, or
+            anything ``float()`` refuses) or 'value is NaN'. ±inf is clamped like any value.
         """
-        if isinstance(value, (bool, np.bool_)):
+        if isinstance(value, (bool, np.bool_, str, bytes, bytearray)):
             raise InvalidRecordError(f'value is not a number: {value!r:.80}')
         try:
             x = float(value)
-        except (TypeError, ValueError, OverflowError):
+        except OverflowError:           # an int beyond the floats: clamped like ±inf
+            if not isinstance(value, int):
+                raise InvalidRecordError(f'value is not a number: {value!r:.80}') from None
+            x = math.inf if value > 0 else -math.inf
+        except (TypeError, ValueError):
             raise InvalidRecordError(f'value is not a number: {value!r:.80}') from None
         if math.isnan(x):
             raise InvalidRecordError('value is NaN')

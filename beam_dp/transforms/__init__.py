@@ -20,6 +20,7 @@ from beam_dp.transforms.erm import ERMOutputs
 from beam_dp.transforms.erm import SlidingWindowERM
 from beam_dp.transforms.growing_database import GrowingDatabaseOutputs
 from beam_dp.transforms.pmwg import WindowedPMWG
+from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
 from beam_dp.transforms.select_keys import KeySelectionOutputs
 from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.shell import ContinualOutputs
@@ -41,6 +42,7 @@ __all__ = [
     'ContinualERM',
     'ContinualHistogramPerKey',
     'ContinualOutputs',
+    'ContinualQuantilesPerKey',
     'ContinualSumPerKey',
     'DynamicCountPerKey',
     'ERMOutputs',

@@ -81,6 +81,7 @@ class _ContinualPerKey(shell.ShellTransform):
     """Shared implementation of the keyed continual transforms (see ``ContinualCountPerKey``)."""
 
     _metric = ''
+    _release_type = Release
 
     def __init__(self, *, public_keys: Optional[Sequence[str]] = None, keys=None, start, step,
                  end=None, budget: PrivacyBudget, privacy_unit: Optional[PrivacyUnit] = None,
@@ -155,7 +156,7 @@ class _ContinualPerKey(shell.ShellTransform):
                                               noise_label=noise_label)
             ).with_outputs(DEAD_LETTER, main='releases')
         releases = released.releases
-        releases.element_type = Release
+        releases.element_type = self._release_type
         return ContinualOutputs(releases, shell.merge_dead_letters(
             dead + [released[DEAD_LETTER]], self.debug_metrics, self.label))
 

@@ -107,7 +107,8 @@ def _check_one_outcome(valid, dead, other, stage='ExtractAndValidate'):
 # -- continual (public / user-level / private keys; count, sum, histogram) ----------------------
 
 CONTINUAL = ['ContinualCountPerKey', 'ContinualCountPerKey/user', 'ContinualCountPerKey/private',
-             'ContinualSumPerKey', 'ContinualHistogramPerKey']
+             'ContinualSumPerKey', 'ContinualHistogramPerKey', 'ContinualQuantilesPerKey',
+             'ContinualQuantilesPerKey/user', 'ContinualQuantilesPerKey/private']
 
 
 def _continual_good(name, record, micros):
@@ -123,6 +124,9 @@ def _continual_good(name, record, micros):
             math.isfinite(value)
     if name == 'ContinualHistogramPerKey':
         return type(value) is str and value in families.BINS
+    if name.startswith('ContinualQuantilesPerKey'):   # any real number (±inf clamped), not NaN
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and \
+            not math.isnan(value)
     return True
 
 

@@ -1,0 +1,145 @@
+"""Continual percentiles per key (``ContinualQuantilesPerKey``): the keyed continual histogram's
+wiring ('GlobalWindow' → 'ExtractAndValidate' → ('KeyByUnit' → 'BoundContributions') →
+'PreAggregate' + 'ShardSeeds' → 'ReleaseNoisyValues', the one release loop) over M buckets of
+[lower, upper], with the quantile post-processing inside the loop driver
+(``beam_dp.drivers.quantiles.QuantilesLoop``). All arithmetic is in the driver.
+"""
+
+from typing import Any, Callable, Optional, Sequence
+
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.keyed import KeyLayout
+from beam_dp.drivers.quantiles import QuantilesDriver
+from beam_dp.errors import InvalidParamsError
+from beam_dp.io.quantiles import QuantileRelease
+from beam_dp.privacy_unit import EventLevel
+from beam_dp.privacy_unit import PrivacyUnit
+from beam_dp.privacy_unit import UserLevel
+from beam_dp.transforms import arguments
+from beam_dp.transforms import shell
+from beam_dp.transforms.continual import _FIRST
+from beam_dp.transforms.continual import _SECOND
+from beam_dp.transforms.continual import _ContinualPerKey
+
+__all__ = ['ContinualQuantilesPerKey']
+
+_DOCS = {
+    **arguments.KEYED_DOCS,
+    'value_fn': 'record → its numeric value (default ``record[1]``); NaN or non-numeric: '
+                'dead-lettered.',
+    'lower': 'the smallest value of the public domain: values below are raised to it (and '
+             'counted in the first bucket). No default.',
+    'upper': 'the largest value of the public domain: values above are lowered to it. No '
+             'default.',
+    'percentiles': 'the percentiles to release, distinct numbers in [0, 100] (default '
+                   '(50,): the median).',
+    'branching': 'B, the tree\'s branching factor (default 2).',
+    'depth': 'D: the domain is cut into M = B**D equal buckets (default 6: 64 buckets; at most '
+             '1024 buckets). A value is exact to one bucket width (upper − lower) / M.',
+    'layout': "'auto' (default: the layout with the smaller closed-form rank error for the "
+              "budget, horizon and percentiles), 'tree' (the hierarchical histogram) or 'flat' "
+              "(the leaf histogram, ranges summed).",
+}
+
+
+@arguments.public(docs=_DOCS, required=('lower', 'upper'), defaults={'value_fn': _SECOND})
+class ContinualQuantilesPerKey(_ContinualPerKey):
+    """Continual percentiles of a bounded value per key, released at every step.
+
+    Releases, for every key and every step (as ``ContinualCountPerKey``: public keys or
+    ``PrivateKeys``, a fixed event-time schedule, idle keys and empty steps released), the chosen
+    ``percentiles`` of the values (``value_fn``, clamped to [``lower``, ``upper``]) of the
+    key's records from ``start`` to the end of the step, as a ``QuantileRelease``.
+
+    How: [lower, upper] is cut into M = B**D equal buckets and a continual counter (the keyed
+    counters: BLT, k-ary tree, per-step, ...; ``mechanism=``) counts each bucket per key. Two
+    layouts, compared in closed form at construction (``layout='auto'``, the smaller rank
+    variance wins; ``QuantileRelease.layout`` says which ran):
+
+    * 'tree' — a hierarchical histogram: the counter runs over every node of a B-ary tree on
+      the buckets (root, B nodes, ..., M leaves). A record touches one node per level, D + 1
+      nodes: the sensitivity is L1 = D + 1, L2 = √(D + 1) (event level; at user level the
+      unit's bound with value bound D + 1). The noisy tree is made consistent (Hay, Rastogi,
+      Miklau, Suciu 2010: least squares, the best linear unbiased estimate of every range);
+      a prefix of buckets then has noise variance σ²·a_j with a_j ≤ 1 for B = 2 (σ the
+      per-node noise sd).
+    * 'flat' — the leaf histogram alone (L1 = L2 = 1): a prefix of j + 1 buckets sums j + 1
+      independent noises, variance σ²·(j + 1).
+
+    With Laplace noise (ε) the tree pays (D + 1)² in variance per node, so a few dozen buckets
+    favour 'flat' and many buckets the tree; with Gaussian noise (ρ) the tree pays only D + 1
+    and wins from a handful of buckets (docs/quantiles.md tabulates the closed forms).
+
+    Post-processing (free): the prefix sums are made monotone (running maximum), the count is
+    the last prefix, percentile p is the first bucket whose prefix reaches p × count,
+    interpolated inside it; released values are monotone across percentiles and in
+    [lower, upper].
+
+    Error statement (public): ``QuantileRelease.rank_error_stddev[i]`` is the exact noise sd,
+    in records, of (estimated prefix at the released bucket − p × estimated count), from the
+    counter's exact ``noise_stddev`` and the layout's linear map; the value is exact to one
+    bucket (``value_resolution``), and the bucket holding the percentile can add at most its
+    own records to the rank error. With few records the percentiles are noise: a rank error of
+    σ records is meaningless for a key with fewer than a few σ records.
+
+    Returns:
+      ``ContinualOutputs(releases, dead_letter)`` (releases: ``QuantileRelease``).
+
+    Raises:
+      InvalidParamsError: on a bad or missing parameter, naming it.
+      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
+    """
+    _metric = 'histogram'
+    _release_type = QuantileRelease
+
+    def __init__(self, *, public_keys: Optional[Sequence[str]] = None, keys=None, start, step,
+                 end=None, budget: PrivacyBudget, privacy_unit: Optional[PrivacyUnit] = None,
+                 accountant: Optional[BudgetAccountant] = None,
+                 key_fn: Callable[[Any], Any] = _FIRST,
+                 value_fn: Optional[Callable[[Any], Any]] = None,
+                 lower: Optional[float] = None, upper: Optional[float] = None,
+                 percentiles: Sequence[float] = (50.0,), branching: int = 2, depth: int = 6,
+                 layout: str = 'auto', allowed_lateness=0,
+                 horizon_steps: Optional[int] = None, mechanism: str = 'auto',
+                 estimator: Optional[str] = None, num_shards: Optional[int] = None,
+                 noise_key: Optional[str] = None, debug_metrics: bool = False,
+                 testing_seed: Optional[int] = None, label: Optional[str] = None):
+        shell.ShellTransform.__init__(self, label, accountant=accountant,
+                                      testing_seed=testing_seed, noise_key=noise_key,
+                                      debug_metrics=debug_metrics)
+        owner = self.owner
+        public_keys, private_keys = shell.parse_key_set(owner, public_keys, keys)
+        shell.check_callable(owner, 'key_fn', key_fn)
+        shell.check_callable(owner, 'value_fn', value_fn)
+        clock = shell.parse_clock(owner, start=start, step=step, end=end,
+                                  allowed_lateness=allowed_lateness)
+        privacy_unit = EventLevel() if privacy_unit is None else privacy_unit
+        with self.params():
+            if private_keys is not None and num_shards is not None:
+                raise InvalidParamsError(f'{owner}: with private keys set '
+                                         f'PrivateKeys(num_shards=...), not num_shards.')
+            if isinstance(percentiles, (str, bytes)) or not hasattr(percentiles, '__iter__'):
+                raise InvalidParamsError(f'{owner}: percentiles must be a list of numbers in '
+                                         f'[0, 100], got {percentiles!r}.')
+            key_layout = None if private_keys is not None else KeyLayout.of(list(public_keys),
+                                                                            num_shards)
+            self._driver = QuantilesDriver(
+                metric='histogram', budget=budget, privacy_unit=privacy_unit, clock=clock,
+                layout=key_layout, private_keys=private_keys, horizon_steps=horizon_steps,
+                estimator=estimator, mechanism=mechanism, lower=lower, upper=upper,
+                percentiles=tuple(percentiles), branching=branching, depth=depth,
+                histogram_layout=layout)
+        self._key_fn = key_fn
+        self._value_fn = value_fn
+        self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
+        self.check_budget()
+
+    @property
+    def driver(self) -> QuantilesDriver:
+        """The pure driver this transform runs (drive it by hand for a reference)."""
+        return self._driver
+
+    def loop_driver(self):
+        """What the release loop runs (``beam_dp.testing.replay`` drives the same)."""
+        return self._driver.loop_driver()
