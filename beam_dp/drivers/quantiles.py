@@ -137,17 +137,21 @@ class QuantilesDriver(KeyedReleaseDriver):
         return (self.upper - self.lower) / self.leaves
 
     def _layout_sensitivity(self, layout: str) -> Tuple[float, float]:
-        unit = self.privacy_unit
+        """(L1, L2) of the layout: the tree's levels are D + 1 coarsenings of the leaf
+        histogram, each a valid leaf-histogram change of the same unit (coarsening keeps a
+        unit's keys, steps and per-step mass), so L1 adds up over the levels and L2² too."""
+        l1, l2 = self.privacy_unit.sensitivity(1)
         if layout == 'flat':
-            return unit.sensitivity(1)
-        if unit.name == 'user':
-            return unit.sensitivity(self.depth + 1)
-        return hh.tree_sensitivity(self.depth)
+            return l1, l2
+        levels = self.depth + 1
+        return levels * l1, math.sqrt(levels) * l2
 
     def _layout_counter(self, layout: str):
         l1, l2 = self._layout_sensitivity(layout)
         unit = self.privacy_unit
-        bound = 1 if layout == 'flat' else self.depth + 1
+        # The BLT's multi-participation bound is on each key's per-step L2 change (a key's bins
+        # together): √(D + 1) times the leaf histogram's in the tree, level by level as above.
+        bound = 1 if layout == 'flat' else math.sqrt(self.depth + 1)
         participation = (unit.participation(bound)
                          if unit.name == 'user' and self.private_keys is None else None)
         return counter_choice.choose_counter(

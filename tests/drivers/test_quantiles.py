@@ -138,8 +138,9 @@ def test_sensitivity_counts_the_tree_depth():
     unit = UserLevel(unit_fn=len, max_keys_per_unit=2, max_contributions_per_step=1,
                      max_steps_per_unit=3)
     user_tree = make(histogram_layout='tree', unit=unit)
-    l1, l2 = unit.sensitivity(7)
-    assert user_tree.sensitivity() == (l1, l2) and l1 == 2 * 3 * 7
+    l1, l2 = unit.sensitivity(1)
+    assert user_tree.sensitivity() == (7 * l1, pytest.approx(math.sqrt(7) * l2))
+    assert 7 * l1 == 2 * 3 * 7
     # The tree's per-node noise scales with its sensitivity (Laplace: L1 = D + 1; discrete
     # Laplace's variance 2b² − 1/6 + o(1) is not exactly quadratic in the scale b).
     assert tree.noise_stddev(0) == pytest.approx(7 * flat.noise_stddev(0), rel=0.05)
