@@ -26,7 +26,7 @@ from benchmarks.aggregations.data import Bounds
 from benchmarks.aggregations.keyed import Config
 
 HERE = pathlib.Path(__file__).resolve().parent
-AGGREGATES = ['count', 'sum']   # others append their module name here
+AGGREGATES = ['count', 'sum', 'quantiles']   # others append their module name here
 
 COLUMNS = ('method', 'output', 'mechanism', 'bias', 'noise', 'noise_predicted', 'total',
            'vs_pipelinedp_batch', 'vs_differencing(beam_dp)')
