@@ -32,6 +32,8 @@ from beam_dp.queries import LinearQuery
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.pmwg import WindowedPMWG
+from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
+from beam_dp.io.quantiles import QuantileRelease
 from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from tests import families
@@ -135,6 +137,35 @@ def test_continual_counts_account_for_every_record(user_level):
         # Every late record is its own dead letter (issue 21, item 6): record by record.
         assert in_state + len(dead) == len(specs), (in_state, len(dead))
         assert 0 < in_state < len(specs)
+
+    check()
+
+
+@pytest.mark.parametrize('user_level,layout', [(False, 'tree'), (True, 'flat')])
+def test_continual_quantiles_account_for_every_record(user_level, layout):
+    """Hostile values (NaN, strings, bools, huge ints, ±inf) through the real transform: the
+    noise-free final counts plus the dead letters are the input, record for record."""
+    @ONE_RUN
+    @given(RECORDS)
+    def check(specs):
+        key_fn, value_fn, unit_fn = _lookups(specs)
+        unit = UserLevel(unit_fn=unit_fn, max_keys_per_unit=2, max_contributions_per_step=2,
+                         max_steps_per_unit=5) if user_level else None
+        t = ContinualQuantilesPerKey(public_keys=KEYS, start=0, step=1, end=10,
+                                     budget=NOISE_FREE, key_fn=key_fn, value_fn=value_fn,
+                                     lower=-2.0, upper=3.0, depth=3, layout=layout,
+                                     percentiles=(50, 90), privacy_unit=unit)
+        releases, dead, _ = _run(specs, t)
+        assert all(isinstance(r, QuantileRelease) for r in releases)
+        assert {r.step for r in releases} == set(range(10))
+        last = {}
+        for r in releases:
+            if r.key not in last or r.step > last[r.key].step:
+                last[r.key] = r
+        in_state = round(sum(r.count for r in last.values()))
+        assert in_state + len(dead) == len(specs), (in_state, len(dead))
+        assert 0 < in_state < len(specs)
+        assert all(-2.0 <= v <= 3.0 for r in releases for v in r.values)
 
     check()
 
