@@ -44,6 +44,7 @@ from beam_dp.mechanisms.key_selection import KeySelectionState
 from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
 from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
 from beam_dp.mechanisms.participation import Participation
+from beam_dp.mechanisms.hierarchical_histogram import HierarchicalHistogramCounter
 from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.mechanisms.per_step import PerStepState
 from beam_dp.mechanisms.pmw import PMWAnswer
@@ -107,6 +108,7 @@ __all__ = [
     'PMWState',
     'Participation',
     'PartitionerState',
+    'HierarchicalHistogramCounter',
     'PerStepCounter',
     'PerStepState',
     'PrivateMultiplicativeWeights',
