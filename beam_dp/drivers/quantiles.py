@@ -12,10 +12,12 @@ Two layouts of the M buckets (``layout=``):
 
 * 'tree': the hierarchical histogram (``mechanisms.hierarchical_histogram``): one counter per
   node of the B-ary tree (root to leaves, D + 1 levels); a record touches D + 1 nodes, so the
-  counter runs at L1 = D + 1, L2 = √(D + 1) at event level (at user level the unit's bound with
-  a per-record value bound D + 1: exact in L1, conservative in L2, because each level of the
-  tree is a coarsening of the leaf histogram whose L2 is at most its L1); then Hay et al.'s
-  consistency (least squares: the BLUE of every range).
+  counter runs at L1 = D + 1, L2 = √(D + 1) at event level; at user level at D + 1 times the
+  leaf histogram's L1 and √(D + 1) times its L2 (each level of the tree is a coarsening of the
+  unit's leaf-histogram change, itself a valid leaf-histogram change of the same unit: same
+  keys, steps and per-step mass, so L1 and L2² add up over the D + 1 levels; the BLT's
+  multi-participation bound is scaled by √(D + 1) alike); then Hay et al.'s consistency (least
+  squares: the BLUE of every range).
 * 'flat': the leaf histogram alone (L1 = L2 = 1 per record); a prefix of j + 1 buckets sums
   j + 1 independent noises.
 

@@ -59,8 +59,11 @@ class ContinualQuantilesPerKey(_ContinualPerKey):
 
     * 'tree' — a hierarchical histogram: the counter runs over every node of a B-ary tree on
       the buckets (root, B nodes, ..., M leaves). A record touches one node per level, D + 1
-      nodes: the sensitivity is L1 = D + 1, L2 = √(D + 1) (event level; at user level the
-      unit's bound with value bound D + 1). The noisy tree is made consistent (Hay, Rastogi,
+      nodes: the sensitivity is L1 = D + 1, L2 = √(D + 1) at event level, and at user level
+      D + 1 times the leaf histogram's L1 and √(D + 1) times its L2 (each level is a coarsening
+      of the leaf histogram, a valid leaf-histogram change of the same unit, so L1 and L2² add
+      up over the levels; the BLT's multi-participation bound is scaled alike; audited in
+      tests/statistical/test_quantiles_statistical.py). The noisy tree is made consistent (Hay, Rastogi,
       Miklau, Suciu 2010: least squares, the best linear unbiased estimate of every range);
       a prefix of buckets then has noise variance σ²·a_j with a_j ≤ 1 for B = 2 (σ the
       per-node noise sd).
