@@ -16,17 +16,25 @@ whose zCDP converts to at most (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Corol
 conversion the accountant applies); the lower expected RMSE wins. A Gaussian counter then
 declares its ρ-zCDP cost, which the accountant checks as (ε, δ) through that same conversion
 (``check_cost_fits``). ``mechanism='blt' | 'balanced_tree' | 'kary_tree' | 'binary_tree' |
-'infinite_tree' | 'unbounded_tree' | 'per_step'`` forces one (the binary, infinite and k-ary
-trees take ``estimator``);
+'infinite_tree' | 'unbounded_tree' | 'per_step' | 'per_cell' | 'banded'`` forces one (the binary,
+infinite and k-ary trees take ``estimator``);
 ``estimator=`` with ``mechanism='auto'`` overrides the choice with a tree counter:
 the binary tree over ``horizon_steps`` if given, else the infinite tree.
 
 User level: the counters are calibrated to the unit's (L1, L2) of per-key totals
-(``PrivacyUnit.sensitivity``: K·m·S or the total bound C, whichever is tighter). A BLT over
-public keys is moreover calibrated to the unit's multi-participation bound
-(``PrivacyUnit.participation``, ``beam_dp.mechanisms.participation``: ≤ S steps per key with
-≤ m·B per step); with private keys a key's first counter step merges all steps up to its
-selection, so the safe bound (per-key totals) is used. The other counters use the safe bound.
+(``PrivacyUnit.sensitivity``: K·m·S or the total bound C, whichever is tighter). Over public keys
+the unit's participation pattern (``PrivacyUnit.participation``: ≤ K keys, ≤ S steps per key,
+≤ m·B per step, ≤ C·B in all) is known, and under a Gaussian budget ('auto' with ρ or (ε, δ > 0))
+the choice compares in closed form, besides the counters above: fresh per-cell noise
+(``mechanism='per_cell'``, ``PerCellCounter``: a Gaussian per (key, step) cell calibrated to one
+cell's contribution m·B and composed over the unit's ≤ K·S cells), BLT with the
+multi-participation bound, and the banded square-root factorization (``mechanism='banded'``,
+``BandedCounter``, its band chosen for S participations per key), and runs the one with the
+lowest expected RMSE. Per-cell noise is always among the candidates, so at user level under ρ the
+chosen counter's expected noise is never above it at the same bounds. With private keys a key's
+first counter step merges all steps up to its selection, so the pattern does not hold and the
+safe bound (per-key totals) is used. ``Release.noise_stddev`` is the chosen counter's exact
+``release_variance``.
 """
 
 import dataclasses
@@ -36,14 +44,17 @@ from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.accounting import epsilon_from_rho
 from beam_dp.accounting import rho_for_epsilon_delta
+from beam_dp.mechanisms.counter_selection import expected_error
 from beam_dp.mechanisms.counter_selection import select_counter
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
+from beam_dp.mechanisms.banded import BandedCounter
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
 from beam_dp.mechanisms.participation import Participation
+from beam_dp.mechanisms.per_cell import PerCellCounter
 from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
 
@@ -56,10 +67,12 @@ __all__ = [
 
 #: The ``mechanism=`` choices of the keyed continual transforms.
 MECHANISMS = ('auto', 'blt', 'balanced_tree', 'kary_tree', 'binary_tree', 'infinite_tree',
-              'unbounded_tree', 'per_step')
+              'unbounded_tree', 'per_step', 'per_cell', 'banded')
 _KINDS = {'blt': BLTCounter, 'balanced_tree': BalancedTreeCounter, 'kary_tree': KaryTreeCounter,
           'binary_tree': BinaryTreeCounter, 'infinite_tree': InfiniteTreeCounter,
-          'unbounded_tree': UnboundedTreeCounter, 'per_step': PerStepCounter}
+          'unbounded_tree': UnboundedTreeCounter, 'per_step': PerStepCounter,
+          'per_cell': PerCellCounter, 'banded': BandedCounter}
+_GAUSSIAN = (BLTCounter, BandedCounter)
 _NAMES = {kind: name for name, kind in _KINDS.items()}
 _TREES = (KaryTreeCounter, BinaryTreeCounter, InfiniteTreeCounter)
 _OWNER = 'KeyedReleaseDriver'
@@ -106,11 +119,12 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
       InvalidParamsError: for a mechanism that cannot run with these parameters, named.
     """
     if estimator is not None and mechanism in ('blt', 'balanced_tree', 'unbounded_tree',
-                                                'per_step'):
+                                                'per_step', 'per_cell', 'banded'):
         raise InvalidParamsError(f"{_OWNER}: estimator applies to the tree mechanisms, not to "
                                  f"mechanism={mechanism!r}.")
     common = dict(l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
-    if (not budget.is_zcdp and budget.delta > 0 and mechanism not in ('auto', 'blt')) or (
+    if (not budget.is_zcdp and budget.delta > 0
+            and mechanism not in ('auto', 'blt', 'banded', 'per_cell')) or (
             mechanism == 'auto' and estimator is not None and not budget.is_zcdp
             and budget.delta > 0):
         what = f'mechanism={mechanism!r}' + (f' with estimator={estimator!r}' if estimator
@@ -118,31 +132,54 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
         raise InvalidParamsError(
             f"{_OWNER}: {what} is pure epsilon-DP and would not spend delta={budget.delta:g} "
             f"(the releases would claim a delta the accountant never recorded): give "
-            f"PrivacyBudget(epsilon={budget.epsilon:g}), or mechanism='auto' / 'blt', which turn "
-            f"delta into Gaussian noise where that is better.")
+            f"PrivacyBudget(epsilon={budget.epsilon:g}), or mechanism='auto' / 'blt' / 'banded' "
+            f"/ 'per_cell', which turn delta into Gaussian noise where that is better.")
     if mechanism == 'auto' and estimator is not None:                   # binary or infinite tree
         if horizon_steps is not None:
             return BinaryTreeCounter(horizon=horizon_steps, estimator=estimator, **common,
                                      **_privacy_args(budget))
         return InfiniteTreeCounter(estimator=estimator, **common, **_privacy_args(budget))
     if mechanism == 'auto':
-        chosen = select_counter(budget, horizon, dimension, l1, l2)
+        chosen = select_counter(budget, horizon, dimension, l1, l2, participation=participation)
     else:
-        chosen = _explicit(mechanism, estimator, budget, horizon, common)
+        chosen = _explicit(mechanism, estimator, budget, horizon, common, participation)
     if isinstance(chosen, BLTCounter) and participation is not None:
         chosen = dataclasses.replace(chosen, participation=participation)
     check_cost_fits(chosen.privacy_cost(), budget)
     return chosen
 
 
-def _explicit(mechanism, estimator, budget, horizon, common):
+def _best_banded(budget, horizon, common, participation):
+    """The banded counter whose band has the lowest expected RMSE (closed form)."""
+    report = expected_error(budget, horizon, l1_sensitivity=common['l1_sensitivity'],
+                            l2_sensitivity=common['l2_sensitivity'],
+                            dimension=common['dimension'],
+                            participation=participation or _no_participation(common))
+    banded = [e for e in report.estimates if e.kind is BandedCounter]
+    counter = banded[0].build()
+    return dataclasses.replace(counter, participation=participation)
+
+
+def _no_participation(common) -> Participation:
+    """A pattern that adds nothing to the per-key totals' bound (used only to list the bands)."""
+    l1 = common['l1_sensitivity']
+    return Participation(1 << 30, 1 << 30, l1, l1)
+
+
+def _explicit(mechanism, estimator, budget, horizon, common, participation=None):
     kind = _KINDS[mechanism]
-    kwargs = dict(common, **_privacy_args(budget, gaussian=kind is BLTCounter))
+    gaussian = kind in _GAUSSIAN or (kind is PerCellCounter and (budget.is_zcdp
+                                                                 or budget.delta > 0))
+    kwargs = dict(common, **_privacy_args(budget, gaussian=gaussian))
+    if kind in _GAUSSIAN and not budget.is_zcdp and budget.delta == 0:
+        raise InvalidParamsError(f"{_OWNER}: mechanism={mechanism!r} needs a zCDP budget "
+                                 f"(PrivacyBudget(rho=...)) or an (epsilon, delta > 0) one, "
+                                 f"got {budget}.")
+    if kind is PerCellCounter:
+        return PerCellCounter(participation=participation, **kwargs)
+    if kind is BandedCounter:
+        return _best_banded(budget, horizon, common, participation)
     if kind is BLTCounter:
-        if not budget.is_zcdp and budget.delta == 0:
-            raise InvalidParamsError(f"{_OWNER}: mechanism='blt' needs a zCDP budget "
-                                     f"(PrivacyBudget(rho=...)) or an (epsilon, delta > 0) one, "
-                                     f"got {budget}.")
         kwargs['horizon'] = horizon
     elif kind is UnboundedTreeCounter and 'epsilon' not in kwargs:
         raise InvalidParamsError(f"{_OWNER}: mechanism='unbounded_tree' is pure ε: it needs an "
@@ -166,6 +203,11 @@ def mechanism_name(counter) -> str:
     if isinstance(counter, BLTCounter):
         mp = '+multi_participation' if counter.participation is not None else ''
         return f'blt/{counter.buffers}_buffers{mp}/{noise}'
+    if isinstance(counter, PerCellCounter):
+        return f'per_cell/summed/{noise}'
+    if isinstance(counter, BandedCounter):
+        mp = '+multi_participation' if counter.participation is not None else ''
+        return f'banded[p={counter.bands}]/sqrt{mp}/{noise}'
     if isinstance(counter, PerStepCounter):
         return f'per_step/summed/{noise}'
     if isinstance(counter, BalancedTreeCounter):

@@ -13,6 +13,8 @@ from beam_dp.mechanisms.bb_scheduler import EpochRelease
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.blt import BLTState
+from beam_dp.mechanisms.banded import BandedCounter
+from beam_dp.mechanisms.banded import BandedState
 from beam_dp.mechanisms.black_boxes import CallableBlackBox
 from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
 from beam_dp.mechanisms.black_boxes import StaticMechanism
@@ -45,6 +47,7 @@ from beam_dp.mechanisms.key_selection import LaplaceThresholdSelection
 from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
 from beam_dp.mechanisms.participation import Participation
 from beam_dp.mechanisms.hierarchical_histogram import HierarchicalHistogramCounter
+from beam_dp.mechanisms.per_cell import PerCellCounter
 from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.mechanisms.per_step import PerStepState
 from beam_dp.mechanisms.pmw import PMWAnswer
@@ -75,6 +78,8 @@ __all__ = [
     'BLTState',
     'BalancedTreeCounter',
     'BalancedTreeState',
+    'BandedCounter',
+    'BandedState',
     'BinaryTreeCounter',
     'CallableBlackBox',
     'ContinualKeySelection',
@@ -109,6 +114,7 @@ __all__ = [
     'PMWState',
     'Participation',
     'PartitionerState',
+    'PerCellCounter',
     'PerStepCounter',
     'PerStepState',
     'PrivateMultiplicativeWeights',

@@ -32,6 +32,8 @@ from beam_dp.accounting import rho_for_epsilon_delta
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms import blt_optimize
+from beam_dp.mechanisms.banded import BandedCounter
+from beam_dp.mechanisms.banded import band_candidates
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.balanced_tree import balanced_best_k
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
@@ -39,6 +41,8 @@ from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
 from beam_dp.mechanisms.kary_tree import KaryTreeCounter
 from beam_dp.mechanisms.kary_tree import best_k
+from beam_dp.mechanisms.participation import Participation
+from beam_dp.mechanisms.per_cell import PerCellCounter
 from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
 
@@ -140,9 +144,27 @@ def _privacy_args(budget: PrivacyBudget) -> Tuple[Optional[float], Optional[floa
     return budget.epsilon, rho_for_epsilon_delta(budget.epsilon, budget.delta)
 
 
-def _candidates(horizon, epsilon, rho, common, design_horizon):
+def _participation_candidates(horizon, rho, common, steps, participation):
+    """The Gaussian counters calibrated to a unit's participation pattern: fresh per-cell noise,
+    BLT with the multi-participation bound, the banded square root for each band."""
+    base = dict(common, rho=rho, participation=participation)
+    out = [('per_cell', 'zcdp', PerCellCounter, base)]
+    blt = dict(base, horizon=horizon)
+    if horizon is None:
+        blt['design_horizon'] = steps
+    out.append(('blt+participation', 'zcdp', BLTCounter, blt))
+    for bands in band_candidates(horizon or min(steps, 1 << 12)):
+        out.append((f'banded[p={bands}]', 'zcdp', BandedCounter,
+                    dict(base, bands=bands, horizon=horizon)))
+    return out
+
+
+def _candidates(horizon, epsilon, rho, common, design_horizon, participation=None):
     """(name, notion, class, kwargs) of every runnable counter for this horizon."""
     out = []
+    if participation is not None and rho is not None:
+        out.extend(_participation_candidates(horizon, rho, common, design_horizon,
+                                             participation))
     for notion, privacy in (('pure', {'epsilon': epsilon}), ('zcdp', {'rho': rho})):
         if next(iter(privacy.values())) is None:
             continue
@@ -183,7 +205,8 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
                    dimension: int = 1, l1_sensitivity: float = 1.0,
                    l2_sensitivity: Optional[float] = None,
                    evaluation_horizon: Optional[int] = None,
-                   objective: str = 'rmse') -> ErrorReport:
+                   objective: str = 'rmse',
+                   participation: Optional[Participation] = None) -> ErrorReport:
     """Expected per-step error (per bin) of every available counter, and the best one. A
     counter that refuses these parameters (e.g. a noise outside the exact samplers' range,
     ``beam_dp.noise.noise_scale_problem``) is not available; if none is, its error is raised.
@@ -196,6 +219,12 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
       evaluation_horizon: steps the error is averaged over when ``horizon`` is None (default
         2^20; also the design horizon of the unbounded BLT).
       objective: 'rmse' (mean over steps) or 'max_std' — what "best" minimises.
+      participation: a user-level unit's pattern (``Participation``: ≤ K keys, ≤ S steps per
+        key, ≤ m per step, ≤ C in all) or None. With it and a Gaussian budget the candidates
+        also include fresh per-cell noise (``PerCellCounter``), BLT with the multi-participation
+        bound and the banded square root (``BandedCounter``, bands 2, 4, … ≤ 512), each
+        calibrated to that pattern; per-cell noise is always a candidate, so the chosen
+        counter's error is never above it (for the same objective).
 
     Returns:
       An ``ErrorReport``; ``report.chosen.build()`` constructs the chosen counter.
@@ -205,6 +234,9 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
     if objective not in ('rmse', 'max_std'):
         raise InvalidParamsError(f"expected_error: objective must be 'rmse' or 'max_std', got "
                                  f'{objective!r}.')
+    if participation is not None and not isinstance(participation, Participation):
+        raise InvalidParamsError(f'expected_error: participation must be a Participation or '
+                                 f'None, got {participation!r}.')
     if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)
                                 or horizon < 1):
         raise InvalidParamsError(f'expected_error: horizon must be a positive int or None, got '
@@ -214,7 +246,8 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
     common = dict(l1_sensitivity=l1_sensitivity, l2_sensitivity=l2_sensitivity,
                   dimension=dimension)
     estimates, curves, refused = [], {}, []
-    for name, notion, kind, kwargs in _candidates(horizon, epsilon, rho, common, steps):
+    for name, notion, kind, kwargs in _candidates(horizon, epsilon, rho, common, steps,
+                                                  participation):
         if notion == 'pure':
             kwargs = {k: val for k, val in kwargs.items() if k != 'l2_sensitivity'}
         try:
@@ -246,22 +279,24 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
 def select_counter(budget: PrivacyBudget, horizon_steps: Optional[int] = None,
                    dimension: int = 1, l1_sensitivity: float = 1.0,
                    l2_sensitivity: Optional[float] = None, objective: str = 'rmse',
-                   evaluation_horizon: Optional[int] = None):
+                   evaluation_horizon: Optional[int] = None,
+                   participation: Optional[Participation] = None):
     """The counter (a ready mechanism instance) with the lowest expected error.
 
     Pure function of public parameters: the same arguments always give the same counter. It
     spends at most ``budget`` (its ``privacy_cost()`` says exactly what). See ``expected_error``.
     """
     return _chosen(budget, horizon_steps, dimension, l1_sensitivity, l2_sensitivity, objective,
-                   evaluation_horizon).build()
+                   evaluation_horizon, participation).build()
 
 
 @functools.lru_cache(maxsize=128)
-def _chosen(budget, horizon, dimension, l1, l2, objective, evaluation_horizon) -> CounterEstimate:
+def _chosen(budget, horizon, dimension, l1, l2, objective, evaluation_horizon,
+            participation=None) -> CounterEstimate:
     """The (immutable) chosen estimate, cached: a pipeline with many transforms pays once."""
     return expected_error(budget, horizon, dimension=dimension, l1_sensitivity=l1,
                           l2_sensitivity=l2, evaluation_horizon=evaluation_horizon,
-                          objective=objective).chosen
+                          objective=objective, participation=participation).chosen
 
 
 def best_pure_counter(horizon: Optional[int], epsilon: float, dimension: int = 1,

@@ -100,7 +100,7 @@ def _blt_loss(driver, unit, pair=None):
 @pytest.mark.parametrize('total', [None, 8, 5])
 def test_blt_user_level_loss_is_within_rho_and_uses_most_of_it(total):
     unit = _unit(max_total_contributions=total)
-    driver = _driver(unit, PrivacyBudget(rho=0.5))
+    driver = _driver(unit, PrivacyBudget(rho=0.5), mechanism='blt')
     assert driver.mechanism_name == 'blt/4_buffers+multi_participation/discrete_gaussian'
     loss = _blt_loss(driver, unit)
     assert loss <= 0.5
@@ -109,7 +109,7 @@ def test_blt_user_level_loss_is_within_rho_and_uses_most_of_it(total):
 
 def test_blt_multi_participation_calibration_beats_the_triangle_bound():
     unit = _unit()
-    driver = _driver(unit, PrivacyBudget(rho=0.5))
+    driver = _driver(unit, PrivacyBudget(rho=0.5), mechanism='blt')
     counter = driver.counter(1)
     l1, l2 = driver.sensitivity()
     assert (l1, l2) == (12, pytest.approx(math.sqrt(2) * 6))
@@ -124,7 +124,7 @@ def test_the_audit_catches_a_calibration_that_ignores_participations():
     less than r_S·m ≈ 5.2 at T = 16) while the unit puts m = 2 on S = 3 steps overspends."""
     unit = _unit()
     declared = _unit(max_steps_per_unit=1, max_contributions_per_step=4)
-    mis = _driver(declared, PrivacyBudget(rho=0.5))
+    mis = _driver(declared, PrivacyBudget(rho=0.5), mechanism='blt')
     assert _blt_loss(mis, unit) > 0.5 * 1.2
 
 

@@ -142,10 +142,10 @@ def test_pure_loss_of_a_displacing_unit_is_exactly_epsilon_with_the_cap(total):
 @pytest.mark.parametrize('total', [None, 8])
 def test_blt_loss_of_a_displacing_unit_is_within_rho_with_the_cap_only(total):
     unit = _capped(max_total_contributions=total)
-    capped = _driver(unit, RHO)
+    capped = _driver(unit, RHO, mechanism='blt')
     assert capped.mechanism_name == 'blt/4_buffers+multi_participation/discrete_gaussian'
     assert _blt_loss(capped, unit, _two_unit_neighbours(capped, unit)) <= 0.5
-    one = _driver(_unit(max_total_contributions=total), RHO)
+    one = _driver(_unit(max_total_contributions=total), RHO, mechanism='blt')
     assert _blt_loss(one, unit, _two_unit_neighbours(one, unit)) > 0.5 * 1.1
 
 

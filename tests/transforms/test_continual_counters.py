@@ -82,7 +82,7 @@ def test_blt_histogram_at_user_level_with_a_total_bound():
     transform = ContinualHistogramPerKey(
         public_keys=KEYS, start=0, step=STEP, end=steps * STEP, bins=['even', 'odd'],
         value_fn=lambda r: _bin(*r), budget=PrivacyBudget(rho=0.25), privacy_unit=unit,
-        testing_seed=17, label='Hist')
+        mechanism='blt', testing_seed=17, label='Hist')
     assert transform.driver.mechanism_name == \
         'blt/4_buffers+multi_participation/discrete_gaussian'
     assert transform.driver.sensitivity() == (3, 3.0)    # C = 3 < m·S = 4 < K·m·S = 8
@@ -91,3 +91,21 @@ def test_blt_histogram_at_user_level_with_a_total_bound():
     reason = 'contribution bound: unit already contributed max_total_contributions=3 records'
     _check_parity(transform, first, steps, later=later, dead=[('BoundContributions', reason)] * 2,
          value=_bin)
+
+
+@pytest.mark.parametrize('mechanism,name', [
+    ('per_cell', 'per_cell/summed/discrete_gaussian'),
+    ('banded', 'banded[p=2]/sqrt+multi_participation/discrete_gaussian'),
+    ('auto', 'per_cell/summed/discrete_gaussian'),
+])
+def test_counters_fitted_to_the_participation_match_the_reference(mechanism, name):
+    """User level under ρ (K = 2, m = 1, S = 10 = every step): fresh per-cell noise, the banded
+    factorization, and what 'auto' picks for a unit present at every step (per-cell)."""
+    steps = 10
+    unit = UserLevel(unit_fn=lambda r: r[1], max_keys_per_unit=2, max_contributions_per_step=1,
+                     max_steps_per_unit=steps)
+    transform = ContinualCountPerKey(public_keys=KEYS, start=0, step=STEP, end=steps * STEP,
+                                     budget=PrivacyBudget(rho=0.5), privacy_unit=unit,
+                                     mechanism=mechanism, testing_seed=17, label='Counts')
+    assert transform.driver.mechanism_name == name
+    _check_parity(transform, _events(steps), steps)
