@@ -84,10 +84,7 @@ def sqrt_coefficients(count: int) -> np.ndarray:
     return np.concatenate([[1.0], np.cumprod((2 * k - 1) / (2 * k))])
 
 
-def series_inverse(c: np.ndarray, n: int) -> np.ndarray:
-    """The first n coefficients of 1/c(x) for a power series c with c_0 ≠ 0 (Newton iteration
-    with FFT products: O(n log n))."""
-    c = np.asarray(c, dtype=float)
+def _newton_inverse(c: np.ndarray, n: int) -> np.ndarray:
     g = np.array([1.0 / c[0]])
     k = 1
     while k < n:
@@ -103,13 +100,49 @@ def series_inverse(c: np.ndarray, n: int) -> np.ndarray:
     return g[:n]
 
 
-def band_candidates(horizon: int) -> Tuple[int, ...]:
-    """The bands tried by the counter choice: 2, 4, 8, … up to min(horizon, ``MAX_BANDS``)."""
+def series_inverse(c: np.ndarray, n: int) -> np.ndarray:
+    """The first n coefficients h of 1/c(x), c a polynomial with c_0 ≠ 0: Newton iteration (FFT
+    products) for the first L = max(1024, 8·len(c)) terms G, then blocks of L: within a block
+    c∗h = e, e the (≤ len(c) − 1) terms the previous values force, so the block is G∗e."""
+    c = np.asarray(c, dtype=float)
+    p = len(c)
+    block = 1 << max(10, (8 * p - 1).bit_length())
+    head = _newton_inverse(c, min(n, block))
+    if n <= block or p == 1:
+        return np.concatenate([head, np.zeros(max(0, n - len(head)))])
+    out = np.empty(n)
+    out[:block] = head
+    size = 1 << (2 * block - 1).bit_length()
+    g_hat = np.fft.rfft(head, size)
+    start = block
+    while start < n:
+        prev = out[start - (p - 1):start]
+        e = -np.convolve(prev, c)[p - 1:2 * p - 2]
+        length = min(block, n - start)
+        out[start:start + length] = np.fft.irfft(np.fft.rfft(e, size) * g_hat, size)[:length]
+        start += length
+    return out
+
+
+def band_candidates(horizon: Optional[int]) -> Tuple[int, ...]:
+    """The bands tried by the counter choice: 2, 4, 8, … up to min(horizon, ``MAX_BANDS``);
+    for an unbounded horizon (evaluated over 2^20 steps by default) 2, 8, 32, 128, 512."""
+    if horizon is None:
+        return tuple(p for p in (2, 8, 32, 128, 512) if p <= MAX_BANDS)
     out, p = [], 2
     while p <= min(horizon, MAX_BANDS):
         out.append(p)
         p *= 2
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _b_squared_cumsum(dyadic_coefficients: Tuple[int, ...], n: int) -> np.ndarray:
+    """Σ_{m≤j} b_m² for j = 0..n−1, b the prefix sums of C⁻¹'s coefficients (read-only; shared
+    by every counter with these coefficients: they do not depend on ρ or the bounds)."""
+    c = np.ldexp(np.array(dyadic_coefficients, dtype=float), -COEF_BITS)
+    b = np.cumsum(series_inverse(c, n))
+    return _dyadic.readonly(np.cumsum(b * b))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,10 +303,8 @@ class BandedCounter:
                                            _dyadic.readonly(decoded), _dyadic.readonly(release))
 
     # ----------------------------------------------------------------- closed forms
-    @functools.lru_cache(maxsize=4)
     def _b_squared_cumsum(self, n: int) -> np.ndarray:
-        b = np.cumsum(series_inverse(self.exact_coefficients, n))
-        return np.cumsum(b * b)
+        return _b_squared_cumsum(self._dyadic_coefficients, n)
 
     def release_variance(self, t: int) -> float:
         """Exact noise variance (per bin) of the release after step t: V·Σ_{j<t} b_j²."""

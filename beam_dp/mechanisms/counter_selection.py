@@ -153,7 +153,7 @@ def _participation_candidates(horizon, rho, common, steps, participation):
     if horizon is None:
         blt['design_horizon'] = steps
     out.append(('blt+participation', 'zcdp', BLTCounter, blt))
-    for bands in band_candidates(horizon or min(steps, 1 << 12)):
+    for bands in band_candidates(horizon):
         out.append((f'banded[p={bands}]', 'zcdp', BandedCounter,
                     dict(base, bands=bands, horizon=horizon)))
     return out
@@ -193,7 +193,7 @@ def _candidates(horizon, epsilon, rho, common, design_horizon, participation=Non
             k = balanced_best_k(horizon, notion == 'zcdp')
             out.append((f'balanced_tree[k={k}]', notion, BalancedTreeCounter,
                         dict(base, horizon=horizon, k=k)))
-        if notion == 'zcdp':
+        if notion == 'zcdp' and participation is None:      # else 'blt+participation'
             blt = dict(base, horizon=horizon)
             if horizon is None:
                 blt['design_horizon'] = design_horizon
