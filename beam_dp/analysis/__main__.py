@@ -2,6 +2,11 @@
 
 Prints every counter's expected RMSE and max std per step (per bin) for the given public
 parameters, marks the one a transform would pick, and optionally plots std vs step.
+
+``python -m beam_dp.analysis user-level --rho 0.5 --horizon 365 --K 4 --m 2 --S 52 [--C 300]
+[--histogram hist.json] [--key-epsilon 1 --key-delta 1e-6 --key-units 300]`` predicts a
+user-level count's noise, bounding bias and the probability a key is released
+(``beam_dp.analysis.user_level``). A bad argument prints ``error: ...`` and exits with status 2.
 """
 
 import argparse
@@ -12,12 +17,104 @@ import sys
 import numpy as np
 
 from beam_dp.accounting import PrivacyBudget
+from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.counter_selection import expected_error
+
+#: The longest horizon the command line evaluates (its arrays are O(horizon)).
+MAX_HORIZON = 1 << 24
+
+
+class _Parser(argparse.ArgumentParser):
+    """Exits with status 2 and a one-line message on any bad argument (never a traceback)."""
+
+    def error(self, message):
+        self.exit(2, f'{self.prog}: error: {message}\n')
+
+
+def _user_level_parse(argv):
+    p = _Parser(prog='python -m beam_dp.analysis user-level',
+                description='Predicted noise, bounding bias and key release probability of a '
+                            'user-level ContinualCountPerKey.')
+    notion = p.add_mutually_exclusive_group(required=True)
+    notion.add_argument('--epsilon', type=float, help='the release budget: pure ε (with --delta: '
+                        'approximate DP)')
+    notion.add_argument('--rho', type=float, help='the release budget: ρ for ρ-zCDP')
+    p.add_argument('--delta', type=float, default=0.0)
+    p.add_argument('--horizon', type=int, required=True, help='steps of the release')
+    p.add_argument('--K', type=int, required=True, help='max_keys_per_unit')
+    p.add_argument('--m', type=int, required=True, help='max_contributions_per_step')
+    p.add_argument('--S', type=int, required=True, help='max_steps_per_unit')
+    p.add_argument('--C', type=int, default=None, help='max_total_contributions (default none)')
+    p.add_argument('--mechanism', default='auto', help="the release's mechanism= ('auto')")
+    p.add_argument('--histogram', help='JSON file: a contribution histogram {statistic: {value: '
+                   'units}} over keys_per_unit, contributions_per_step, steps_per_key, '
+                   'total_contributions, or a BoundsRecommendation as a JSON object')
+    p.add_argument('--key-share', type=float, default=0.1,
+                   help='share of all records held by the key (for the bias)')
+    p.add_argument('--key-epsilon', type=float, help='private key selection: ε')
+    p.add_argument('--key-delta', type=float, help='private key selection: δ')
+    p.add_argument('--key-units', type=int, help='distinct units of the key (release probability)')
+    p.add_argument('--first-step', type=int, default=1, help="the key's first step (1-based)")
+    p.add_argument('--json', action='store_true', help='print JSON instead of text')
+    return p.parse_args(argv)
+
+
+def _load_histogram(path):
+    from beam_dp.io.bounds import BoundsRecommendation  # pylint: disable=import-outside-toplevel
+    try:
+        with open(path, encoding='utf-8') as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise InvalidParamsError(f'--histogram: cannot read {path!r} as JSON ({e}).') from e
+    if isinstance(data, dict) and 'bucket_edges' in data:
+        try:
+            return BoundsRecommendation(**data)
+        except TypeError as e:
+            raise InvalidParamsError(f'--histogram: not a BoundsRecommendation ({e}).') from e
+    return data
+
+
+def _user_level_main(argv) -> int:
+    # pylint: disable=import-outside-toplevel
+    from beam_dp.analysis.user_level import user_level_error
+    from beam_dp.privacy_unit import UserLevel
+    args = _user_level_parse(argv)
+    budget = (PrivacyBudget(rho=args.rho) if args.rho is not None
+              else PrivacyBudget(epsilon=args.epsilon, delta=args.delta))
+    unit = UserLevel(unit_fn=str, max_keys_per_unit=args.K, max_contributions_per_step=args.m,
+                     max_steps_per_unit=args.S, max_total_contributions=args.C)
+    if (args.key_epsilon is None) != (args.key_delta is None):
+        raise InvalidParamsError('give both --key-epsilon and --key-delta (private key '
+                                 'selection) or neither.')
+    selection = (None if args.key_epsilon is None
+                 else PrivacyBudget(epsilon=args.key_epsilon, delta=args.key_delta))
+    histograms = _load_histogram(args.histogram) if args.histogram else None
+    out = user_level_error(unit, budget, args.horizon, histograms=histograms,
+                           key_share=args.key_share, mechanism=args.mechanism,
+                           key_selection=selection, key_units=args.key_units,
+                           first_step=args.first_step)
+    if args.json:
+        print(json.dumps({'bounds': unit.describe(), 'budget': str(budget),
+                          'horizon': args.horizon, 'mechanism': out.mechanism,
+                          'noise': out.noise, 'bias': out.bias, 'total': out.total,
+                          'release_probability': out.release_probability}, indent=1))
+        return 0
+    print(f'{unit.describe()}, {budget}, {args.horizon} steps; counter: {out.mechanism}')
+    print(f'noise sd of the last release: {out.noise:.4g}')
+    if out.bias is not None:
+        print(f'bounding bias (key holding {args.key_share:g} of the records): {out.bias:.4g}')
+        print(f'total error: {out.total:.4g}')
+    if out.release_probability is not None:
+        print(f'P[a key with {args.key_units} units is released by step {args.horizon}]: '
+              f'{out.release_probability:.4g}')
+    return 0
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog='python -m beam_dp.analysis', description=__doc__.split(
-        '\n\n')[1] if '\n\n' in __doc__ else None)
+    p = _Parser(prog='python -m beam_dp.analysis', description=__doc__.split(
+        '\n\n')[1] if '\n\n' in __doc__ else None,
+        epilog='User level (K, m, S, C, a contribution histogram, key selection): '
+               'python -m beam_dp.analysis user-level --help')
     notion = p.add_mutually_exclusive_group(required=True)
     notion.add_argument('--epsilon', type=float, help='pure ε (with --delta: approximate DP)')
     notion.add_argument('--rho', type=float, help='ρ for ρ-zCDP')
@@ -63,12 +160,42 @@ def _plot(report, path):
 
 
 def main(argv=None) -> int:
+    """Runs the command line; a bad argument prints ``error: ...`` and returns 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ['user-level']:
+            return _user_level_main(argv[1:])
+        return _counters_main(argv)
+    except (InvalidParamsError, ValueError, OverflowError, ArithmeticError) as e:
+        print(f'python -m beam_dp.analysis: error: {e}', file=sys.stderr)
+        return 2
+
+
+def _counters_main(argv) -> int:
     args = _parse(argv)
+    if args.l2 is not None and args.l1 is not None and args.l2 > args.l1:
+        raise InvalidParamsError(
+            f'--l2 {args.l2:g} exceeds --l1 {args.l1:g} (--l1 defaults to 1): a unit\'s L2 '
+            f'sensitivity is at most its L1. Give --l1 too, or for user-level bounds (K keys, m '
+            f'per step, S steps, C in all) run `python -m beam_dp.analysis user-level --rho '
+            f'... --horizon ... --K ... --m ... --S ...`.')
+    for name in ('evaluation_horizon', 'dimension'):
+        value = getattr(args, name)
+        if value is not None and not 1 <= value <= MAX_HORIZON:
+            raise InvalidParamsError(f'--{name.replace("_", "-")} must be in 1..{MAX_HORIZON}, '
+                                     f'got {value}.')
     if args.rho is not None:
         budget = PrivacyBudget(rho=args.rho)
     else:
         budget = PrivacyBudget(epsilon=args.epsilon, delta=args.delta)
-    horizon = None if args.horizon.lower() == 'none' else int(args.horizon)
+    try:
+        horizon = None if args.horizon.lower() == 'none' else int(args.horizon)
+    except ValueError as e:
+        raise InvalidParamsError(f"--horizon must be a positive integer or 'none', got "
+                                 f'{args.horizon!r}.') from e
+    if horizon is not None and not 1 <= horizon <= MAX_HORIZON:
+        raise InvalidParamsError(f'--horizon must be in 1..{MAX_HORIZON} (or none), got '
+                                 f'{horizon}.')
     report = expected_error(budget, horizon, dimension=args.dimension, l1_sensitivity=args.l1,
                             l2_sensitivity=args.l2, evaluation_horizon=args.evaluation_horizon,
                             objective=args.objective)

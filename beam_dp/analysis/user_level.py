@@ -1,71 +1,216 @@
 """The error of a user-level count at given bounds, before running it: the bounding bias
-(estimated from a contribution histogram, released by ``ChooseContributionBounds`` or exact)
-and the release noise (public), as ``beam_dp.drivers.bounds.BoundsChooser`` predicts them.
+(estimated from a contribution histogram: released by ``ChooseContributionBounds``, or one the
+user has), the release noise (public) and, with private key selection, the probability that a
+key is released.
 
 ``user_level_error(unit, budget, horizon)`` needs only public parameters for the noise; with
-``histograms`` (a ``BoundsRecommendation``, whose released histograms it reads) it adds the
-predicted bias of a key holding ``key_share`` of the records.
+``histograms`` it adds the predicted bias of a key holding ``key_share`` of the records; with
+``key_selection`` (the ``PrivateKeys`` budget) and ``key_units`` the probability that a key with
+that many distinct units is ever released within the horizon (``release_probability``).
+``python -m beam_dp.analysis user-level --help`` is the command line.
+
+What is predicted, and how (the same computations the transforms run):
+
+* noise: the standard deviation of the key's release at the last step, from the counter
+  ``ContinualCountPerKey`` runs at these bounds (``Release.noise_stddev`` exactly; with private
+  keys, a key selected at its first step);
+* bias: ``key_share`` × the records the bounds drop, from the histograms coupled
+  comonotonically (``beam_dp.drivers.bounds.BoundsChooser.predicted_bias``);
+* release probability: ``ContinualKeySelection`` (an SVT per key on its distinct-unit count,
+  noise DLap(2K/ε) once for the threshold and fresh per step) for a key whose ``key_units``
+  units have all arrived by its first step ``first_step``, in closed form:
+  1 − Σ_z P[Z = z] Π_{t = first_step}^{horizon} P[Y_t < τ_t + z − n + 1].
 """
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Mapping, Optional
+
+import numpy as np
 
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.errors import InvalidParamsError
 
 __all__ = [
+    'STATISTICS',
     'UserLevelError',
+    'exact_histograms',
+    'release_probability',
     'user_level_error',
 ]
+
+#: The per-unit statistics of a contribution histogram (``beam_dp.drivers.bounds``).
+STATISTICS = ('keys_per_unit', 'contributions_per_step', 'steps_per_key', 'total_contributions')
+_OWNER = 'user_level_error'
+#: Longest horizon the closed forms evaluate (the counters' own limit is larger).
+MAX_HORIZON = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)
 class UserLevelError:
-    """Predicted ``bias`` (records; None without histograms), ``noise`` (the final release's
-    standard deviation), ``total`` = √(bias² + noise²) and the ``mechanism`` that would run."""
+    """Predicted ``bias`` (records; None without histograms), ``noise`` (the last release's
+    standard deviation), ``total`` = √(bias² + noise²), the ``mechanism`` that would run, and
+    ``release_probability`` (None without a key selection)."""
     bias: Optional[float]
     noise: float
     total: float
     mechanism: str
+    release_probability: Optional[float] = None
+
+
+def _check_int(name, value, lo=1, hi=None, optional=False):
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo or (
+            hi is not None and value > hi):
+        bound = f' and at most {hi}' if hi is not None else ''
+        raise InvalidParamsError(f'{_OWNER}: {name} must be an integer at least {lo}{bound}, '
+                                 f'got {value!r}.')
+    return int(value)
+
+
+def release_probability(key_selection: PrivacyBudget, max_keys_per_unit: int, units: int,
+                        horizon: int, first_step: int = 1) -> float:
+    """P[a key with ``units`` distinct units (all there from global step ``first_step``) is
+    selected at or before step ``horizon``] under ``PrivateKeys(key_selection)`` at user level
+    with K = ``max_keys_per_unit`` (module docstring). Closed form; float."""
+    # pylint: disable=import-outside-toplevel  (drivers import analysis: import at call time)
+    from beam_dp.drivers.private_keys import PrivateKeys
+    from beam_dp.noise.geometric import _scale_nd
+    if not isinstance(key_selection, PrivacyBudget):
+        raise InvalidParamsError(f'{_OWNER}: key_selection must be a PrivacyBudget(epsilon=..., '
+                                 f'delta=...), got {key_selection!r}.')
+    k = _check_int('max_keys_per_unit', max_keys_per_unit)
+    n = _check_int('key_units', units, lo=0)
+    horizon = _check_int('horizon', horizon, hi=MAX_HORIZON)
+    first_step = _check_int('first_step', first_step, hi=horizon)
+    selection = PrivateKeys(key_selection).selection(k)
+    num, den = _scale_nd(selection.scale)
+    log_a = -den / num
+    a = math.exp(log_a)
+    thresholds = np.array([selection.threshold(t) for t in range(first_step, horizon + 1)],
+                          dtype=float)
+    spread = int(math.ceil(60 * num / den)) + 2        # Z beyond ±spread: P < e^-60
+    z = np.arange(-spread, spread + 1, dtype=float)
+    log_pz = math.log((1 - a) / (1 + a)) + np.abs(z) * log_a
+    gap = thresholds[None, :] + z[:, None] - n + 1             # selected at t ⟺ Y_t ≥ gap
+    # ln P[Y_t < gap]: gap ≤ 0: a^(1-gap)/(1+a); gap ≥ 1: 1 − a^gap/(1+a)
+    with np.errstate(divide='ignore', over='ignore', invalid='ignore'):
+        below = np.where(gap <= 0, (1 - gap) * log_a - math.log1p(a),
+                         np.log1p(-np.exp(np.maximum(gap, 1) * log_a - math.log1p(a))))
+    log_never = np.sum(below, axis=1)
+    never = float(np.sum(np.exp(log_pz + log_never)))
+    return min(1.0, max(0.0, 1.0 - never))
+
+
+def exact_histograms(histogram: Mapping[str, Mapping[int, int]]):
+    """NoisyHistograms (exact, one bucket per value) from {statistic: {value: units}}."""
+    # pylint: disable=import-outside-toplevel
+    from beam_dp.mechanisms.contribution_histogram import NoisyHistogram
+    if not isinstance(histogram, Mapping) or set(histogram) != set(STATISTICS):
+        raise InvalidParamsError(f'{_OWNER}: a contribution histogram maps each of {STATISTICS} '
+                                 f'to {{value: units}}, got keys '
+                                 f'{sorted(histogram) if isinstance(histogram, Mapping) else histogram!r}.')
+    out = {}
+    for name in STATISTICS:
+        counts = histogram[name]
+        if not isinstance(counts, Mapping) or not counts:
+            raise InvalidParamsError(f'{_OWNER}: histogram[{name!r}] must be a non-empty '
+                                     f'{{value: units}} mapping, got {counts!r}.')
+        try:
+            pairs = {int(val): int(units) for val, units in counts.items()}
+        except (TypeError, ValueError) as e:
+            raise InvalidParamsError(f'{_OWNER}: histogram[{name!r}] must map positive integer '
+                                     f'values to unit counts, got {counts!r}.') from e
+        if min(pairs) < 1 or min(pairs.values()) < 0 or max(pairs) > (1 << 40):
+            raise InvalidParamsError(f'{_OWNER}: histogram[{name!r}] values must be in 1..2^40 '
+                                     f'with unit counts >= 0, got {counts!r}.')
+        edges = sorted(set(pairs) | {val + 1 for val in pairs})
+        out[name] = NoisyHistogram(tuple(edges), tuple(pairs.get(e, 0) for e in edges), 1)
+    return out
+
+
+def _released_histograms(histograms):
+    # pylint: disable=import-outside-toplevel
+    from beam_dp.mechanisms.contribution_histogram import NoisyHistogram
+    edges = getattr(histograms, 'bucket_edges', None)
+    if edges is None:
+        return exact_histograms(histograms)
+    try:
+        return {n: NoisyHistogram(tuple(edges), tuple(getattr(histograms, n)), int(t))
+                for n, t in zip(STATISTICS, histograms.thresholds)}
+    except (AttributeError, TypeError, ValueError) as e:
+        raise InvalidParamsError(f'{_OWNER}: histograms must be a BoundsRecommendation or '
+                                 f'{{statistic: {{value: units}}}}, got '
+                                 f'{type(histograms).__name__}.') from e
 
 
 def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=None,
-                     key_share: float = 0.1, mechanism: str = 'auto') -> UserLevelError:
-    """Predicted error of a user-level count's final total at the bounds of ``unit``.
+                     key_share: float = 0.1, mechanism: str = 'auto',
+                     key_selection: Optional[PrivacyBudget] = None,
+                     key_units: Optional[int] = None, first_step: int = 1) -> UserLevelError:
+    """Predicted error of a user-level count's last release at the bounds of ``unit``.
 
     Args:
       unit: a ``UserLevel`` (its K, m, S and C; ``max_units`` is not modelled and refused).
       budget: the release's budget; horizon: its steps; mechanism: its ``mechanism=``.
-      histograms: a ``BoundsRecommendation`` (its released histograms), or None.
+      histograms: a ``BoundsRecommendation`` (its released histograms), an exact contribution
+        histogram ``{statistic: {value: units}}`` over ``STATISTICS``, or None.
       key_share: the share of all records held by the key whose error is predicted.
+      key_selection: the ``PrivateKeys`` budget (ε, δ) when keys are selected privately; then
+        ``key_units`` (distinct units of the key) gives ``release_probability``.
+      first_step: the key's first step (1-based) for the release probability.
 
     Raises:
       InvalidParamsError: on a bad argument, naming it.
     """
     # pylint: disable=import-outside-toplevel  (drivers import analysis: import at call time)
-    from beam_dp.drivers.bounds import STATISTICS
     from beam_dp.drivers.bounds import BoundsChooser
-    from beam_dp.mechanisms.contribution_histogram import NoisyHistogram
+    from beam_dp.drivers.clock import StepClock
+    from beam_dp.drivers.keyed import KeyedReleaseDriver
+    from beam_dp.drivers.private_keys import PrivateKeys
     from beam_dp.privacy_unit import UserLevel
-    owner = 'user_level_error'
     if not isinstance(unit, UserLevel):
-        raise InvalidParamsError(f'{owner}: unit must be a UserLevel, got {unit!r}.')
+        raise InvalidParamsError(f'{_OWNER}: unit must be a UserLevel, got {unit!r}.')
     if unit.max_units is not None:
-        raise InvalidParamsError(f'{owner}: max_units is not modelled here; leave it None.')
+        raise InvalidParamsError(f'{_OWNER}: max_units is not modelled here; leave it None.')
+    if not isinstance(budget, PrivacyBudget):
+        raise InvalidParamsError(f'{_OWNER}: budget must be a PrivacyBudget, got {budget!r}.')
+    horizon = _check_int('horizon', horizon, hi=MAX_HORIZON)
+    if key_units is not None and key_selection is None:
+        raise InvalidParamsError(f'{_OWNER}: key_units needs key_selection (the PrivateKeys '
+                                 f'budget).')
     chooser = BoundsChooser(None, budget, horizon, mechanism=mechanism, key_share=key_share,
                             non_private_histograms=True)
     bounds = (unit.max_keys_per_unit, unit.max_contributions_per_step, unit.max_steps_per_unit,
               unit.max_total_contributions)
-    noise, name = chooser.predicted_noise(*bounds)
+    probability = None
+    if key_selection is None:
+        noise, name = chooser.predicted_noise(*bounds)
+        if not math.isfinite(noise):            # say why: build the driver it could not build
+            KeyedReleaseDriver(metric='count', budget=budget, privacy_unit=unit,
+                               clock=StepClock(0, 1, last_step=horizon - 1),
+                               layout=_one_key_layout(), mechanism=mechanism)
+    else:
+        keys = PrivateKeys(key_selection) if isinstance(key_selection, PrivacyBudget) else None
+        if keys is None:
+            raise InvalidParamsError(f'{_OWNER}: key_selection must be a PrivacyBudget, got '
+                                     f'{key_selection!r}.')
+        driver = KeyedReleaseDriver(metric='count', budget=budget, privacy_unit=unit,
+                                    clock=StepClock(0, 1, last_step=horizon - 1),
+                                    private_keys=keys, mechanism=mechanism)
+        noise = driver.counter_noise_stddev(horizon - _check_int('first_step', first_step,
+                                                                 hi=horizon) + 1)
+        name = driver.mechanism_name
+        if key_units is not None:
+            probability = release_probability(key_selection, unit.max_keys_per_unit, key_units,
+                                              horizon, first_step)
     if histograms is None:
-        return UserLevelError(None, noise, noise, name)
-    try:
-        hists = {n: NoisyHistogram(tuple(histograms.bucket_edges), tuple(getattr(histograms, n)),
-                                   int(t))
-                 for n, t in zip(STATISTICS, histograms.thresholds)}
-    except (AttributeError, TypeError) as e:
-        raise InvalidParamsError(f'{owner}: histograms must be a BoundsRecommendation, got '
-                                 f'{type(histograms).__name__}.') from e
-    bias = chooser.predicted_bias(hists, *bounds)
-    return UserLevelError(bias, noise, math.hypot(bias, noise), name)
+        return UserLevelError(None, noise, noise, name, probability)
+    bias = chooser.predicted_bias(_released_histograms(histograms), *bounds)
+    return UserLevelError(bias, noise, math.hypot(bias, noise), name, probability)
+
+
+def _one_key_layout():
+    from beam_dp.drivers.key_layout import KeyLayout  # pylint: disable=import-outside-toplevel
+    return KeyLayout.of(['key'], 1)
