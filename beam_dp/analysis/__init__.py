@@ -1,8 +1,13 @@
 """Utility analysis from public parameters only: expected error of every continual counter and
-the one with the lowest expected error (``python -m beam_dp.analysis --help``)."""
+the one with the lowest expected error; at user level the noise, bounding bias and key release
+probability (``python -m beam_dp.analysis --help``, ``python -m beam_dp.analysis user-level
+--help``)."""
 
 from beam_dp.analysis import user_level
+from beam_dp.analysis.user_level import STATISTICS
 from beam_dp.analysis.user_level import UserLevelError
+from beam_dp.analysis.user_level import exact_histograms
+from beam_dp.analysis.user_level import release_probability
 from beam_dp.analysis.user_level import user_level_error
 from beam_dp.mechanisms import counter_selection
 from beam_dp.mechanisms.counter_selection import CounterEstimate
