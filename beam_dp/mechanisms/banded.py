@@ -198,8 +198,13 @@ class BandedCounter:
         if self.participation is not None and not isinstance(self.participation, Participation):
             raise InvalidParamsError(f'{owner}: participation must be a Participation, got '
                                      f'{self.participation!r}.')
-        if not math.isfinite(self.sensitivity ** 2 / self.rho) or self.sigma2_grid <= 0:
-            raise InvalidParamsError(f'{owner}: l2_sensitivity and rho give no finite noise.')
+        try:
+            finite = math.isfinite(self.sensitivity ** 2 / self.rho) and self.sigma2_grid > 0
+        except (OverflowError, ValueError, ZeroDivisionError):
+            finite = False
+        if not finite:
+            raise InvalidParamsError(f'{owner}: l2_sensitivity and rho give no finite noise '
+                                     f'(rho={self.rho!r}).')
 
     # ----------------------------------------------------------------- parameters
     @functools.cached_property
