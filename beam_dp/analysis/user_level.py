@@ -108,7 +108,8 @@ def exact_histograms(histogram: Mapping[str, Mapping[int, int]]):
     # pylint: disable=import-outside-toplevel
     from beam_dp.mechanisms.contribution_histogram import NoisyHistogram
     if not isinstance(histogram, Mapping) or set(histogram) != set(STATISTICS):
-        raise InvalidParamsError(f'{_OWNER}: a contribution histogram maps each of {STATISTICS} '
+        raise InvalidParamsError(f'{_OWNER}: histograms must be a BoundsRecommendation or a '
+                                 f'contribution histogram mapping each of {STATISTICS} '
                                  f'to {{value: units}}, got keys '
                                  f'{sorted(histogram) if isinstance(histogram, Mapping) else histogram!r}.')
     out = {}
