@@ -175,7 +175,8 @@ class BoostLoop:
         wake, timer = self._arm(None, min(times) if times else None)
         return self._route(out, (state, wake), timer_micros=timer, pending=rest)
 
-    def end_of_input(self, stored, dataset: str) -> Outcome:
+    def end_of_input(self, stored, dataset: str, pending=(),  # pylint: disable=unused-argument
+                     noise_root=None) -> Outcome:
         state, _ = stored
         state, out = refuse_waiting(self.drivers[dataset], state)
         return self._route(out, (state, None), pending=[])

@@ -15,15 +15,17 @@ Wiring (labels are part of the Dataflow update contract):
                            the closed instance's HALTED refusal (on the answers), whatever the
                            records (else a record opening the instance decided HALTED vs t=0)
   (both)  | 'MergeInputs'  Flatten
-          | 'AnswerQueries'  stateful DoFn keyed by (key, window id): items wait in a Bag and are
-                           processed in event-time order on a watermark timer
+          | 'AnswerQueries'  the release loop (``release_loop.buffered_loop``: cell 'instance',
+                           bag 'pending', timers 'flush' and 'expire') running
+                           ``drivers.growing.GrowingLoop`` per (key, window id): items wait in
+                           the bag and are processed in event-time order on the watermark
 
 Order: an item stamped τ is processed once the watermark passes τ, together with every pending
 item stamped ≤ τ, sorted by (timestamp, records before queries, tie), where the tie is the record's
 domain element or the query id. So a query stamped τ sees exactly the records stamped ≤ τ that
 were not late; a late record (stamped before an already processed query)
-is counted at the next processing, i.e. in a later t. With bounded inputs (batch) one timer at the
-end of input processes everything, in the same order, in one go.
+is counted at the next processing, i.e. in a later t. With bounded inputs (batch) the loop's
+end-of-input timer processes everything, in the same order, in one go.
 
 Lateness: a fixed window's instance is closed by its 'expire' timer, which the instance's first
 item arms, so without the gate another record of the same (key, window) decides whether a record
@@ -32,12 +34,14 @@ arriving after the deadline is dead-lettered or counted (docs/privacy_model.md, 
 deadline (the argument: ``lateness._DropLateFn``), where the closed-instance check stays as a
 backstop. Queries are gated too ('GateLateQueries'): otherwise a query arriving after its
 window's deadline was refused HALTED when a record had opened the instance and answered by a
-fresh, empty instance (NOT_STARTED, t = 0) when none had. Update note: 'GateLateRecords' and
-'GateLateQueries' are new stages (only with ``start=``): drain a running job and restart it.
+fresh, empty instance (NOT_STARTED, t = 0) when none had. Update note: 'AnswerQueries' is the
+shared release loop (its 'meta' and 'armed' cells went into the 'instance' cell; 'finished' and
+'end_of_input' are new): drain a running job and restart it.
 
-The DoFn holds state and sets timers; every decision is the driver's
-(``beam_dp.drivers.growing``: the engine adapters around the pure mechanisms, the order, the
-answers and refusals). The schedule is public: a query is answered when it is processed
+The loop holds state and sets timers; every decision is the driver's
+(``beam_dp.drivers.growing``: ``GrowingLoop``, the engine adapters around the pure mechanisms,
+the order, the answers and refusals); ``beam_dp.testing.replay`` drives ``loop_driver()`` as
+the job does. The schedule is public: a query is answered when it is processed
 (its arrival time is public, docs/privacy_model.md), and the database size t used by the
 mechanisms is public under the swap-one relation the transforms declare.
 """
@@ -46,23 +50,20 @@ import typing
 from typing import Callable, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import FixedWindows
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.transforms.window import SlidingWindows
-from apache_beam.utils.timestamp import Timestamp
 
-from beam_dp import noise
 from beam_dp.drivers import growing as driver
 from beam_dp.drivers.growing import QUERY
 from beam_dp.drivers.growing import RECORD
+from beam_dp.drivers.growing import RELEASES
 from beam_dp.drivers.growing import GrowingEngine
+from beam_dp.drivers.growing import GrowingLoop
+from beam_dp.drivers.growing import closed_reason
+from beam_dp.drivers.growing import halted
+from beam_dp.drivers.growing import late_window_reason
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.queries import LinearQuery
@@ -71,6 +72,7 @@ from beam_dp.drivers.clock import format_micros
 from beam_dp.drivers.clock import refuse_milliseconds
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import LatenessGate
+from beam_dp.transforms.release_loop import buffered_loop
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import RecordText
@@ -80,9 +82,7 @@ __all__ = [
     'GrowingDatabaseTransform',
 ]
 
-RELEASES = 'releases'
 _REFUSED = 'refused'
-_MAX_MICROS = shell.MAX_MICROS
 # Instances are keyed by the deterministic encoding of (key, window id) (``shell.key_bytes``).
 _INSTANCE_ELEMENT = typing.Tuple[bytes, typing.Any]
 
@@ -192,19 +192,6 @@ class _TagFn(beam.DoFn):
         yield instance, ((key, wid), (micros, QUERY, qid, (qid, query)))
 
 
-def _late_reason(wid, lateness_micros: int) -> str:
-    """The one late reason (``StepClock.late_reason``'s wording) for a record of a closed fixed
-    window: the window takes the place of the step."""
-    return (f'late: window [{wid[0]}, {wid[1]}) us was already released (allowed lateness '
-            f'{lateness_micros / 1_000_000:g}s)')
-
-
-def _closed_reason(wid) -> str:
-    """Why an item of a closed fixed window is refused (a query) or dead-lettered (a record)."""
-    return (f'window [{wid[0]}, {wid[1]}) us is closed (its instance was finalised when the '
-            f'watermark passed its end plus the allowed lateness)')
-
-
 class _WindowSchedule:
     """The public deadlines of ``FixedWindows`` as a ``StepClock`` for ``LatenessGate``: step k
     is the k-th window from the one holding ``start``, released exactly when its instance's
@@ -225,144 +212,24 @@ class _WindowSchedule:
         if step < 0:
             return (f'event time is before the release start: window [{wid[0]}, {wid[1]}) us '
                     f'starts before the window holding start ({format_micros(self.first)})')
-        return _closed_reason(wid)
+        return closed_reason(wid)
 
     def late(self, unused_key, item, step):
         """The dead letter of a gated record: as 'AnswerQueries' words it, holding the input
         record when the item carries it (``_TagFn``), else its domain index."""
         (_, wid), (micros, _, _, payload, *text) = item
         reason = self._reason(wid, step)
-        late = _late_reason(wid, self.clock.allowed_lateness_micros)
+        late = late_window_reason(wid, self.clock.allowed_lateness_micros)
         record = RecordText(text[0]) if text else payload
         return (reason if step < 0 else late), record, micros
 
     def refuse(self, mechanism: str):
         """``refuse_fn`` of the query gate: a late query's HALTED refusal, as a closed
-        instance words it ('AnswerQueries', ``_GrowingFn._closed``)."""
+        instance words it ('AnswerQueries', ``GrowingLoop.fold``)."""
         def refuse(unused_key, item, step):
             (_, wid), (micros, _, _, (qid, _)) = item
-            return _halted(qid, mechanism, micros, self._reason(wid, step))
+            return halted(qid, mechanism, micros, self._reason(wid, step))
         return refuse
-
-
-def _halted(qid: str, mechanism: str, micros: int, reason: str) -> QueryAnswer:
-    """The refusal of a query of a closed window (by the gate or by the closed instance)."""
-    return driver.answer_record(qid, mechanism, micros, refusal='HALTED', message=reason)
-
-
-class _GrowingFn(beam.DoFn):
-    """Keyed by the encoded (key, window id): the mechanism's state, the pending items, the
-    timers, and in ``meta`` the instance's (key, window id) and query count."""
-
-    INSTANCE = ReadModifyWriteStateSpec('instance', PickleCoder())
-    META = ReadModifyWriteStateSpec('meta', PickleCoder())
-    PENDING = BagStateSpec('pending', PickleCoder())
-    ARMED = ReadModifyWriteStateSpec('armed', PickleCoder())
-    FLUSH_TIMER = TimerSpec('flush', TimeDomain.WATERMARK)
-    EXPIRE_TIMER = TimerSpec('expire', TimeDomain.WATERMARK)
-
-    def __init__(self, engine: GrowingEngine, label: str, rng: noise.RandomSource, bounded: bool,
-                 granularity_micros: int, lateness_micros: int, noise_label: str = None):
-        self._engine = engine
-        self._label = label
-        self._noise_label = label if noise_label is None else noise_label
-        self._rng = rng
-        self._bounded = bounded
-        self._granularity = granularity_micros
-        self._lateness = lateness_micros
-
-    def _fire_time(self, micros: int) -> int:
-        if self._bounded:
-            return _MAX_MICROS
-        g = self._granularity
-        return micros if g <= 1 else min(_MAX_MICROS, -(-(micros + 1) // g) * g - 1)
-
-    def process(self, element, meta=beam.DoFn.StateParam(META),
-                pending=beam.DoFn.StateParam(PENDING), armed=beam.DoFn.StateParam(ARMED),
-                flush=beam.DoFn.TimerParam(FLUSH_TIMER),
-                expire=beam.DoFn.TimerParam(EXPIRE_TIMER)):
-        _, ((user_key, wid), item) = element
-        info = meta.read() or {}
-        if info.get('closed'):
-            yield from self._closed(wid, item)
-            return
-        if len(item) > 4:       # a record's rendering (for a late dead letter): never stored
-            item = item[:4]
-        if 'instance' not in info:
-            info['instance'] = (user_key, wid)
-            meta.write(info)
-        pending.add(item)
-        fire = self._fire_time(item[0])
-        current = armed.read()
-        if current is None or fire < current:
-            flush.set(Timestamp(micros=fire))
-            armed.write(fire)
-        if wid is not None and not self._bounded and not info.get('expiry_set'):
-            expire.set(Timestamp(micros=min(_MAX_MICROS, wid[1] - 1 + self._lateness)))
-            info['expiry_set'] = True
-            meta.write(info)
-
-    def _closed(self, wid, item):
-        micros, kind, _, payload, *text = item
-        reason = _closed_reason(wid)
-        if kind == QUERY:
-            yield _halted(payload[0], self._engine.name, micros, reason)
-        else:
-            record = RecordText(text[0]) if text else payload
-            yield dead_letter(self._label, 'AnswerQueries', _late_reason(wid, self._lateness),
-                              record, micros)
-
-    @on_timer(FLUSH_TIMER)
-    def on_flush(self, fire=beam.DoFn.TimestampParam,
-                 instance=beam.DoFn.StateParam(INSTANCE), meta=beam.DoFn.StateParam(META),
-                 pending=beam.DoFn.StateParam(PENDING), armed=beam.DoFn.StateParam(ARMED),
-                 flush=beam.DoFn.TimerParam(FLUSH_TIMER)):
-        yield from self._flush_release(fire.micros, instance, meta, pending, armed, flush,
-                                       close=False)
-
-    @on_timer(EXPIRE_TIMER)
-    def on_expire(self, instance=beam.DoFn.StateParam(INSTANCE),
-                  meta=beam.DoFn.StateParam(META), pending=beam.DoFn.StateParam(PENDING),
-                  armed=beam.DoFn.StateParam(ARMED), flush=beam.DoFn.TimerParam(FLUSH_TIMER)):
-        yield from self._flush_release(_MAX_MICROS, instance, meta, pending, armed, flush,
-                                       close=True)
-
-    def _flush_release(self, upto: int, instance, meta, pending, armed, flush, close: bool):
-        """Processes every pending item stamped ≤ ``upto`` in order, emits, and re-arms (or, on
-        ``close``, finalises the window's instance and clears its state)."""
-        due, rest = driver.split_due(list(pending.read()), upto)
-        info = meta.read() or {}
-        user_key, wid = info.get('instance', (None, None))
-        if due:
-            state = instance.read()
-            if state is None:
-                state = self._engine.init_state()
-            base = driver.instance_rng(self._rng, self._noise_label, user_key, wid)
-            state, info['queries'], out = driver.process(
-                self._engine, state, due, base, info.get('queries', 0), user_key, wid)
-            yield from out.answers
-            for record in out.releases:
-                yield beam.pvalue.TaggedOutput(RELEASES, record)
-            for reason, payload, micros in out.rejected:
-                yield dead_letter(self._label, 'AnswerQueries', reason, payload, micros)
-            if not close:
-                instance.write(state)
-        pending.clear()
-        if close:
-            instance.clear()
-            armed.clear()
-            flush.clear()
-            meta.write({'closed': True})
-            return
-        for item in rest:
-            pending.add(item)
-        if rest:
-            fire = self._fire_time(min(i[0] for i in rest))
-            flush.set(Timestamp(micros=fire))
-            armed.write(fire)
-        else:
-            armed.clear()
-        meta.write(info)
 
 
 class GrowingDatabaseTransform(shell.ShellTransform):
@@ -399,6 +266,11 @@ class GrowingDatabaseTransform(shell.ShellTransform):
     @property
     def mechanism(self):
         return self._engine.mechanism
+
+    def loop_driver(self, bounded: bool) -> GrowingLoop:
+        """The driver 'AnswerQueries' runs per (key, window) instance (``bounded``: both
+        inputs are bounded); ``beam_dp.testing.replay`` drives it as the job does."""
+        return GrowingLoop(self._engine, bounded, self._granularity, self._lateness)
 
     @property
     def engine(self) -> GrowingEngine:
@@ -456,9 +328,10 @@ class GrowingDatabaseTransform(shell.ShellTransform):
             gate_dead.append(gated_queries.dead_letter)
         items = ((records, asked)
                  | 'MergeInputs' >> beam.Flatten().with_output_types(_INSTANCE_ELEMENT))
-        processed = items | 'AnswerQueries' >> beam.ParDo(_GrowingFn(
-            self._engine, label, self.rng, bounded, self._granularity,
-            self._lateness, noise_label)).with_outputs(DEAD_LETTER, RELEASES, main='answers')
+        processed = items | 'AnswerQueries' >> beam.ParDo(buffered_loop(
+            self.loop_driver(bounded), label, self.rng, cell='instance', timer='flush',
+            expiry='expire', noise_label=noise_label)).with_outputs(
+                DEAD_LETTER, RELEASES, main='answers')
         answers = (processed.answers, *refusals) | 'MergeAnswers' >> beam.Flatten()
         answers.element_type = QueryAnswer
         dead = shell.merge_dead_letters([

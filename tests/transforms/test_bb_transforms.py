@@ -5,7 +5,10 @@ refusals, budgets at construction."""
 import apache_beam as beam
 import numpy as np
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
+from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_dp import noise
@@ -28,6 +31,9 @@ from beam_dp.io.epochs import EpochReleaseRecord
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.bb_scheduler import BBImproverQueries
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
+from beam_dp.testing.replay import instance_events
+from beam_dp.testing.replay import replay
+from tests import runners
 from tests.runners import DIRECT_RUNNER
 from tests.runners import streaming_options
 from tests.transforms.test_pmwg_transform import make_stream
@@ -42,10 +48,32 @@ QUERIES = tuple(LinearQuery.range(N, 0, b) for b in range(1, N + 1))
 BOX = LaplaceQueryVector(QUERIES)
 
 
-def run(batches, transform, check_answers=None, check_releases=None):
-    with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
-        streams = p | make_stream(batches)
-        out = (streams['data'], streams['queries']) | LABEL >> transform
+def _untagged(batches):
+    """``batches`` as ONE untagged TestStream of (tag, value) (Prism runs neither a
+    multi-output TestStream nor two TestStreams)."""
+    stream = TestStream().advance_watermark_to(0)
+    for watermark, events in batches:
+        if events:
+            stream = stream.add_elements([TimestampedValue((t, v), ts) for t, v, ts in events])
+        stream = stream.advance_watermark_to(watermark)
+    return stream.advance_watermark_to_infinity()
+
+
+def run(batches, transform, check_answers=None, check_releases=None, runner='direct'):
+    if runner == 'direct':
+        pipeline = beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options())
+    else:
+        pipeline = beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=True)))
+    with pipeline as p:
+        if runner == 'direct':
+            streams = p | make_stream(batches)
+            inputs = (streams['data'], streams['queries'])
+        else:
+            tagged = p | _untagged(batches) | beam.Partition(
+                lambda e, _: int(e[0] == 'queries'), 2)
+            inputs = tuple(part | f'Untag{i}' >> beam.Map(lambda e: e[1])
+                           for i, part in enumerate(tagged))
+        out = inputs | LABEL >> transform
         if check_answers is not None:
             assert_that(out.answers, check_answers, label='CheckAnswers')
         if check_releases is not None:
@@ -96,28 +124,50 @@ def test_epoch_releases_happen_exactly_at_the_schedule_and_answers_match_the_pur
 
 
 
-def test_the_notebook_driver_gives_the_transforms_releases_and_answers():
-    """The same data driven through the pure driver in ONE batch (a notebook) gives exactly the
-    transform's epoch releases and answers (the driver cuts batches at epoch starts)."""
-    mech = BBScheduler(**scheduler_args())
+def _notebook_case():
     records = [('data', i % N, 1 + i * 0.01) for i in range(480)]      # epochs at 100, 167, 277, 460
     queries = [('queries', (f'q{j}', QUERIES[j % N]), 5.9 + j * 0.4) for j in range(6)]
     items = [(Timestamp.of(ts).micros, RECORD, v, v) for _, v, ts in records]
     items += [(Timestamp.of(ts).micros, QUERY, q[0], q) for _, q, ts in queries]
-    notebook = run_instance(BBEngine(mech, 'bbscheduler/laplace_query_vector'), items,
-                            noise.seeded(SEED), LABEL)
-    assert len(notebook.releases) == 4          # every epoch crossed by the first batch runs
+    return records + queries, items
+
+
+@pytest.mark.parametrize('watermarks', [(), (2_000_000, 2_500_000, 4_000_000, 5_000_000)])
+def test_replay_of_the_loop_driver_is_the_pure_mechanism_whatever_the_watermarks(watermarks):
+    """``replay`` of the transform's loop driver (in one go, or with the job's watermarks) gives
+    the epoch releases and answers of the engine run over the whole stream in one batch."""
+    _, items = _notebook_case()
+    transform = BBSchedulerQueries(**scheduler_args(), domain_fn=lambda r: r, testing_seed=SEED)
+    replayed = replay(transform.loop_driver(bounded=False),
+                      instance_events(items, watermarks=watermarks), label=LABEL, seed=SEED)
+    one_go = run_instance(BBEngine(BBScheduler(**scheduler_args()),
+                                   'bbscheduler/laplace_query_vector'), items,
+                          noise.seeded(SEED), LABEL)
+    assert len(one_go.releases) == 4          # every epoch crossed by the first batch runs
+    assert tuple(replayed.releases) == one_go.answers
+    assert tuple(replayed.tagged['releases']) == one_go.releases
+
+
+@pytest.mark.parametrize('runner', ['direct', pytest.param('prism', marks=[
+    pytest.mark.integration, pytest.mark.prism, runners.requires_prism])])
+def test_the_transform_releases_and_answers_what_replay_of_its_driver_gives(runner):
+    """Parity: the Beam job (DirectRunner or Prism, TestStream in four watermark batches) gives
+    exactly the epoch releases and answers of ``beam_dp.testing.replay`` of its loop driver."""
+    events, items = _notebook_case()
+    transform = BBSchedulerQueries(**scheduler_args(), domain_fn=lambda r: r, testing_seed=SEED)
+    notebook = replay(transform.loop_driver(bounded=False), instance_events(items),
+                      label=LABEL, seed=SEED)
 
     def check_releases(releases):
-        assert sorted(releases) == sorted(notebook.releases)
+        assert sorted(releases) == sorted(notebook.tagged['releases'])
 
     def check_answers(answers):
         assert sorted(answers, key=lambda a: a.query_id) == sorted(
-            notebook.answers, key=lambda a: a.query_id)
+            notebook.releases, key=lambda a: a.query_id)
 
-    run(split(records + queries, [2.0, 2.5, 4.0, 5.0]),
-        BBSchedulerQueries(**scheduler_args(), domain_fn=lambda r: r, testing_seed=SEED),
-        check_answers, check_releases)
+    run(split(events, [2.0, 2.5, 4.0, 5.0]), transform, check_answers, check_releases,
+        runner=runner)
+
 
 def test_unknown_queries_are_refused_and_lazy_mode_releases_at_query_times():
     records = [('data', i % N, 1 + i * 0.01) for i in range(150)]

@@ -23,8 +23,8 @@ from apache_beam.transforms.window import TimestampedValue
 from beam_dp import InvalidParamsError
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
-from beam_dp.transforms.growing_database import _closed_reason
-from beam_dp.transforms.growing_database import _late_reason
+from beam_dp.drivers.growing import closed_reason as _closed_reason
+from beam_dp.drivers.growing import late_window_reason as _late_reason
 from tests import runners
 from tests.transforms.test_bb_transforms import N as BB_DOMAIN
 from tests.transforms.test_bb_transforms import scheduler_args
