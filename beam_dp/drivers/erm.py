@@ -160,6 +160,18 @@ class ERMStreamDriver:
             (b, tuple(r)) for b, r in sorted(pending.items())))
         return new, tuple(rejected)
 
+    def block_record(self, micros: int, features, label, empty: Optional[StreamState] = None
+                     ) -> 'BlockRecord':
+        """The ``BlockRecord`` of one record stamped ``micros`` (what 'ExtractAndValidate'
+        passes on; ``empty``: an ``init_state()`` to reuse); raises ``InvalidRecordError`` with
+        the dead-letter reason (malformed, before start, after end)."""
+        state, rejected = self.add(self.init_state() if empty is None else empty,
+                                   [(micros, features, label)])
+        if rejected:
+            raise InvalidRecordError(rejected[0][0])
+        ((block, ((x, y),)),) = state.pending
+        return BlockRecord(block, x, y)
+
     def _block_data(self, records, rng: RandomSource):
         """Sorted, uniformly subsampled to n_max, bias added, clipped: (x, y)."""
         records = sorted(records, key=lambda r: (r[1], r[0]))

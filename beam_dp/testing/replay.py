@@ -240,18 +240,17 @@ def stream_events(driver, stream: str, inputs, until_block: Optional[int] = None
     ('record', micros, features, label) of ``inputs`` (what 'ExtractAndValidate' passes on;
     the others are its dead letters), ``Watermark`` for each ('watermark', micros), then (with
     ``until_block``) the watermark that releases through that block."""
-    from beam_dp.drivers.erm import BlockRecord  # pylint: disable=import-outside-toplevel
+    from beam_dp.errors import InvalidRecordError  # pylint: disable=import-outside-toplevel
     empty = driver.init_state()
     events: List = [Element(stream, None)]
     for item in inputs:
         if item[0] == 'watermark':
             events.append(Watermark(int(item[1])))
             continue
-        state, rejected = driver.add(empty, [tuple(item[1:])])
-        if rejected:
+        try:
+            events.append(Element(stream, driver.block_record(*item[1:], empty=empty)))
+        except InvalidRecordError:
             continue
-        ((block, ((features, label),)),) = state.pending
-        events.append(Element(stream, BlockRecord(block, features, label)))
     if until_block is not None:
         events.append(Watermark(driver.clock.release_time_micros(until_block)))
     return events

@@ -38,7 +38,6 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from beam_dp import _validation as v
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.boost import BoostDriver
@@ -51,21 +50,20 @@ from beam_dp.drivers.boost_events import BoostItem
 from beam_dp.drivers.boost_events import BoostLoop
 from beam_dp.drivers.boost_events import ROW
 from beam_dp.drivers.boost_events import parse_query
-from beam_dp.drivers.clock import format_micros
+from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.clock import require_public_end
-from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.boost import BoostAnswerRecord
 from beam_dp.io.boost import BoostBlockSealed
 from beam_dp.io.boost import BoostLedgerRow
 from beam_dp.io.boost import BoostRefusal
 from beam_dp.mechanisms.boost import Readiness
-from beam_dp.mechanisms.boost import preset as boost_preset
-from beam_dp.mechanisms.boost.presets import PRESETS
 from beam_dp.transforms import arguments
+from beam_dp.transforms import boost_options
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import batch_input
+from beam_dp.transforms.boost_options import BOOST_DOCS
 from beam_dp.transforms.shell import DEAD_LETTER
 
 __all__ = [
@@ -75,44 +73,7 @@ __all__ = [
     'QUERY',
     'ROW',
     'parse_query',
-    'refuse_waiting',
-    'run_events',
 ]
-
-
-BOOST_DOCS = {
-    **arguments.COMMON_DOCS,
-    'public_datasets': 'the dataset ids (strings), public: one stateful key each (atomic '
-                       'check-and-charge); a row or query of another dataset is refused.',
-    'shape': 'the public attribute domain sizes (d_1, ..., d_m): a row\'s attributes are a tuple '
-             'of ints with 0 ≤ x_a < d_a; the bins are their mixed radix (N = Π d_a).',
-    'budget': '``PrivacyBudget(epsilon=ε_G)``: the capacity of every block\'s privacy filter '
-              '(each row is in one block; block composition). Pure ε with Laplace noise; with '
-              "``noise='gaussian'`` ``PrivacyBudget(rho=ρ_G)`` or ``(epsilon, delta > 0)`` "
-              '(ρ_G = the largest ρ converting to it; the ledger then reports ε at that δ).',
-    'noise': "'laplace' (default: pure ε-DP) or 'gaussian': the noisy answers get exact "
-             'discrete Gaussian noise and every block has a ρ-zCDP filter (the sparse vector '
-             'keeps Laplace noise, charged (3ε)²/2); not with preset vanilla_pmw.',
-    'cache_capacity': 'at most this many exact-cache entries (≥ 2; None: unbounded).',
-    'retention_blocks': 'windows may start at most this many blocks back (older ones are '
-                        "refused 'window_expired' and their state dropped; None: never).",
-    'replay_retention': 'query ids are kept for at least this long (seconds or Duration) of '
-                        "query event time; older queries are refused 'replay_window_expired' "
-                        '(None: for ever).',
-    'step': 'the length of a time block (seconds, a Beam Duration or a timedelta): block b holds '
-            'the rows with event time in [start + b·step, start + (b+1)·step); it is sealed '
-            'when the watermark passes its end plus ``allowed_lateness`` (empty blocks too).',
-    'preset': "the mechanism: 'tree_pmw_bypass' (Boost, Alg. 2; default), "
-              "'tree_pmw_bypass_warm', 'pmw_bypass', or a baseline ('vanilla_pmw', 'laplace', "
-              "'exact_cache', 'tree_exact_cache').",
-    'alpha': 'the accuracy target α of every answer (a fraction of the window size; default 0.05).',
-    'beta': 'the failure probability β of the α target (default 1e-3).',
-    'readiness': 'the histogram readiness heuristic ``Readiness(c0, s0)`` (default the '
-                 'preset\'s).',
-    'window_bound': 'T = 2^m, the longest window in blocks (trees overlap every T blocks).',
-    'dataset_fn': 'row → dataset id (default ``row[0]``).',
-    'attributes_fn': 'row → attribute tuple (default ``row[1]``).',
-}
 
 
 class BoostOutputs(NamedTuple):
@@ -132,8 +93,8 @@ class _ExtractFn(beam.DoFn):
     """Rows → (dataset, ('row', micros, attributes)); queries → (dataset, ('query', micros,
     record)); or a dead letter (a query of an unknown dataset: a refusal)."""
 
-    def __init__(self, kind: str, label: str, driver: BoostDriver, fns, datasets, last_block,
-                 keep_records: bool = False):
+    def __init__(self, kind: str, label: str, driver: BoostDriver, fns, datasets,
+                 clock: StepClock, keep_records: bool = False):
         self._kind = kind
         self._label = label
         self._driver = driver
@@ -142,7 +103,7 @@ class _ExtractFn(beam.DoFn):
         self._keep = keep_records
         self._fns = fns
         self._datasets = frozenset(datasets)
-        self._last_block = last_block
+        self._clock = clock
 
     def setup(self):
         self._empty = self._driver.init_state()
@@ -160,13 +121,7 @@ class _ExtractFn(beam.DoFn):
         state, rejected = self._driver.add_rows(self._empty, [(micros, attributes)])
         if rejected:
             raise InvalidRecordError(rejected[0].reason)
-        ((block, _),) = state.open_blocks
-        if self._last_block is not None and block > self._last_block:
-            last = self._last_block
-            raise InvalidRecordError(
-                f'event time is after the last released step {last}: the record is at '
-                f'{format_micros(micros)}, step {last} ends at '
-                f'{format_micros(self._driver.block_end(last))}')
+        self._clock.checked_step(micros)       # after its last step: the clock's reason
         return dataset, BoostItem(ROW, micros, tuple(int(x) for x in attributes))
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam):
@@ -242,36 +197,17 @@ class BoostQueries(shell.ShellTransform):
                          noise_key=noise_key, debug_metrics=debug_metrics)
         owner = self.owner
         budget_args = budget_fields(owner, budget, noise)
-        v.check_distinct_strings(owner, 'public_datasets', public_datasets)
-        if preset not in PRESETS:
-            raise InvalidParamsError(f'{owner}: preset must be one of {sorted(PRESETS)}, got '
-                                     f'{preset!r}.')
-        shell.check_callable(owner, 'dataset_fn', dataset_fn)
-        shell.check_callable(owner, 'attributes_fn', attributes_fn)
+        boost_options.check_arguments(owner, public_datasets, preset, dataset_fn, attributes_fn)
         self._clock = shell.parse_clock(owner, start=start, step=step, end=end,
                                         allowed_lateness=allowed_lateness)
         self._datasets = sorted(public_datasets)
         self._fns = (dataset_fn, attributes_fn)
         with self.params():
-            if isinstance(shape, (str, bytes)) or not isinstance(shape, (list, tuple)):
-                raise InvalidParamsError(f'{owner}: shape must be a list of positive ints, got '
-                                         f'{shape!r}.')
-            n = 1
-            for d in shape:
-                n *= d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else 0
-            extra = {} if readiness is None else {'readiness': readiness}
-            ledger_delta = budget_args.pop('ledger_delta', 0.0)
-            mechanism = boost_preset(preset, max(n, 2), alpha=alpha, beta=beta,
-                                     window_bound=window_bound, cache_capacity=cache_capacity,
-                                     retention_blocks=retention_blocks, **budget_args, **extra)
-            replay = None if replay_retention is None else shell.to_micros(
-                owner, 'replay_retention', replay_retention, allow_zero=False, duration=True)
-            # One driver per dataset, differing only in ``dataset`` (the DoFn re-keys it).
-            self._drivers = {d: BoostDriver(d, tuple(shape), mechanism, self._clock.start_micros,
-                                            self._clock.step_micros, replay, ledger_delta,
-                                            self._clock.allowed_lateness_micros)
-                             for d in self._datasets}
-        self._mechanism = mechanism
+            self._mechanism, self._drivers = boost_options.drivers(
+                owner, self._datasets, shape, self._clock, budget_args, replay_retention,
+                preset=preset, alpha=alpha, beta=beta, window_bound=window_bound,
+                cache_capacity=cache_capacity, retention_blocks=retention_blocks,
+                readiness=readiness)
         self.check_budget()
 
     def loop_driver(self) -> BoostLoop:
@@ -304,7 +240,7 @@ class BoostQueries(shell.ShellTransform):
                 pcoll
                 | f'{name}ToGlobalWindow' >> beam.WindowInto(GlobalWindows())
                 | f'Extract{"Rows" if kind == ROW else name}' >> beam.ParDo(_ExtractFn(
-                    kind, label, any_driver, self._fns, self._datasets, clock.last_step,
+                    kind, label, any_driver, self._fns, self._datasets, clock,
                     keep_records=not batch_input(pcoll))).with_outputs(
                         DEAD_LETTER, REFUSALS, main='valid'))
         seeds = shell.seeds_at_start(data.pipeline, self._datasets, clock.start_micros,

@@ -31,35 +31,27 @@ import operator
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.transforms.window import FixedWindows
 from apache_beam.transforms.window import GlobalWindows
-from apache_beam.transforms.window import Sessions
-from apache_beam.transforms.window import SlidingWindows
 
-from beam_dp import _validation as v
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.erm import LEDGER
-from beam_dp.drivers.erm import BlockRecord
 from beam_dp.drivers.erm import ERMLoop
 from beam_dp.drivers.erm import ERMStreamDriver
-from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.erm import ERMLedgerRow
 from beam_dp.io.erm import ModelRelease
-from beam_dp.mechanisms.erm import PSGD
-from beam_dp.mechanisms.erm import BinaryLogistic
 from beam_dp.mechanisms.erm import ContinualReleaseSchedule
-from beam_dp.mechanisms.erm import ERMRelease
 from beam_dp.mechanisms.erm import SlidingWindowChain
-from beam_dp.mechanisms.erm import SoftmaxCrossEntropy
 from beam_dp.transforms import arguments
 from beam_dp.transforms import erm_options
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.erm_options import ERM_DOCS
+from beam_dp.transforms.erm_options import ERM_GUARANTEE
+from beam_dp.transforms.erm_options import check_unwindowed
 from beam_dp.transforms.shell import DEAD_LETTER
 
 __all__ = [
@@ -70,8 +62,6 @@ __all__ = [
     'check_unwindowed',
 ]
 
-_LOSSES = {'softmax': SoftmaxCrossEntropy, 'logistic': BinaryLogistic}
-
 class ERMOutputs(NamedTuple):
     """``releases``: ``ModelRelease`` records (every noised model, internal chain models with
     ``published=False``). ``ledger``: ``ERMLedgerRow`` per model (the audit trail of the per-record
@@ -80,32 +70,6 @@ class ERMOutputs(NamedTuple):
     releases: beam.PCollection
     ledger: beam.PCollection
     dead_letter: beam.PCollection
-
-
-def check_unwindowed(owner: str, pcoll: beam.PCollection) -> None:
-    """At expand: the input must be in the global window (the transform blocks event time).
-
-    Raises:
-      InvalidParamsError: for ``SlidingWindows`` (each record would be trained in size/period
-        overlapping windows, each spending ε on it, spec 003 §8.2 / T10) and for any other
-        windowing (``FixedWindows``, ``Sessions``, ...).
-    """
-    fn = pcoll.windowing.windowfn
-    if isinstance(fn, GlobalWindows):
-        return
-    if isinstance(fn, SlidingWindows):
-        raise InvalidParamsError(
-            f'{owner}: the input is windowed with SlidingWindows: each record would fall in '
-            f'size/period overlapping windows and each window would be trained from scratch, '
-            f'spending the budget once per window (the cost would multiply; spec 003 §8.2). '
-            f'Leave the input in the global window: SlidingWindowERM keeps a sliding window of '
-            f'levels-many power-of-two buckets itself (Alg 5), at ε per record in total.')
-    kind = ('Sessions (data-dependent boundaries)' if isinstance(fn, Sessions) else
-            'FixedWindows' if isinstance(fn, FixedWindows) else type(fn).__name__)
-    raise InvalidParamsError(
-        f'{owner}: the input is windowed with {kind}; leave windowing to the transform: it '
-        f'cuts event time into blocks itself (start=, step=) and keeps its state in the global '
-        f'window. Remove the WindowInto (or re-window with beam.WindowInto(GlobalWindows())).')
 
 
 class _ExtractFn(beam.DoFn):
@@ -135,11 +99,7 @@ class _ExtractFn(beam.DoFn):
             x, y = features_fn(record), label_fn(record)
         except Exception as e:  # pylint: disable=broad-except
             raise InvalidRecordError(f'features_fn/label_fn raised {e!r}') from e
-        state, rejected = self._driver.add(self._empty, [(micros, x, y)])
-        if rejected:
-            raise InvalidRecordError(rejected[0][0])
-        ((block, ((features, label),)),) = state.pending
-        return str(stream), BlockRecord(block, features, label)
+        return str(stream), self._driver.block_record(micros, x, y, self._empty)
 
     def process(self, record, timestamp=beam.DoFn.TimestampParam):
         micros = timestamp.micros
@@ -170,58 +130,27 @@ class _ERMTransform(shell.ShellTransform):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
                          noise_key=noise_key, debug_metrics=debug_metrics)
         owner = self.owner
-        if not isinstance(budget, PrivacyBudget) or budget.is_zcdp or budget.delta:
-            raise InvalidParamsError(f'{owner}: budget must be a pure epsilon '
-                                     f'PrivacyBudget(epsilon=...) (the L2-Laplace release is '
-                                     f'ε-DP), got {budget!r}.')
-        v.check_distinct_strings(owner, 'public_streams', public_streams)
-        if loss not in _LOSSES:
-            raise InvalidParamsError(f'{owner}: loss must be one of {sorted(_LOSSES)}, got '
-                                     f'{loss!r}.')
-        if not isinstance(reproduce_paper, bool):
-            raise InvalidParamsError(f'{owner}: reproduce_paper must be True or False, got '
-                                     f'{reproduce_paper!r}.')
-        for name, fn in (('stream_fn', stream_fn), ('features_fn', features_fn),
-                         ('label_fn', label_fn)):
-            shell.check_callable(owner, name, fn)
+        erm_options.check_arguments(owner, budget, public_streams, stream_fn, features_fn,
+                                    label_fn)
         self._clock = shell.parse_clock(owner, start=start, step=step, end=end,
                                         allowed_lateness=allowed_lateness)
         self._budget = budget
         self._streams = list(public_streams)
         self._fns = (stream_fn, features_fn, label_fn)
         with self.params():
-            if update_mu is not None:
-                v.check_positive(owner, 'update_mu', update_mu)
-            kind = _LOSSES[loss]
-            the_loss = (kind(clip_norm=clip_norm, num_classes=num_classes)
-                        if kind is SoftmaxCrossEntropy else kind(clip_norm=clip_norm))
-            if num_classes != the_loss.num_classes:
-                raise InvalidParamsError(f'{owner}: loss={loss!r} needs num_classes='
-                                         f'{the_loss.num_classes}, got {num_classes!r}.')
-            self._psgd, self._update_psgd = (
-                (PSGD.paper(the_loss, paper_lambda=m / 2.0) if reproduce_paper else
-                 PSGD(the_loss, mu=m, passes=passes, batch_size=batch_size))
-                for m in (mu, mu if update_mu is None else update_mu))
+            self._psgd, self._update_psgd = erm_options.optimisers(
+                owner, loss, num_classes, clip_norm, mu, update_mu, passes, batch_size,
+                reproduce_paper)
             self._shape = (records_per_block, feature_dim, fit_intercept)
 
     def _finish(self, ftrl: Optional[tuple] = None) -> None:
         """Builds the mechanism: ``ERMRelease`` of ``self._schedule``, or with ``ftrl`` =
         (learning_rate, grid_bits, counter) a ``DPFTRL``."""
-        n_max, raw_dim, fit_intercept = self._shape
         with self.params():
-            if isinstance(raw_dim, bool) or not isinstance(raw_dim, int) or raw_dim < 1:
-                raise InvalidParamsError(f'{self.owner}: feature_dim must be a positive int, '
-                                         f'got {raw_dim!r}.')
-            dim = raw_dim + int(bool(fit_intercept))
-            if ftrl is not None:
-                mechanism = erm_options.ftrl_mechanism(
-                    self.owner, self._psgd.loss, n_max, dim, self._budget, self._clock,
-                    self._psgd.mu, *ftrl)
-            else:
-                mechanism = ERMRelease(self._schedule, self._psgd, n_max, dim, update_psgd=None
-                                       if self._update_psgd == self._psgd else self._update_psgd)
-            self._driver = ERMStreamDriver(mechanism, raw_dim, self._clock, fit_intercept)
-            mechanism.privacy_cost()
+            self._driver = erm_options.stream_driver(
+                self.owner, self._shape, self._schedule, self._psgd, self._update_psgd,
+                self._budget, self._clock, ftrl)
+            self._driver.mechanism.privacy_cost()
         self.check_budget()
 
     @property
@@ -269,19 +198,6 @@ class _ERMTransform(shell.ShellTransform):
             [extracted[DEAD_LETTER], trained[DEAD_LETTER]], self.debug_metrics, label))
 
 
-_GUARANTEE = """
-    Privacy unit and neighbours: event level, one record; substitution of one record (add/remove
-    reduces to substitution with a padding slot, as every block is padded or uniformly
-    subsampled to the public n_max). Streams are parallel (a record belongs to one stream).
-    Guarantee: ε-DP for the whole unbounded sequence of models (and ledger rows) of every
-    stream, ε = ``budget.epsilon`` (the per-block ledger checks it before any model is
-    trained). Release times are data-independent: one timer per block on the public clock.
-    Not protected: the public arguments; the dead-letter output (raw records); late records
-    (dead-lettered, never trained). ``reproduce_paper=True`` is NOT DP and says so in every
-    output record.
-"""
-
-
 @arguments.public(docs=ERM_DOCS)
 class ContinualERM(_ERMTransform):
     __doc__ = """Continual release of a private ERM model of all history (Alg 4 with Alg 2 bases,
@@ -301,7 +217,7 @@ class ContinualERM(_ERMTransform):
     algo 'dp_ftrl', kind 'prefix', level 0, no centre, block range [t, t+1) (the block it added
     to the counter, charged ε in the ledger; the model depends on blocks 0..t) and noise_scale
     the std of one weight's noise. benchmarks/erm: the more accurate on stationary streams.
-""" + _GUARANTEE + """
+""" + ERM_GUARANTEE + """
     Cite: Watson, Ghosh, Rozemberczki, Sarkar, "Continual and Sliding Window Release for
     Private Empirical Risk Minimization" (2022), Alg 4 (Alg 8 with ``sampling``), Thm 4;
     Kairouz et al., "Practical and Private (Deep) Learning without Sampling or Shuffling"
@@ -344,7 +260,7 @@ class SlidingWindowERM(_ERMTransform):
     centred on a released model) is retrained as buckets expire, one published model per block
     once the first window is full. State is bounded (≤ window + 1 blocks of records). Do not
     window the input with ``SlidingWindows`` (refused): the cost would multiply.
-""" + _GUARANTEE + """
+""" + ERM_GUARANTEE + """
     Cite: Watson et al. (2022), Alg 5, Thm 7.
 
     Returns:

@@ -1,27 +1,50 @@
 """The arguments of the ERM transforms (``ContinualERM``, ``SlidingWindowERM``): one description
-per argument (``ERM_DOCS``, what ``arguments.public`` lists in each docstring) and the checks and
-construction of ``ContinualERM(algorithm='dp_ftrl')`` (``ftrl_mechanism``): the Alg 4 arguments
-it does not take are refused by name, its counter is chosen from public parameters only."""
+per argument (``ERM_DOCS``, what ``arguments.public`` lists in each docstring; the guarantee
+both docstrings state, ``ERM_GUARANTEE``), their checks (``check_unwindowed`` at expand) and the
+construction of what they run: the optimisers (``optimisers``), the mechanism and its stream
+driver (``stream_driver``), with ``ContinualERM(algorithm='dp_ftrl')`` (``ftrl_mechanism``):
+the Alg 4 arguments it does not take are refused by name, its counter is chosen from public
+parameters only."""
 
-from typing import Optional
+from typing import Optional, Tuple
 
+import apache_beam as beam
+from apache_beam.transforms.window import FixedWindows
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.transforms.window import Sessions
+from apache_beam.transforms.window import SlidingWindows
+
+from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.counter_choice import choose_counter
+from beam_dp.drivers.erm import ERMStreamDriver
 from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms.erm import PSGD
+from beam_dp.mechanisms.erm import BinaryLogistic
+from beam_dp.mechanisms.erm import ERMRelease
+from beam_dp.mechanisms.erm import SoftmaxCrossEntropy
 from beam_dp.mechanisms.erm.ftrl import DPFTRL
 from beam_dp.mechanisms.erm.ftrl import check_grid_bits
 from beam_dp.mechanisms.erm.ftrl import step_l1_sensitivity
 from beam_dp.mechanisms.erm.losses import Loss
 from beam_dp.transforms import arguments
+from beam_dp.transforms import shell
 
 __all__ = [
     'ALGORITHMS',
     'ERM_DOCS',
+    'ERM_GUARANTEE',
     'FTRL_COUNTERS',
     'check_algorithm_arguments',
+    'check_arguments',
+    'check_unwindowed',
     'ftrl_mechanism',
+    'optimisers',
+    'stream_driver',
 ]
+
+LOSSES = {'softmax': SoftmaxCrossEntropy, 'logistic': BinaryLogistic}
 
 ALGORITHMS = ('alg4', 'dp_ftrl')
 #: The pure-ε counters DP-FTRL runs on ('per_step' and 'infinite_tree' need no horizon).
@@ -138,3 +161,101 @@ def ftrl_mechanism(owner: str, loss: Loss, records_per_block: int, feature_dim: 
                                   loss.n_params(feature_dim))
     return DPFTRL(loss, records_per_block, feature_dim, float(budget.epsilon), horizon=horizon,
                   mu=mu, learning_rate=learning_rate, grid_bits=grid_bits, counter=explicit)
+
+
+def check_arguments(owner: str, budget, public_streams, stream_fn, features_fn,
+                    label_fn) -> None:
+    """The budget (pure ε), the public stream ids (distinct strings) and the extraction
+    callables."""
+    if not isinstance(budget, PrivacyBudget) or budget.is_zcdp or budget.delta:
+        raise InvalidParamsError(f'{owner}: budget must be a pure epsilon '
+                                 f'PrivacyBudget(epsilon=...) (the L2-Laplace release is '
+                                 f'ε-DP), got {budget!r}.')
+    v.check_distinct_strings(owner, 'public_streams', public_streams)
+    for name, fn in (('stream_fn', stream_fn), ('features_fn', features_fn),
+                     ('label_fn', label_fn)):
+        shell.check_callable(owner, name, fn)
+
+
+def optimisers(owner: str, loss: str, num_classes: int, clip_norm: float, mu: float,
+               update_mu: Optional[float], passes: int, batch_size: int,
+               reproduce_paper: bool) -> Tuple[PSGD, PSGD]:
+    """(the PSGD of base models, the PSGD of models regularised toward a released centre)."""
+    if loss not in LOSSES:
+        raise InvalidParamsError(f'{owner}: loss must be one of {sorted(LOSSES)}, got '
+                                 f'{loss!r}.')
+    if not isinstance(reproduce_paper, bool):
+        raise InvalidParamsError(f'{owner}: reproduce_paper must be True or False, got '
+                                 f'{reproduce_paper!r}.')
+    if update_mu is not None:
+        v.check_positive(owner, 'update_mu', update_mu)
+    kind = LOSSES[loss]
+    the_loss = (kind(clip_norm=clip_norm, num_classes=num_classes)
+                if kind is SoftmaxCrossEntropy else kind(clip_norm=clip_norm))
+    if num_classes != the_loss.num_classes:
+        raise InvalidParamsError(f'{owner}: loss={loss!r} needs num_classes='
+                                 f'{the_loss.num_classes}, got {num_classes!r}.')
+    base, update = (
+        (PSGD.paper(the_loss, paper_lambda=m / 2.0) if reproduce_paper else
+         PSGD(the_loss, mu=m, passes=passes, batch_size=batch_size))
+        for m in (mu, mu if update_mu is None else update_mu))
+    return base, update
+
+
+def stream_driver(owner: str, shape: tuple, schedule, psgd: PSGD, update_psgd: PSGD,
+                  budget: PrivacyBudget, clock: StepClock,
+                  ftrl: Optional[tuple] = None) -> ERMStreamDriver:
+    """The per-stream driver of ``ERMRelease(schedule, ...)``, or with ``ftrl`` =
+    (learning_rate, grid_bits, counter) of a ``DPFTRL``; ``shape`` = (records_per_block,
+    feature_dim, fit_intercept)."""
+    n_max, raw_dim, fit_intercept = shape
+    if isinstance(raw_dim, bool) or not isinstance(raw_dim, int) or raw_dim < 1:
+        raise InvalidParamsError(f'{owner}: feature_dim must be a positive int, '
+                                 f'got {raw_dim!r}.')
+    dim = raw_dim + int(bool(fit_intercept))
+    if ftrl is not None:
+        mechanism = ftrl_mechanism(owner, psgd.loss, n_max, dim, budget, clock, psgd.mu, *ftrl)
+    else:
+        mechanism = ERMRelease(schedule, psgd, n_max, dim,
+                               update_psgd=None if update_psgd == psgd else update_psgd)
+    return ERMStreamDriver(mechanism, raw_dim, clock, fit_intercept)
+
+
+def check_unwindowed(owner: str, pcoll: beam.PCollection) -> None:
+    """At expand: the input must be in the global window (the transform blocks event time).
+
+    Raises:
+      InvalidParamsError: for ``SlidingWindows`` (each record would be trained in size/period
+        overlapping windows, each spending ε on it, spec 003 §8.2 / T10) and for any other
+        windowing (``FixedWindows``, ``Sessions``, ...).
+    """
+    fn = pcoll.windowing.windowfn
+    if isinstance(fn, GlobalWindows):
+        return
+    if isinstance(fn, SlidingWindows):
+        raise InvalidParamsError(
+            f'{owner}: the input is windowed with SlidingWindows: each record would fall in '
+            f'size/period overlapping windows and each window would be trained from scratch, '
+            f'spending the budget once per window (the cost would multiply; spec 003 §8.2). '
+            f'Leave the input in the global window: SlidingWindowERM keeps a sliding window of '
+            f'levels-many power-of-two buckets itself (Alg 5), at ε per record in total.')
+    kind = ('Sessions (data-dependent boundaries)' if isinstance(fn, Sessions) else
+            'FixedWindows' if isinstance(fn, FixedWindows) else type(fn).__name__)
+    raise InvalidParamsError(
+        f'{owner}: the input is windowed with {kind}; leave windowing to the transform: it '
+        f'cuts event time into blocks itself (start=, step=) and keeps its state in the global '
+        f'window. Remove the WindowInto (or re-window with beam.WindowInto(GlobalWindows())).')
+
+
+#: The guarantee both ERM transforms state (their docstrings).
+ERM_GUARANTEE = """
+    Privacy unit and neighbours: event level, one record; substitution of one record (add/remove
+    reduces to substitution with a padding slot, as every block is padded or uniformly
+    subsampled to the public n_max). Streams are parallel (a record belongs to one stream).
+    Guarantee: ε-DP for the whole unbounded sequence of models (and ledger rows) of every
+    stream, ε = ``budget.epsilon`` (the per-block ledger checks it before any model is
+    trained). Release times are data-independent: one timer per block on the public clock.
+    Not protected: the public arguments; the dead-letter output (raw records); late records
+    (dead-lettered, never trained). ``reproduce_paper=True`` is NOT DP and says so in every
+    output record.
+"""
