@@ -532,6 +532,15 @@ class LocalStore(LedgerStore):
         os.unlink(path)
 
 
+def _unreadable_if_raises(action, message):
+    """``action()``, or a ``LedgerRefusedError`` ('unreadable') with ``message(error)`` if the
+    store raised (the store's own traceback is not chained: it may name private paths)."""
+    try:
+        return action()
+    except Exception as e:  # pylint: disable=broad-except
+        raise LedgerRefusedError(message(e), ['unreadable']) from None
+
+
 def _stream_directory(stream_id: str) -> str:
     """A file-name-safe, collision-free directory name of a stream id: a readable prefix and a
     hash of the whole id."""
@@ -565,13 +574,11 @@ class PrivacyLedger:
 
     def _check_marker(self) -> None:
         marker = self._store.join(self._root, LEDGER_MARKER)
-        try:
-            present = self._store.exists(marker)
-        except Exception as e:  # pylint: disable=broad-except
-            raise LedgerRefusedError(
-                f'cannot read the privacy ledger at {self._root}: {e}. The stream\'s lifetime '
-                f'budget cannot be checked without it; fix the path or its permissions.',
-                ['unreadable']) from None
+        present = _unreadable_if_raises(
+            lambda: self._store.exists(marker),
+            lambda e: f'cannot read the privacy ledger at {self._root}: {e}. The stream\'s '
+                      f'lifetime budget cannot be checked without it; fix the path or its '
+                      f'permissions.')
         if not present:
             raise LedgerRefusedError(
                 f'there is no privacy ledger at {self._root} (no {LEDGER_MARKER}). A missing '
@@ -596,13 +603,10 @@ class PrivacyLedger:
         id). Raises ``LedgerRefusedError`` for a missing ledger or an unreadable record."""
         self._check_marker()
         directory = self._directory(stream_id)
-        try:
-            listed = self._store.list(directory)
-        except Exception as e:  # pylint: disable=broad-except
-            raise LedgerRefusedError(
-                f'cannot list the privacy ledger {directory}: {e}. Fix its permissions; the '
-                f'stream\'s lifetime budget cannot be checked without it.',
-                ['unreadable']) from None
+        listed = _unreadable_if_raises(
+            lambda: self._store.list(directory),
+            lambda e: f'cannot list the privacy ledger {directory}: {e}. Fix its permissions; '
+                      f'the stream\'s lifetime budget cannot be checked without it.')
         records = []
         for path, modified in listed:
             name = path.rstrip('/').rsplit('/', 1)[-1].rsplit(os.sep, 1)[-1]
@@ -646,12 +650,10 @@ class PrivacyLedger:
         """
         self.check(run)
         path = self._store.join(self._directory(run.stream_id), f'{run.run_id}.json')
-        try:
-            self._store.write(path, record_to_json(run))
-        except Exception as e:  # pylint: disable=broad-except
-            raise LedgerRefusedError(
-                f'cannot write to the privacy ledger ({path}): {e}. A run that is not recorded '
-                f'does not start; fix the ledger\'s permissions.', ['unreadable']) from None
+        _unreadable_if_raises(
+            lambda: self._store.write(path, record_to_json(run)),
+            lambda e: f'cannot write to the privacy ledger ({path}): {e}. A run that is not '
+                      f'recorded does not start; fix the ledger\'s permissions.')
         try:
             check_run(self.history(run.stream_id), run)
         except LedgerRefusedError as e:

@@ -88,8 +88,8 @@ class Outcome(NamedTuple):
     #: with ``keep``: the item the bag stores instead of the payload (the payload without the
     #: records it carried in flight for a late dead letter: those never enter state).
     stored: Any = None
-    #: arm the expiry timer at this event time (a buffered loop with an ``expiry`` family only;
-    #: None: leave it as it is).
+    #: after ``fold``: arm the expiry timer at this event time (a buffered loop with an
+    #: ``expiry`` family only; None: leave it as it is). ``expire`` arms no timer.
     expiry_micros: Optional[int] = None
 
 

@@ -32,6 +32,7 @@ from beam_dp.queries import LinearQuery
 
 __all__ = [
     'PMWAnswer',
+    'PMWParams',
     'PMWState',
     'PrivateMultiplicativeWeights',
     'mw_update',
@@ -142,7 +143,18 @@ def ledger_epsilon(first: float, hard_sum: float, delta: float) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class PrivateMultiplicativeWeights:
+class PMWParams:
+    """The parameters every PMW variant takes (``check_pmw_params``): the budget (epsilon,
+    delta), the target accuracy alpha, the (initial) database size n and the domain size N."""
+    epsilon: float
+    alpha: float
+    n: int
+    domain_size: int
+    delta: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivateMultiplicativeWeights(PMWParams):
     """Static PMW: answers an adaptive stream of linear queries on one database of n records.
 
     Privacy unit and relation: one record; replace-one neighbours on a database of public size n
@@ -167,11 +179,6 @@ class PrivateMultiplicativeWeights:
     Raises:
       InvalidParamsError: on a bad parameter.
     """
-    epsilon: float
-    alpha: float
-    n: int
-    domain_size: int
-    delta: float = 0.0
 
     def __post_init__(self):
         check_pmw_params(self, min_domain=2)

@@ -28,6 +28,7 @@ from beam_dp.mechanisms.growing_svt import PowerNoise
 from beam_dp.mechanisms.growing_svt import SVTRound
 from beam_dp.mechanisms.growing_svt import add_records
 from beam_dp.mechanisms.pmw import PMWAnswer
+from beam_dp.mechanisms.pmw import PMWParams
 from beam_dp.mechanisms.pmw import check_pmw_params
 from beam_dp.mechanisms.pmw import ledger_epsilon
 from beam_dp.mechanisms.pmw import mw_update
@@ -140,7 +141,7 @@ class PMWGState:
 
 
 @dataclasses.dataclass(frozen=True)
-class PMWG:
+class PMWG(PMWParams):
     """PMWG: answers an adaptive stream of linear queries on a growing database (Alg 3 / Eq. B.5).
 
     Privacy unit and neighbouring relation: one record under the paper's swap-one model — two
@@ -177,11 +178,6 @@ class PMWG:
     Raises:
       InvalidParamsError: on a bad parameter.
     """
-    epsilon: float
-    alpha: float
-    n: int
-    domain_size: int
-    delta: float = 0.0
     p: Optional[float] = None
 
     def __post_init__(self):

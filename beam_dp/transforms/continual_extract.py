@@ -277,9 +277,9 @@ class _ExtractAndAggregateFn(_CodedEntryFn):
         self.start_bundle()
 
 
-class _MergePartialsFn(beam.DoFn):
-    """'PreAggregate' after ``_ExtractAndAggregateFn``: the bundle's partials of one (shard,
-    step) as one (usually there is one already: passed through as it is)."""
+class BundleMergeFn(beam.DoFn):
+    """'PreAggregate' after an aggregating extraction: the bundle's partials ``(shard, (step,
+    *part))`` of one (shard, step) merged into one (``merged``; usually there is one already)."""
 
     def __init__(self, driver: KeyedReleaseDriver):
         self._clock = driver.clock
@@ -293,23 +293,34 @@ class _MergePartialsFn(beam.DoFn):
 
     def finish_bundle(self):
         for (shard, step), parts in self._parts.items():
-            if len(parts) == 1:
-                part = parts[0]
-                yield _partial(self._clock, shard, step, part[0], part[1],
-                               records=part[2] if len(part) > 2 else None)
-                continue
-            per_slot = collections.defaultdict(int)
-            records = None
-            for part in parts:
-                positions, values = part[0], part[1]
-                for flat, value in zip(np.asarray(positions).tolist(),
-                                       np.asarray(values).tolist()):
-                    per_slot[flat] += int(value)
-                if len(part) > 2:        # the records it sums (``_CodedEntryFn``)
-                    records = (records or []) + [part[2]]
-            kept = None if records is None else {(shard, step): shell.concat_records(records)}
-            yield from _emit_sums(self._clock, {(shard, step): per_slot}, kept=kept)
+            yield from self.merged(shard, step, parts)
         self._parts.clear()
+
+    def merged(self, shard: int, step: int, parts: list):
+        """The windowed partial(s) of (shard, step) from its bundle's ``parts``."""
+        raise NotImplementedError
+
+
+class _MergePartialsFn(BundleMergeFn):
+    """'PreAggregate' after ``_ExtractAndAggregateFn`` (public keys: per-slot sums)."""
+
+    def merged(self, shard, step, parts):
+        if len(parts) == 1:
+            part = parts[0]
+            yield _partial(self._clock, shard, step, part[0], part[1],
+                           records=part[2] if len(part) > 2 else None)
+            return
+        per_slot = collections.defaultdict(int)
+        records = None
+        for part in parts:
+            positions, values = part[0], part[1]
+            for flat, value in zip(np.asarray(positions).tolist(),
+                                   np.asarray(values).tolist()):
+                per_slot[flat] += int(value)
+            if len(part) > 2:        # the records it sums (``_CodedEntryFn``)
+                records = (records or []) + [part[2]]
+        kept = None if records is None else {(shard, step): shell.concat_records(records)}
+        yield from _emit_sums(self._clock, {(shard, step): per_slot}, kept=kept)
 
 
 class _ExtractAndAggregatePrivateFn(_CodedEntryFn):

@@ -39,6 +39,7 @@ from beam_dp.drivers.private_keys import PrivateKeysShard
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
+from beam_dp.transforms.continual_extract import BundleMergeFn
 from beam_dp.transforms.shell import DEAD_LETTER
 
 __all__ = [
@@ -81,31 +82,18 @@ class _PreAggregateFn(beam.DoFn):
         self._sums.clear()
 
 
-class _MergePrivatePartialsFn(beam.DoFn):
+class _MergePrivatePartialsFn(BundleMergeFn):
     """'PreAggregate' at event level: the bundle's partials ``(shard, (step, {key: (per-bin
-    units, new units)}))`` of one (shard, step) as one (usually there is one already)."""
+    units, new units)}))`` of one (shard, step) as one."""
 
-    def __init__(self, driver: KeyedReleaseDriver):
-        self._clock = driver.clock
-
-    def start_bundle(self):
-        self._parts = collections.defaultdict(list)
-
-    def process(self, element):
-        shard, (step, *part) = element
-        self._parts[(shard, step)].append(part)
-
-    def finish_bundle(self):
-        for (shard, step), parts in self._parts.items():
-            payload = parts[0][0] if len(parts) == 1 else PrivateKeysShard.merge(
-                part[0] for part in parts)
-            value = PrivatePartial(step, payload)
-            if len(parts[0]) > 1:       # the records they sum (``continual_extract``)
-                value = (step, payload, shell.concat_records([part[1] for part in parts]))
-            yield WindowedValue((shard, value),
-                                Timestamp(micros=self._clock.step_end(step) - 1),
-                                [GlobalWindow()])
-        self._parts.clear()
+    def merged(self, shard, step, parts):
+        payload = parts[0][0] if len(parts) == 1 else PrivateKeysShard.merge(
+            part[0] for part in parts)
+        value = PrivatePartial(step, payload)
+        if len(parts[0]) > 1:       # the records they sum (``continual_extract``)
+            value = (step, payload, shell.concat_records([part[1] for part in parts]))
+        yield WindowedValue((shard, value), Timestamp(micros=self._clock.step_end(step) - 1),
+                            [GlobalWindow()])
 
 
 def release_private_keys(valid: beam.PCollection, driver: KeyedReleaseDriver, label: str,

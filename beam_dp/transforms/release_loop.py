@@ -196,7 +196,8 @@ class _BufferedFn(_LoopFn):
                 pending.add(item if size is None else _Sized(item, size(item)))
         if out.state is not UNCHANGED:
             cell.write(self._wrap(out.state))
-        self._arm(release_timer, out.timer_micros)
+        if release_timer is not None:
+            self._arm(release_timer, out.timer_micros)
         if expiry_timer is not None:
             self._arm(expiry_timer, out.expiry_micros)
         return self._outputs(out)
@@ -211,20 +212,17 @@ class _BufferedFn(_LoopFn):
                                           self._noise)
         return self._apply(out, cell, pending, release_timer, expiry_timer)
 
-    def _end(self, key, cell, pending, finished, release_timer, expiry_timer=None):
+    def _end(self, key, cell, pending, finished, release_timer):
         if finished.read():
             return ()
         finished.write(True)
         release_timer.clear()
-        if expiry_timer is not None:
-            expiry_timer.clear()
         end = getattr(self._driver, 'end_of_input', None)
         if end is None:
             return ()
         items = [_unwrap(item) for item in pending.read()]
         out = end(_unwrap(cell.read()), key, items, self._noise)
-        return self._apply(out._replace(timer_micros=None, expiry_micros=None), cell, pending,
-                           release_timer, None)
+        return self._apply(out._replace(timer_micros=None), cell, pending, None, None)
 
 
 def _single_cell_class(cell_name: str):
@@ -257,17 +255,12 @@ def _single_cell_class(cell_name: str):
     return SingleCellLoop
 
 
-def _buffered_specs(cell_name: str, timer_name: str):
-    return (ReadModifyWriteStateSpec(cell_name, PickleCoder()),
-            BagStateSpec('pending', PickleCoder()),
-            ReadModifyWriteStateSpec('finished', BooleanCoder()),
-            TimerSpec(timer_name, TimeDomain.WATERMARK),
-            TimerSpec('end_of_input', TimeDomain.WATERMARK))
-
-
 def _buffered_class(cell_name: str, timer_name: str = 'release'):
-    cell_spec, pending_spec, finished_spec, release_spec, end_spec = _buffered_specs(
-        cell_name, timer_name)
+    cell_spec = ReadModifyWriteStateSpec(cell_name, PickleCoder())
+    pending_spec = BagStateSpec('pending', PickleCoder())
+    finished_spec = ReadModifyWriteStateSpec('finished', BooleanCoder())
+    release_spec = TimerSpec(timer_name, TimeDomain.WATERMARK)
+    end_spec = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     class BufferedLoop(_BufferedFn):
         """The buffered release loop."""
@@ -302,54 +295,28 @@ def _buffered_class(cell_name: str, timer_name: str = 'release'):
 
 
 def _expiring_class(cell_name: str, timer_name: str, expiry_name: str):
-    """The buffered loop with a second timer family ``expiry_name`` (the driver's ``expire``)."""
-    cell_spec, pending_spec, finished_spec, release_spec, end_spec = _buffered_specs(
-        cell_name, timer_name)
+    """The buffered loop with a second timer family ``expiry_name``: ``fold`` may arm it, its
+    firing calls the driver's ``expire`` (which may not arm the release timer)."""
+    base = _named(_buffered_class(cell_name, timer_name), f'BufferedLoop_{cell_name}_{timer_name}')
     expiry_spec = TimerSpec(expiry_name, TimeDomain.WATERMARK)
+    cell_spec, pending_spec, finished_spec = base.CELL, base.PENDING, base.FINISHED
 
-    class ExpiringLoop(_BufferedFn):
+    class ExpiringLoop(base):
         """The buffered release loop with an expiry timer."""
-        CELL = cell_spec
-        PENDING = pending_spec
-        FINISHED = finished_spec
-        RELEASE_TIMER = release_spec
         EXPIRY_TIMER = expiry_spec
-        END_TIMER = end_spec
 
         def process(self, element, cell=beam.DoFn.StateParam(cell_spec),
                     pending=beam.DoFn.StateParam(pending_spec),
-                    release_timer=beam.DoFn.TimerParam(release_spec),
-                    end_timer=beam.DoFn.TimerParam(end_spec),
+                    release_timer=beam.DoFn.TimerParam(base.RELEASE_TIMER),
+                    end_timer=beam.DoFn.TimerParam(base.END_TIMER),
                     expiry_timer=beam.DoFn.TimerParam(expiry_spec)):
             return self._process(element, cell, pending, release_timer, end_timer, expiry_timer)
 
-        @on_timer(release_spec)
-        def release(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
-                    cell=beam.DoFn.StateParam(cell_spec),
-                    pending=beam.DoFn.StateParam(pending_spec),
-                    finished=beam.DoFn.StateParam(finished_spec),
-                    release_timer=beam.DoFn.TimerParam(release_spec),
-                    expiry_timer=beam.DoFn.TimerParam(expiry_spec)):
-            return self._release(key, fired, cell, pending, finished, release_timer,
-                                 expiry_timer)
-
         @on_timer(expiry_spec)
         def expire(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
-                   cell=beam.DoFn.StateParam(cell_spec),
-                   pending=beam.DoFn.StateParam(pending_spec),
-                   finished=beam.DoFn.StateParam(finished_spec),
-                   release_timer=beam.DoFn.TimerParam(release_spec),
-                   expiry_timer=beam.DoFn.TimerParam(expiry_spec)):
-            return self._release(key, fired, cell, pending, finished, release_timer,
-                                 expiry_timer, call='expire')
-
-        @on_timer(end_spec)
-        def end_of_input(self, key=beam.DoFn.KeyParam, cell=beam.DoFn.StateParam(cell_spec),
-                         pending=beam.DoFn.StateParam(pending_spec),
-                         finished=beam.DoFn.StateParam(finished_spec),
-                         release_timer=beam.DoFn.TimerParam(release_spec),
-                         expiry_timer=beam.DoFn.TimerParam(expiry_spec)):
-            return self._end(key, cell, pending, finished, release_timer, expiry_timer)
+                   cell=beam.DoFn.StateParam(cell_spec), pending=beam.DoFn.StateParam(
+                       pending_spec), finished=beam.DoFn.StateParam(finished_spec)):
+            return self._release(key, fired, cell, pending, finished, None, call='expire')
 
     return ExpiringLoop
 
