@@ -13,6 +13,8 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 import fastavro
 
+from beam_dp.io.avro import record_schema
+
 __all__ = [
     'BOOST_ANSWER_SCHEMA',
     'BOOST_BLOCK_SCHEMA',
@@ -110,16 +112,8 @@ RECORD_TYPES = (BoostQueryRecord, BoostAnswerRecord, BoostRefusal, BoostLedgerRo
                 BoostBlockSealed, BoostRowRejection)
 """Every Boost record type (their RowCoders are registered by ``beam_dp.io.coders``)."""
 
-_AVRO_TYPES = {str: 'string', int: 'long', float: 'double', bool: 'boolean',
-               Optional[int]: ['null', 'long'],
-               List[List[int]]: {'type': 'array', 'items': {'type': 'array', 'items': 'long'}},
-               List[float]: {'type': 'array', 'items': 'double'}}
-
-
 def _schema(cls, doc: str) -> Dict[str, Any]:
-    return {'type': 'record', 'name': cls.__name__, 'namespace': 'beam_dp.boost', 'doc': doc,
-            'fields': [{'name': name, 'type': _AVRO_TYPES[tp]}
-                       for name, tp in cls.__annotations__.items()]}
+    return record_schema(cls, doc, namespace='beam_dp.boost')
 
 
 BOOST_QUERY_SCHEMA = _schema(BoostQueryRecord, 'A linear query over a window of time blocks.')

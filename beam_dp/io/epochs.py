@@ -6,6 +6,7 @@ from typing import NamedTuple, Optional
 
 
 from beam_dp.errors import InvalidRecordError
+from beam_dp.io.avro import record_schema
 
 __all__ = [
     'EPOCH_RELEASE_SCHEMA',
@@ -36,24 +37,9 @@ class EpochReleaseRecord(NamedTuple):
 
 RECORD_TYPES = (EpochReleaseRecord,)
 
-EPOCH_RELEASE_SCHEMA = {
-    'type': 'record',
-    'name': 'EpochRelease',
-    'namespace': 'beam_dp',
-    'doc': 'One run of a static black box by BBScheduler/BBImprover (public metadata).',
-    'fields': [
-        {'name': 'key', 'type': 'string'},
-        {'name': 'window_start_micros', 'type': ['null', 'long'], 'default': None},
-        {'name': 'window_end_micros', 'type': ['null', 'long'], 'default': None},
-        {'name': 'epoch', 'type': 'long'},
-        {'name': 't', 'type': 'long'},
-        {'name': 'epsilon', 'type': 'double'},
-        {'name': 'alpha', 'type': 'double'},
-        {'name': 'ln_inv_beta', 'type': 'double'},
-        {'name': 'mechanism', 'type': 'string'},
-        {'name': 'timestamp', 'type': 'long'},
-    ],
-}
+EPOCH_RELEASE_SCHEMA = record_schema(
+    EpochReleaseRecord, 'One run of a static black box by BBScheduler/BBImprover (public metadata).',
+    defaults={'window_start_micros': None, 'window_end_micros': None}, name='EpochRelease')
 
 
 def epoch_release_to_avro(record: EpochReleaseRecord) -> dict:

@@ -17,6 +17,8 @@ from typing import List, NamedTuple, Optional
 
 import fastavro
 
+from beam_dp.io.avro import MICROS
+from beam_dp.io.avro import record_schema
 from beam_dp.io.records import _datetime_to_micros
 from beam_dp.mechanisms.erm.psgd import NOT_DP_LABEL
 
@@ -95,24 +97,14 @@ class ERMLedgerRow(NamedTuple):
     privacy: str
 
 
-_LONG, _DOUBLE, _STRING = 'long', 'double', 'string'
-_TYPES = {int: _LONG, float: _DOUBLE, str: _STRING, bool: 'boolean',
-          List[float]: {'type': 'array', 'items': _DOUBLE}}
-_MICROS = {'type': _LONG, 'logicalType': 'timestamp-micros'}
-
-
 def _schema(record, doc: str, overrides=None) -> dict:
-    """The Avro schema of a NamedTuple record, field by field from its annotations."""
-    overrides = overrides or {}
-    fields = [{'name': name, 'type': overrides.get(name, _TYPES[kind])}
-              for name, kind in record.__annotations__.items()]
-    return fastavro.parse_schema({'type': 'record', 'name': record.__name__,
-                                  'namespace': 'beam_dp', 'doc': doc, 'fields': fields})
+    """The parsed Avro schema of a NamedTuple record, field by field from its annotations."""
+    return fastavro.parse_schema(record_schema(record, doc, types=overrides))
 
 
 MODEL_RELEASE_SCHEMA = _schema(
     ModelRelease, 'One differentially private model released by a continual/sliding-window ERM.',
-    {'block_start_micros': _MICROS})
+    {'block_start_micros': MICROS})
 ERM_LEDGER_SCHEMA = _schema(
     ERMLedgerRow, 'One per-record privacy charge of an ERM release, with the running worst-case '
     'bound.')

@@ -11,6 +11,9 @@ from typing import List, NamedTuple, Optional
 
 import fastavro
 
+from beam_dp.io.avro import MICROS
+from beam_dp.io.avro import record_schema
+
 __all__ = [
     'DEAD_LETTER_SCHEMA',
     'DeadLetter',
@@ -61,41 +64,13 @@ class DeadLetter(NamedTuple):
 
 RECORD_TYPES = (Release, DeadLetter)
 
-RELEASE_SCHEMA = fastavro.parse_schema({
-    'type': 'record',
-    'name': 'Release',
-    'namespace': 'beam_dp',
-    'doc': 'One differentially private release of a key for one event-time step.',
-    'fields': [
-        {'name': 'key', 'type': 'string'},
-        {'name': 'step', 'type': 'long'},
-        {'name': 'step_start_micros', 'type': {'type': 'long', 'logicalType': 'timestamp-micros'}},
-        {'name': 'step_end_micros', 'type': {'type': 'long', 'logicalType': 'timestamp-micros'}},
-        {'name': 'value', 'type': 'double'},
-        {'name': 'values', 'type': {'type': 'array', 'items': 'double'}, 'default': []},
-        {'name': 'metric', 'type': 'string'},
-        {'name': 'mechanism', 'type': 'string'},
-        {'name': 'epsilon', 'type': 'double'},
-        {'name': 'delta', 'type': 'double'},
-        {'name': 'rho', 'type': 'double'},
-        {'name': 'privacy_unit', 'type': 'string'},
-        {'name': 'noise_stddev', 'type': 'double'},
-    ],
-})
+RELEASE_SCHEMA = fastavro.parse_schema(record_schema(
+    Release, 'One differentially private release of a key for one event-time step.',
+    types={'step_start_micros': MICROS, 'step_end_micros': MICROS}, defaults={'values': []}))
 
-DEAD_LETTER_SCHEMA = fastavro.parse_schema({
-    'type': 'record',
-    'name': 'DeadLetter',
-    'namespace': 'beam_dp',
-    'doc': 'An input record a beam_dp transform did not use, with the reason.',
-    'fields': [
-        {'name': 'transform', 'type': 'string'},
-        {'name': 'stage', 'type': 'string'},
-        {'name': 'reason', 'type': 'string'},
-        {'name': 'record', 'type': 'string'},
-        {'name': 'event_time_micros', 'type': ['null', 'long'], 'default': None},
-    ],
-})
+DEAD_LETTER_SCHEMA = fastavro.parse_schema(record_schema(
+    DeadLetter, 'An input record a beam_dp transform did not use, with the reason.',
+    defaults={'event_time_micros': None}))
 
 
 def release_to_avro(release: Release) -> dict:
