@@ -119,6 +119,23 @@ class KeyedReleaseDriver:
     bins: Tuple[str, ...] = ()
     mechanism: str = 'auto'
 
+    @classmethod
+    def of_arguments(cls, owner: str, metric: str, *, public_keys, private_keys, num_shards,
+                     lower, upper, grid_bits, **fields) -> 'KeyedReleaseDriver':
+        """The driver of a keyed transform's arguments: the key layout of ``public_keys`` in
+        ``num_shards`` (or ``private_keys``: then ``num_shards`` is refused), a sum's required
+        bounds; ``fields`` as the constructor's."""
+        if private_keys is not None and num_shards is not None:
+            raise InvalidParamsError(f'{owner}: with private keys set '
+                                     f'PrivateKeys(num_shards=...), not num_shards.')
+        layout = None if private_keys is not None else KeyLayout.of(list(public_keys), num_shards)
+        bounds = {}
+        if metric == 'sum':
+            if lower is None or upper is None:
+                raise InvalidParamsError(f'{owner}: lower and upper are required.')
+            bounds = dict(lower=lower, upper=upper, grid_bits=grid_bits)
+        return cls(metric=metric, layout=layout, private_keys=private_keys, **fields, **bounds)
+
     def __post_init__(self):
         owner = 'KeyedReleaseDriver'
         if (self.layout is None) == (self.private_keys is None):

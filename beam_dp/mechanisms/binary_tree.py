@@ -33,6 +33,7 @@ from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
+from beam_dp.mechanisms._counter_params import CounterPrivacy
 from beam_dp.noise import RandomSource
 
 __all__ = [
@@ -93,8 +94,8 @@ def _reduced(node_noise: list) -> list:
     return _dyadic.reduced_variances([n.variance() for n in node_noise])
 
 
-@dataclasses.dataclass(frozen=True)
-class BinaryTreeCounter:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BinaryTreeCounter(CounterPrivacy):
     """Continual prefix sums of a vector stream over a known horizon (C1).
 
     Args:
@@ -110,11 +111,6 @@ class BinaryTreeCounter:
       InvalidParamsError: on a bad parameter, with the argument named.
     """
     horizon: int
-    epsilon: Optional[float] = None
-    rho: Optional[float] = None
-    l1_sensitivity: float = 1.0
-    l2_sensitivity: Optional[float] = None
-    dimension: int = 1
     estimator: str = 'variance_reduced'
 
     def __post_init__(self):

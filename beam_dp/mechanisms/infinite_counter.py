@@ -34,6 +34,7 @@ import numpy as np
 from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import _dyadic
+from beam_dp.mechanisms._counter_params import CounterPrivacy
 from beam_dp.mechanisms.binary_tree import _advance_levels
 from beam_dp.noise import RandomSource
 
@@ -68,8 +69,8 @@ class InfiniteTreeState:
         return sum(a.nbytes for a in arrays if a is not None)
 
 
-@dataclasses.dataclass(frozen=True)
-class InfiniteTreeCounter:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InfiniteTreeCounter(CounterPrivacy):
     """Continual prefix sums over an unbounded stream (C2).
 
     Args:
@@ -79,11 +80,6 @@ class InfiniteTreeCounter:
     Raises:
       InvalidParamsError: on a bad parameter.
     """
-    epsilon: Optional[float] = None
-    rho: Optional[float] = None
-    l1_sensitivity: float = 1.0
-    l2_sensitivity: Optional[float] = None
-    dimension: int = 1
     estimator: str = 'variance_reduced'
 
     def __post_init__(self):

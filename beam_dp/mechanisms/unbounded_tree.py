@@ -72,6 +72,7 @@ from beam_dp.mechanisms._counter_params import CounterPrivacy
 from beam_dp.mechanisms.balanced_tree import BalancedTreeState
 from beam_dp.mechanisms.balanced_tree import levels_for
 from beam_dp.mechanisms.balanced_tree import segments
+from beam_dp.mechanisms.infinite_counter import MAX_STEPS
 from beam_dp.noise import RandomSource
 
 __all__ = [
@@ -82,9 +83,6 @@ __all__ = [
     'UnboundedTreeState',
     'check_schedule',
 ]
-
-#: Steps whose noise scales are validated at construction (see the module docstring).
-MAX_STEPS = 2 ** 40
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,15 +39,12 @@ import operator
 from typing import Any, Callable, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.clock import require_public_end
-from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.drivers.private_keys import PrivateKeys
-from beam_dp.errors import InvalidParamsError
 from beam_dp.io.records import Release
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
@@ -55,14 +52,10 @@ from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import arguments
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
-from beam_dp.transforms.continual_extract import _ExtractAndAggregateFn
-from beam_dp.transforms.continual_extract import _ExtractAndAggregatePrivateFn
-from beam_dp.transforms.continual_extract import _ExtractFn
 from beam_dp.transforms.continual_extract import _MergePartialsFn
 from beam_dp.transforms.continual_extract import _PreAggregateFn
+from beam_dp.transforms.continual_extract import extract_and_bound
 from beam_dp.transforms.continual_private_keys import release_private_keys
-from beam_dp.transforms.contribution_bounding import BoundContributions
-from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import ContinualOutputs
 
@@ -105,20 +98,12 @@ class _ContinualPerKey(shell.ShellTransform):
                                   allowed_lateness=allowed_lateness)
         privacy_unit = EventLevel() if privacy_unit is None else privacy_unit
         with self.params():
-            if private_keys is not None and num_shards is not None:
-                raise InvalidParamsError(f'{owner}: with private keys set '
-                                         f'PrivateKeys(num_shards=...), not num_shards.')
-            layout = None if private_keys is not None else KeyLayout.of(list(public_keys),
-                                                                        num_shards)
-            bounds = {}
-            if self._metric == 'sum':
-                if lower is None or upper is None:
-                    raise InvalidParamsError(f'{owner}: lower and upper are required.')
-                bounds = dict(lower=lower, upper=upper, grid_bits=grid_bits)
-            self._driver = KeyedReleaseDriver(
-                metric=self._metric, budget=budget, privacy_unit=privacy_unit, clock=clock,
-                layout=layout, private_keys=private_keys, horizon_steps=horizon_steps,
-                estimator=estimator, mechanism=mechanism, bins=tuple(bins), **bounds)
+            self._driver = KeyedReleaseDriver.of_arguments(
+                owner, self._metric, public_keys=public_keys, private_keys=private_keys,
+                num_shards=num_shards, lower=lower, upper=upper, grid_bits=grid_bits,
+                budget=budget, privacy_unit=privacy_unit, clock=clock,
+                horizon_steps=horizon_steps, estimator=estimator, mechanism=mechanism,
+                bins=tuple(bins))
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
@@ -139,11 +124,12 @@ class _ContinualPerKey(shell.ShellTransform):
         require_public_end(self.owner, records.is_bounded, self._driver.clock)
         noise_label = self.spend_budget(records)
         driver = self._driver
-        valid, dead = self._extract_and_bound(records)
+        valid, dead = extract_and_bound(records, driver, self.label, self._key_fn,
+                                        self._value_fn, self._unit_fn)
         if driver.private_keys is not None:
             released = release_private_keys(valid, driver, self.label, self.rng, noise_label)
         else:
-            if self._aggregates_in_extract:   # valid: (None, partial sums) per bundle
+            if self._unit_fn is None:   # event level, valid: (None, partial sums) per bundle
                 partials = (valid
                             | 'DropUnit' >> beam.Map(_SECOND)
                             | 'PreAggregate' >> beam.ParDo(_MergePartialsFn(driver)))
@@ -160,44 +146,6 @@ class _ContinualPerKey(shell.ShellTransform):
         return ContinualOutputs(releases, shell.merge_dead_letters(
             dead + [released[DEAD_LETTER]], self.debug_metrics, self.label))
 
-    @property
-    def _aggregates_in_extract(self) -> bool:
-        """Event level: 'ExtractAndValidate' also sums the bundle's records
-        (``continual_extract``), as nothing before 'PreAggregate' needs the single record."""
-        return self._unit_fn is None
-
-    @property
-    def _extract_fn(self):
-        if not self._aggregates_in_extract:
-            return _ExtractFn
-        return _ExtractAndAggregateFn if self._driver.private_keys is None else \
-            _ExtractAndAggregatePrivateFn
-
-    def _extract_and_bound(self, records):
-        """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
-        level). Returns the valid elements and the list of dead-letter PCollections so far."""
-        unit = self._driver.privacy_unit
-        if not records.windowing.is_default():   # already global: the re-window is a no-op
-            records = records | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
-        extracted = (
-            records
-            | 'ExtractAndValidate' >> beam.ParDo(
-                self._extract_fn(self._driver, self.label, self._key_fn, self._value_fn,
-                                 self._unit_fn, keep_records=not batch_input(records))
-            ).with_outputs(DEAD_LETTER, main='valid'))
-        dead = [extracted[DEAD_LETTER]]
-        valid = extracted.valid
-        if isinstance(unit, UserLevel):
-            bounded = (
-                valid
-                | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
-                | 'BoundContributions' >> BoundContributions(
-                    unit, self.label, mark_new_keys=self._driver.private_keys is not None,
-                    clock=self._driver.clock))
-            dead.append(bounded.dead_letter)
-            valid = bounded.kept
-        return valid, dead
-
 
 _SUM_ONLY = 'only ContinualSumPerKey takes value bounds (it clamps each value to them)'
 _NOT_FOR_COUNTS = {
@@ -208,6 +156,15 @@ _NOT_FOR_COUNTS = {
 }
 _NOT_FOR_SUMS = {'bins': _NOT_FOR_COUNTS['bins']}
 _NOT_FOR_HISTOGRAMS = {'lower': _SUM_ONLY, 'upper': _SUM_ONLY, 'grid_bits': _SUM_ONLY}
+#: The end of every keyed continual transform's docstring.
+_RETURNS = """
+    Returns:
+      ``ContinualOutputs(releases, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad or missing parameter, naming it.
+      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
+    """
 
 
 @arguments.public(docs=arguments.KEYED_DOCS, drop=('value_fn', 'lower', 'upper', 'grid_bits',
@@ -265,7 +222,7 @@ class ContinualCountPerKey(_ContinualPerKey):
 @arguments.public(docs=arguments.KEYED_DOCS, drop=('bins',), required=('lower', 'upper'),
                   defaults={'value_fn': _SECOND}, hints=_NOT_FOR_SUMS)
 class ContinualSumPerKey(_ContinualPerKey):
-    """Continual sums per public key of a clamped value.
+    __doc__ = """Continual sums per public key of a clamped value.
 
     As ``ContinualCountPerKey``, with each record's value (``value_fn``, default ``record[1]``)
     clamped to [``lower``, ``upper``] and snapped to the grid 2**-``grid_bits``: the sums are
@@ -274,13 +231,7 @@ class ContinualSumPerKey(_ContinualPerKey):
     max(|lower|, |upper|) (rounded up to the grid). ``lower`` and ``upper`` have no defaults:
     they set the noise (wider bounds, more noise) and the bias (values outside are clamped).
 
-    Returns:
-      ``ContinualOutputs(releases, dead_letter)``.
-
-    Raises:
-      InvalidParamsError: on a bad or missing parameter, naming it.
-      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
-    """
+""" + _RETURNS
     _metric = 'sum'
 
 
@@ -288,18 +239,12 @@ class ContinualSumPerKey(_ContinualPerKey):
                   drop=('lower', 'upper', 'grid_bits'), required=('bins',),
                   defaults={'value_fn': _SECOND}, hints=_NOT_FOR_HISTOGRAMS)
 class ContinualHistogramPerKey(_ContinualPerKey):
-    """Continual histograms per public key over public bins.
+    __doc__ = """Continual histograms per public key over public bins.
 
     As ``ContinualCountPerKey``, with each record counted in the bin ``value_fn(record)``
     (default ``record[1]``), which must be one of ``bins`` (else dead-lettered). One tree per
     shard runs over the vector keys × bins; ``Release.values`` holds the per-bin estimates.
     One record changes one bin by one (L1 = L2 = 1 at event level).
 
-    Returns:
-      ``ContinualOutputs(releases, dead_letter)``.
-
-    Raises:
-      InvalidParamsError: on a bad or missing parameter, naming it.
-      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
-    """
+""" + _RETURNS
     _metric = 'histogram'

@@ -28,6 +28,7 @@ import collections
 import apache_beam as beam
 import numpy as np
 from apache_beam.transforms.window import GlobalWindow
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -37,7 +38,10 @@ from beam_dp.drivers.keyed import PrivatePartial
 from beam_dp.drivers.keyed import ShardPartial
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
+from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import shell
+from beam_dp.transforms.contribution_bounding import BoundContributions
+from beam_dp.transforms.lateness import batch_input
 
 _STAGE = 'ExtractAndValidate'
 #: Codes kept as a Python list before they are packed into an int64 array (bounds memory).
@@ -418,3 +422,37 @@ def _concat(packed):
     counts = np.concatenate([np.ones(c.size, dtype=np.int64) if n is None else n
                              for c, n in packed])
     return codes, counts
+
+
+def extract_and_bound(records, driver: KeyedReleaseDriver, label: str, key_fn, value_fn,
+                      unit_fn):
+    """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
+    level) of the keyed transform ``label``: the valid elements and the list of dead-letter
+    PCollections so far. At event level (no ``unit_fn``) 'ExtractAndValidate' also sums the
+    bundle's records, as nothing before 'PreAggregate' needs the single record."""
+    if unit_fn is not None:
+        extract_fn = _ExtractFn
+    elif driver.private_keys is None:
+        extract_fn = _ExtractAndAggregateFn
+    else:
+        extract_fn = _ExtractAndAggregatePrivateFn
+    if not records.windowing.is_default():   # already global: the re-window is a no-op
+        records = records | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
+    extracted = (
+        records
+        | 'ExtractAndValidate' >> beam.ParDo(
+            extract_fn(driver, label, key_fn, value_fn, unit_fn,
+                       keep_records=not batch_input(records))
+        ).with_outputs(shell.DEAD_LETTER, main='valid'))
+    dead = [extracted[shell.DEAD_LETTER]]
+    valid = extracted.valid
+    unit = driver.privacy_unit
+    if isinstance(unit, UserLevel):
+        bounded = (
+            valid
+            | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
+            | 'BoundContributions' >> BoundContributions(
+                unit, label, mark_new_keys=driver.private_keys is not None, clock=driver.clock))
+        dead.append(bounded.dead_letter)
+        valid = bounded.kept
+    return valid, dead
