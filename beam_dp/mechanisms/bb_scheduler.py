@@ -175,8 +175,17 @@ class BBState:
     runs: int = 0
 
 
+@dataclasses.dataclass(frozen=True)
 class _Base:
-    """Shared add/answer logic; subclasses define ``_due`` and ``_params_for``."""
+    """Shared fields (the box, then keyword-only: the budget's ε, the failure probability β,
+    the initial size n, the domain size N) and add/answer logic; subclasses define ``_due`` and
+    ``_params_for``."""
+    mechanism: Any
+    _: dataclasses.KW_ONLY
+    epsilon: float
+    beta: float
+    n: int
+    domain_size: int
 
     def _owner(self) -> str:
         return type(self).__name__
@@ -238,7 +247,7 @@ class _Base:
         return self.add_data_with_releases(state, data, rng)[1]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BBScheduler(_Base):
     """BBScheduler: fixed accuracy as data accumulate, by rerunning a black box per epoch (Alg 1).
 
@@ -270,11 +279,6 @@ class BBScheduler(_Base):
     Raises:
       InvalidParamsError: on a bad parameter or γ ∉ (0, 1).
     """
-    mechanism: Any
-    epsilon: float
-    beta: float
-    n: int
-    domain_size: int
     delta: float = 0.0
     p: Optional[float] = None
     g: Optional[float] = None
@@ -361,7 +365,7 @@ class BBScheduler(_Base):
         return (() if release is None else (release,)), new
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BBImprover(_Base):
     """BBImprover: accuracy improving with t, rerunning a black box at every size (Alg 2).
 
@@ -386,12 +390,7 @@ class BBImprover(_Base):
     Raises:
       InvalidParamsError: on a bad parameter.
     """
-    mechanism: Any
-    epsilon: float
     delta: float
-    beta: float
-    n: int
-    domain_size: int
     c: float = 0.1
     p1: Optional[float] = None
     p2: float = 0.0
