@@ -194,9 +194,7 @@ class ChooseContributionBounds(shell.ShellTransform):
         else:
             clock = shell.parse_clock(owner, start=start, step=step, end=end)
         self._clock = clock
-        self._key_fn = key_fn
-        self._unit_fn = unit_fn
-        self._time_fn = time_fn
+        self._fns = (key_fn, unit_fn, time_fn)
         self.check_budget()
 
     @property
@@ -217,10 +215,9 @@ class ChooseContributionBounds(shell.ShellTransform):
 
     def expand(self, records):
         noise_label = self.spend_budget(records)
-        label = self.label
         extracted = records | 'ExtractAndValidate' >> beam.ParDo(
-            _ExtractFn(label, self._key_fn, self._unit_fn, self._time_fn,
-                       self._clock)).with_outputs(DEAD_LETTER, main='valid')
+            _ExtractFn(self.label, *self._fns, self._clock)).with_outputs(DEAD_LETTER,
+                                                                           main='valid')
         cells = (
             extracted.valid
             | 'CountCells' >> beam.combiners.Count.PerElement()
