@@ -186,6 +186,20 @@ class KeyedReleaseDriver:
 
     # -- records ----------------------------------------------------------------------------------
 
+    def locate(self, key) -> Tuple[str, int, Optional[int]]:
+        """(the key as text, its shard, its position in the shard: None for private keys).
+
+        Raises:
+          InvalidRecordError: for a key outside the public key set.
+        """
+        key = text_key(key)
+        if self.private_keys is not None:
+            return key, self.private_keys.shard_of(key), None
+        location = self.layout.locate(key)
+        if location is None:
+            raise InvalidRecordError(f'key {key!r} is not in the public key set')
+        return (key, *location)
+
     def extract(self, key, micros: int, record, value_fn) -> Tuple[object, int, int, object, int]:
         """One record → ``(key id, step, shard, slot, units)``.
 
@@ -198,14 +212,7 @@ class KeyedReleaseDriver:
         Raises:
           InvalidRecordError: with the dead-letter reason.
         """
-        key = text_key(key)
-        if self.private_keys is not None:
-            shard, position = self.private_keys.shard_of(key), None
-        else:
-            location = self.layout.locate(key)
-            if location is None:
-                raise InvalidRecordError(f'key {key!r} is not in the public key set')
-            shard, position = location
+        key, shard, position = self.locate(key)
         step = self.clock.checked_step(micros)
         bin_index, units = 0, 1
         if self.metric == 'sum':

@@ -42,7 +42,6 @@ import numpy as np
 
 from beam_dp.drivers import counter_choice
 from beam_dp.drivers.keyed import KeyedReleaseDriver
-from beam_dp.drivers.key_layout import text_key
 from beam_dp.drivers.protocol import Outcome
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
@@ -230,14 +229,7 @@ class QuantilesDriver(KeyedReleaseDriver):
         Raises:
           InvalidRecordError: with the dead-letter reason.
         """
-        key = text_key(key)
-        if self.private_keys is not None:
-            shard, position = self.private_keys.shard_of(key), None
-        else:
-            location = self.layout.locate(key)
-            if location is None:
-                raise InvalidRecordError(f'key {key!r} is not in the public key set')
-            shard, position = location
+        key, shard, position = self.locate(key)
         step = self.clock.checked_step(micros)
         try:
             value = value_fn(record)
