@@ -57,12 +57,14 @@ from beam_dp.mechanisms.participation import Participation
 from beam_dp.mechanisms.per_cell import PerCellCounter
 from beam_dp.mechanisms.per_step import PerStepCounter
 from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
+from beam_dp.mechanisms.window import WindowCounter
 
 __all__ = [
     'MECHANISMS',
     'check_cost_fits',
     'choose_counter',
     'mechanism_name',
+    'window_counter',
 ]
 
 #: The ``mechanism=`` choices of the keyed continual transforms.
@@ -194,12 +196,31 @@ def _explicit(mechanism, estimator, budget, horizon, common, participation=None)
     return kind(**kwargs)
 
 
+def window_counter(window: int, budget: PrivacyBudget, l1: float, l2: float, dimension: int
+                   ) -> WindowCounter:
+    """The per-step (W = 1) / sliding-window counter of one key for ``budget``: pure ε for an
+    ε budget, ρ for a ρ budget; for (ε, δ > 0) whichever of the pure counter at ε and the
+    Gaussian one at the converted ρ has the smaller worst-case variance."""
+    common = dict(window=window, l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
+    chosen = WindowCounter(**common, **_privacy_args(budget))
+    if not budget.is_zcdp and budget.delta > 0:
+        gaussian = WindowCounter(**common, **_privacy_args(budget, gaussian=True))
+        if gaussian.worst_variance() < chosen.worst_variance():
+            chosen = gaussian
+    check_cost_fits(chosen.privacy_cost(), budget)
+    return chosen
+
+
 def mechanism_name(counter) -> str:
     """'<counter>/<estimator or variant>/<noise>', e.g. 'blt/4_buffers/discrete_gaussian',
     'kary_tree[k=17]/variance_reduced/discrete_laplace', 'per_step/summed/discrete_laplace',
     'balanced_tree[k=21]/signed_digits/discrete_laplace',
     'unbounded_tree[k=13]/signed_digits/discrete_laplace'."""
     noise = 'discrete_gaussian' if getattr(counter, 'rho', None) else 'discrete_laplace'
+    if isinstance(counter, WindowCounter):
+        tree = ('fresh_per_step' if counter.levels == 1
+                else f'tree[k={counter.arity},levels={counter.levels}]/range_decomposition')
+        return f'window[W={counter.window}]/{tree}/{noise}'
     if isinstance(counter, BLTCounter):
         mp = '+multi_participation' if counter.participation is not None else ''
         return f'blt/{counter.buffers}_buffers{mp}/{noise}'

@@ -44,10 +44,13 @@ from beam_dp.drivers.protocol import late_records
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
+from beam_dp.mechanisms.window import MAX_WINDOW
 from beam_dp.noise import RandomSource
 from beam_dp.privacy_unit import PrivacyUnit
 
 __all__ = [
+    'OUTPUTS',
+    'parse_output',
     'CountCodes',
     'MECHANISMS',
     'KeyLayout',
@@ -62,6 +65,26 @@ __all__ = [
 
 METRICS = ('count', 'sum', 'histogram')
 _STDDEV_CACHE = 4096
+
+
+OUTPUTS = ('cumulative', 'per_step', "('window', W)")
+
+
+def parse_output(owner: str, output):
+    """'cumulative', 'per_step' or ('window', W) with an int 1 ≤ W ≤ 65536 (a list is taken as
+    a tuple; ('window', 1) is 'per_step').
+
+    Raises:
+      InvalidParamsError: for anything else, naming the choices.
+    """
+    if output in ('cumulative', 'per_step'):
+        return output
+    if isinstance(output, (tuple, list)) and len(output) == 2 and output[0] == 'window':
+        w = output[1]
+        if isinstance(w, (int, np.integer)) and not isinstance(w, bool) and 1 <= w <= MAX_WINDOW:
+            return 'per_step' if w == 1 else ('window', int(w))
+    raise InvalidParamsError(f"{owner}: output must be 'cumulative', 'per_step' or ('window', W) "
+                             f"with an int W in [1, {MAX_WINDOW}], got {output!r}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +124,12 @@ class KeyedReleaseDriver:
       lower, upper: clamp bounds of a sum's per-record value.
       grid_bits: sums are snapped to multiples of 2**-grid_bits before noise.
       bins: histogram bin labels (public).
+      output: what every release is (``parse_output``): 'cumulative' (default: the total since
+        start, the counter ``mechanism`` picks), 'per_step' (the value of the step alone) or
+        ('window', W) (the total over the last W steps, fewer at the start): the last two run a
+        ``WindowCounter`` (range decomposition of a dyadic/k-ary tree cut at ⌈log_k W⌉ levels,
+        error independent of the horizon; ``mechanism`` and ``estimator`` must then stay at
+        their defaults).
 
     Raises:
       InvalidParamsError: on a bad parameter, naming it.
@@ -118,6 +147,7 @@ class KeyedReleaseDriver:
     grid_bits: int = 10
     bins: Tuple[str, ...] = ()
     mechanism: str = 'auto'
+    output: object = 'cumulative'
 
     @classmethod
     def of_arguments(cls, owner: str, metric: str, *, public_keys, private_keys, num_shards,
@@ -167,6 +197,12 @@ class KeyedReleaseDriver:
             if not self.bins or len(set(self.bins)) != len(self.bins):
                 raise InvalidParamsError(f'{owner}: bins must be a non-empty list of distinct labels, '
                                          f'got {self.bins!r}.')
+        object.__setattr__(self, 'output', parse_output(owner, self.output))
+        if self.output != 'cumulative' and (self.mechanism != 'auto' or self.estimator):
+            raise InvalidParamsError(
+                f"{owner}: output={self.output!r} runs its own window counter: leave mechanism "
+                f"and estimator at their defaults (got mechanism={self.mechanism!r}, "
+                f"estimator={self.estimator!r}).")
         object.__setattr__(self, 'clock', self.clock.limited_to(self.horizon_steps))
         object.__setattr__(self, '_bin_index', {b: i for i, b in enumerate(self.bins)})
         object.__setattr__(self, '_counters', {})
@@ -175,14 +211,26 @@ class KeyedReleaseDriver:
         unit = self.privacy_unit
         participation = (unit.participation(self.value_bound_units)
                          if unit.name == 'user' and self.private_keys is None else None)
-        object.__setattr__(self, '_base_counter', counter_choice.choose_counter(
-            self.mechanism, self.estimator, self.budget, self.horizon, self.horizon_steps,
-            l1, l2, self.bins_per_key, participation))
+        if self.output == 'cumulative':
+            base = counter_choice.choose_counter(
+                self.mechanism, self.estimator, self.budget, self.horizon, self.horizon_steps,
+                l1, l2, self.bins_per_key, participation)
+        else:
+            base = counter_choice.window_counter(self.window, self.budget, l1, l2,
+                                                 self.bins_per_key)
+        object.__setattr__(self, '_base_counter', base)
         # Build once: this validates the counter parameters at construction too, and the
         # selection's noise scale for this unit's k keys.
         self.counter(1)
         if self.private_keys is not None:
             self.private_keys.selection(self.privacy_unit.max_keys)
+
+    @property
+    def window(self) -> Optional[int]:
+        """W of a per-step (1) or window output; None for cumulative releases."""
+        if self.output == 'cumulative':
+            return None
+        return 1 if self.output == 'per_step' else self.output[1]
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -475,7 +523,8 @@ class KeyedReleaseDriver:
         """The private-keys shard state machine of this release."""
         return PrivateKeysShard(self.private_keys.selection(self.privacy_unit.max_keys),
                                 self.counter(1), self.bins_per_key, self.from_units,
-                                self.counter_noise_stddev)
+                                self.counter_noise_stddev,
+                                backfill=self.output == 'cumulative')
 
 
 

@@ -147,6 +147,10 @@ class PrivateKeysShard:
       noise_stddev: public noise sd of a key's release after its counter took n steps.
       batched: the per-step tests of a step in one pass (``_plain_test``); False runs every
         candidate through ``_advance`` (the scalar path the batched one is tested against).
+      backfill: True (cumulative releases): a key's first counter step is everything since
+        start; False (per-step and window outputs): only the selection step's own values (the
+        steps before the selection are not in any window; the same sensitivity: a subset of
+        the unit's bounded contributions).
     """
     selection: ContinualKeySelection
     counter: object
@@ -154,6 +158,7 @@ class PrivateKeysShard:
     from_units: Callable[[np.ndarray], np.ndarray]
     noise_stddev: Callable[[int], float]
     batched: bool = True
+    backfill: bool = True
 
     @staticmethod
     def init_state() -> PrivateKeysShardState:
@@ -222,7 +227,7 @@ class PrivateKeysShard:
                             self.group_counter(len(chosen_now)).init_state())
             first = dict(chosen_now)
         for start, (keys, counter_state) in groups.items():
-            if start == step:
+            if start == step and self.backfill:
                 flat = [x for key in keys for x in first[key]]
             else:
                 flat = [x for key in keys for x in contributions.get(key, (zero, 0))[0]]

@@ -67,6 +67,8 @@ from beam_dp.mechanisms.time_partition import SegmentClose
 from beam_dp.mechanisms.time_partition import TimePartitioner
 from beam_dp.mechanisms.unbounded_tree import UnboundedTreeCounter
 from beam_dp.mechanisms.unbounded_tree import UnboundedTreeState
+from beam_dp.mechanisms.window import WindowCounter
+from beam_dp.mechanisms.window import WindowState
 
 __all__ = [
     'AboveThresholdGrowing',
@@ -135,4 +137,6 @@ __all__ = [
     'UnboundedTreeCounter',
     'UnboundedTreeState',
     'Update',
+    'WindowCounter',
+    'WindowState',
 ]

@@ -94,6 +94,11 @@ KEYED_DOCS: Dict[str, str] = {
                  "estimator; with mechanism='auto' it selects the old tree counters (the binary "
                  "tree over horizon_steps if given, else the infinite tree).",
     'num_shards': 'how many stateful shards hold the keys (default: one per 512 keys).',
+    'output': "what every release is: 'cumulative' (default: the total since start), "
+              "'per_step' (the value of the step alone) or ('window', W) (the total over the last "
+              "W steps, fewer at the start): a window counter whose error depends on W, never on "
+              "the horizon (docs/windows.md); mechanism and estimator then stay at their "
+              "defaults. ``Release.mechanism`` names it, ``Release.noise_stddev`` is exact.",
 }
 #: ``value_fn`` of a histogram.
 BIN_FN_DOC = 'record → its bin label, one of ``bins`` (default ``record[1]``).'

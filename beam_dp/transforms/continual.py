@@ -84,7 +84,7 @@ class _ContinualPerKey(shell.ShellTransform):
                  lower: Optional[float] = None, upper: Optional[float] = None,
                  grid_bits: int = 10, bins: Sequence[str] = (), allowed_lateness=0,
                  horizon_steps: Optional[int] = None, mechanism: str = 'auto',
-                 estimator: Optional[str] = None, num_shards: Optional[int] = None, noise_key: Optional[str] = None,
+                 estimator: Optional[str] = None, output='cumulative', num_shards: Optional[int] = None, noise_key: Optional[str] = None,
                  debug_metrics: bool = False, testing_seed: Optional[int] = None,
                  label: Optional[str] = None):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
@@ -103,7 +103,7 @@ class _ContinualPerKey(shell.ShellTransform):
                 num_shards=num_shards, lower=lower, upper=upper, grid_bits=grid_bits,
                 budget=budget, privacy_unit=privacy_unit, clock=clock,
                 horizon_steps=horizon_steps, estimator=estimator, mechanism=mechanism,
-                bins=tuple(bins))
+                bins=tuple(bins), output=output)
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
