@@ -81,12 +81,21 @@ def decomposition(window: int, k: int, h: int, b: int) -> Tuple[Tuple[int, int, 
     start = max(0, end - window)
     best = {start: (0, ())}      # start-side position → (cost, nodes), positions ≡ 0 mod k^ℓ
     x, x_nodes = end, ()
-    met = None                   # the cheapest path found where the two sides coincide
+    found = None                 # the cheapest complete path so far
     size = 1
-    for level in range(h):
-        if x in best:
-            cand = (len(x_nodes) + best[x][0], x_nodes + best[x][1])
-            met = cand if met is None or cand[0] < met[0] else met
+    for level in range(h + 1):
+        # Meet here: the gap between the two sides in level-ℓ nodes (both are multiples of k^ℓ,
+        # both ≤ b+1: every node between them is complete).
+        for y, (cost, nodes) in best.items():
+            n = abs(x - y) // size
+            if x > y:
+                gap = tuple((1, level, y // size + i) for i in range(n))
+            else:
+                gap = tuple((-1, level, x // size + i) for i in range(n))
+            if found is None or len(x_nodes) + cost + n < found[0]:
+                found = (len(x_nodes) + cost + n, x_nodes + nodes + gap)
+        if level == h:
+            break
         r = (x // size) % k
         x_nodes = x_nodes + tuple((1, level, x // size - i - 1) for i in range(r))
         x -= r * size
@@ -104,25 +113,7 @@ def decomposition(window: int, k: int, h: int, b: int) -> Tuple[Tuple[int, int, 
                     nxt[y2] = cand
         best = nxt
         size *= k
-    final = _finish(x, x_nodes, best, size, h)
-    if met is not None and met[0] <= final[0]:
-        return met[1]
-    return final[1]
-
-
-def _finish(x, x_nodes, best, size, h):
-    """The cheapest meeting at the top level h: (cost, nodes)."""
-    out = None
-    for y, (cost, nodes) in best.items():
-        n = abs(x - y) // size
-        if x > y:
-            top = tuple((1, h, y // size + i) for i in range(n))
-        else:
-            top = tuple((-1, h, x // size + i) for i in range(n))
-        cand = (len(x_nodes) + cost + n, x_nodes + nodes + top)
-        if out is None or cand[0] < out[0]:
-            out = cand
-    return out
+    return found[1]
 
 
 @functools.lru_cache(maxsize=65536)
