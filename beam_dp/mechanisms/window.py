@@ -62,7 +62,7 @@ __all__ = [
     'window_decomposition',
 ]
 
-MAX_WINDOW = 1 << 16
+MAX_WINDOW = 1 << 12
 
 
 def decomposition(window: int, k: int, h: int, b: int) -> Tuple[Tuple[int, int, int], ...]:
@@ -135,10 +135,51 @@ def window_decomposition(window: int, k: int, h: int, b: int
                  _cached(window, k, h, rep))
 
 
+def node_count(window: int, k: int, h: int, b: int) -> int:
+    """``len(decomposition(window, k, h, b))`` without building the nodes (the same recursion)."""
+    end = b + 1
+    start = max(0, end - window)
+    best = {start: 0}
+    x, x_cost, found, size = end, 0, None, 1
+    for level in range(h + 1):
+        for y, cost in best.items():
+            n = x_cost + cost + abs(x - y) // size
+            found = n if found is None or n < found else found
+        if level == h:
+            break
+        r = (x // size) % k
+        x_cost += r
+        x -= r * size
+        nxt = {}
+        for y, cost in best.items():
+            ry = (y // size) % k
+            y2 = y - ry * size
+            if y2 not in nxt or cost + ry < nxt[y2]:
+                nxt[y2] = cost + ry
+            if ry and y + (k - ry) * size <= end:
+                y2 = y + (k - ry) * size
+                if y2 not in nxt or cost + k - ry < nxt[y2]:
+                    nxt[y2] = cost + k - ry
+        best = nxt
+        size *= k
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
 def worst_nodes(window: int, k: int, h: int) -> int:
-    """The most nodes any release uses (every early step and every steady-state phase)."""
-    period = k ** h
-    return max(len(decomposition(window, k, h, b)) for b in range(window + 3 * period))
+    """The most nodes any release uses: every early step (b < W + 2·k^h) and every phase of the
+    steady state (periodic in b mod k^h afterwards), exactly."""
+    if h == 0:
+        return window
+    return max(node_count(window, k, h, b) for b in range(window + 3 * k ** h))
+
+
+def _sampled_worst(window: int, k: int, h: int, samples: int = 1500) -> int:
+    """A lower estimate of ``worst_nodes`` on at most ``samples`` evenly spread steps (to rank
+    the candidates quickly; the winner is then checked exactly)."""
+    last = window + 3 * k ** h
+    stride = max(1, last // samples)
+    return max(node_count(window, k, h, b) for b in range(0, last, stride))
 
 
 _ARITIES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
@@ -147,20 +188,25 @@ _ARITIES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
 @functools.lru_cache(maxsize=1024)
 def choose_tree(window: int, kind: str) -> Tuple[int, int]:
     """(k, h) with the smallest worst-case variance for this window: n·(h+1)² node variances
-    for Laplace, n·(h+1) for Gaussian (each level gets 1/(h+1) of the budget); h = 0 is fresh
-    noise per step (k is then 1). Ties: the fewer levels."""
+    for Laplace, n·(h+1) for Gaussian (each level gets 1/(h+1) of the budget), n the most nodes
+    a release uses; h = 0 is fresh noise per step (n = W; k is then 1). Candidates are ranked
+    on a sample of steps, and the best is confirmed on every step (``worst_nodes``): the choice
+    is never worse than h = 0. Ties: the fewer levels."""
     power = 2 if kind == 'laplace' else 1
-    best, best_var = (1, 0), float(window)
+    ranked = []
     for k in _ARITIES:
         if k > window:
             break
         h = 1
         while k ** (h - 1) < window and k ** h <= 4 * window:
-            var = worst_nodes(window, k, h) * (h + 1) ** power
-            if var < best_var * (1 - 1e-9):
-                best, best_var = (k, h), var
+            ranked.append((_sampled_worst(window, k, h) * (h + 1) ** power, h, k))
             h += 1
-    return best
+    for estimate, h, k in sorted(ranked):
+        if estimate >= window:
+            break
+        if worst_nodes(window, k, h) * (h + 1) ** power < window:
+            return k, h
+    return 1, 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,8 +255,12 @@ class WindowCounter(CounterPrivacy):
             object.__setattr__(self, 'arity', max(k, 2))
             object.__setattr__(self, 'levels', h + 1)
         v.check_positive_int(owner, 'levels', self.levels)
-        if not isinstance(self.arity, int) or self.arity < 2:
-            raise InvalidParamsError(f'{owner}: arity must be an int ≥ 2, got {self.arity!r}.')
+        if self.levels > 13:          # W ≤ 2^12 needs at most ⌈log2 W⌉ + 1 = 13 levels
+            raise InvalidParamsError(f'{owner}: levels must be at most 13, got {self.levels}.')
+        if (not isinstance(self.arity, int) or isinstance(self.arity, bool) or self.arity < 2
+                or self.arity > MAX_WINDOW):
+            raise InvalidParamsError(f'{owner}: arity must be an int in [2, {MAX_WINDOW}], got '
+                                     f'{self.arity!r}.')
         if self.levels > 1 and self.arity ** (self.levels - 2) >= self.window:
             raise InvalidParamsError(f'{owner}: levels {self.levels} has nodes of '
                                      f'{self.arity ** (self.levels - 1)} steps, more than needed '
