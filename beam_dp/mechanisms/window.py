@@ -33,8 +33,9 @@ partition the steps, so one level's node sums change by at most l1 in L1 (l2 in 
 triangle inequality per bin); h + 1 levels at 1/(h+1) of the budget each compose to ε (ρ),
 for every horizon. The releases are post-processing of the noisy nodes (exact integers).
 
-State: the open (exact) sum of every level and the last ⌈(W + 2^h)/2^ℓ⌉ + 1 noisy nodes of
-level ℓ (older nodes are never used again): O(W) vectors per key, independent of the horizon.
+State: the open (exact) sum of every level and, per level, the most recent noisy nodes some
+release still uses (``kept_nodes``: at most ⌈(W + k^h)/k^ℓ⌉ + 1 of level ℓ, in practice the
+few at the two ends of the window): O(W) vectors per key at most, independent of the horizon.
 Cite: Dwork, Naor, Pitassi, Rothblum 2010 and Chan, Shi, Song 2011 (the binary tree's range
 queries); Bolot et al. 2013 (decayed and sliding-window sums from the tree).
 """
@@ -182,6 +183,18 @@ def _sampled_worst(window: int, k: int, h: int, samples: int = 1500) -> int:
     return max(node_count(window, k, h, b) for b in range(0, last, stride))
 
 
+@functools.lru_cache(maxsize=4096)
+def kept_nodes(window: int, k: int, h: int) -> Tuple[int, ...]:
+    """Per level, how far back (in completed nodes of that level) any release reaches: the
+    maximum of completed − j over the decompositions of every early step and every phase (the
+    steady state repeats the phases with the same offsets)."""
+    back = [1] * (h + 1)
+    for b in range(window + 3 * k ** h):
+        for _, level, j in decomposition(window, k, h, b):
+            back[level] = max(back[level], (b + 1) // k ** level - j)
+    return tuple(back)
+
+
 _ARITIES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
 
 
@@ -282,10 +295,9 @@ class WindowCounter(CounterPrivacy):
         return _dyadic.cost(self.epsilon, self.rho)
 
     def kept(self, level: int) -> int:
-        """How many completed nodes of ``level`` the state keeps (the oldest one a release
-        can use starts at a − k^h + 1 > b + 1 − W − k^h)."""
-        size = self.arity ** level
-        return -(-(self.window + self.arity ** self.h) // size) + 1
+        """How many completed nodes of ``level`` the state keeps: the most recent ones any
+        release uses (``kept_nodes``)."""
+        return kept_nodes(self.window, self.arity, self.h)[level]
 
     def init_state(self) -> WindowState:
         zeros = _dyadic.readonly(np.zeros(self.dimension, dtype=np.int64))
