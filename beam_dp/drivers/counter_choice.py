@@ -204,8 +204,11 @@ def window_counter(window: int, budget: PrivacyBudget, l1: float, l2: float, dim
     common = dict(window=window, l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
     chosen = WindowCounter(**common, **_privacy_args(budget))
     if not budget.is_zcdp and budget.delta > 0:
-        gaussian = WindowCounter(**common, **_privacy_args(budget, gaussian=True))
-        if gaussian.worst_variance() < chosen.worst_variance():
+        try:
+            gaussian = WindowCounter(**common, **_privacy_args(budget, gaussian=True))
+        except InvalidParamsError:       # its σ² outside the exact sampler's range: not a choice
+            gaussian = None
+        if gaussian is not None and gaussian.worst_variance() < chosen.worst_variance():
             chosen = gaussian
     check_cost_fits(chosen.privacy_cost(), budget)
     return chosen

@@ -22,6 +22,8 @@ from beam_dp import PrivacyBudget
 from beam_dp import PrivateKeys
 from beam_dp import UserLevel
 from beam_dp import noise
+from beam_dp.accounting import rho_for_epsilon_delta
+from beam_dp.mechanisms.window import WindowCounter
 from tests import runners
 from tests.helpers import NOISE_FREE
 from tests.helpers import run_stream
@@ -156,3 +158,20 @@ def test_window_one_is_per_step_and_lists_are_accepted():
     b = ContinualCountPerKey(output=['window', 1], **kw).driver
     assert a.output == b.output == 'per_step'
     assert np.isfinite(a.noise_stddev(10 ** 6))   # no horizon needed
+
+
+def test_epsilon_delta_budget_picks_the_better_noise_and_skips_an_unsamplable_gaussian():
+    """(ε, δ): the pure counter at ε or the Gaussian one at the converted ρ, whichever has the
+    smaller worst case; a sum at user level whose Gaussian σ² is outside the exact sampler's
+    range runs the pure one instead of refusing."""
+    kw = dict(public_keys=KEYS, start=0, step=STEP, budget=PrivacyBudget(epsilon=1.0, delta=1e-6))
+    for window in (7, 1000):
+        chosen = ContinualCountPerKey(output=('window', window), **kw).driver.counter(1)
+        pure = WindowCounter(window=window, epsilon=1.0)
+        gauss = WindowCounter(window=window, rho=rho_for_epsilon_delta(1.0, 1e-6))
+        assert chosen.worst_variance() == min(pure.worst_variance(), gauss.worst_variance())
+    unit = UserLevel(unit_fn=lambda r: r[1], max_keys_per_unit=16, max_contributions_per_step=4,
+                     max_steps_per_unit=365, max_total_contributions=400)
+    big = ContinualSumPerKey(lower=0.0, upper=1.0, privacy_unit=unit, output='per_step',
+                             **kw).driver
+    assert big.mechanism_name == 'window[W=1]/fresh_per_step/discrete_laplace'
