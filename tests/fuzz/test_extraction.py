@@ -108,7 +108,8 @@ def _check_one_outcome(valid, dead, other, stage='ExtractAndValidate'):
 
 CONTINUAL = ['ContinualCountPerKey', 'ContinualCountPerKey/user', 'ContinualCountPerKey/private',
              'ContinualSumPerKey', 'ContinualHistogramPerKey', 'ContinualQuantilesPerKey',
-             'ContinualQuantilesPerKey/user', 'ContinualQuantilesPerKey/private']
+             'ContinualQuantilesPerKey/user', 'ContinualQuantilesPerKey/private',
+             'ContinualCountPerKey/window', 'ContinualSumPerKey/per_step/private']
 
 
 def _continual_good(name, record, micros):
@@ -119,7 +120,7 @@ def _continual_good(name, record, micros):
         return False
     if name.endswith(('user', 'private')) and not _good_unit(unit):
         return False
-    if name == 'ContinualSumPerKey':
+    if name.startswith('ContinualSumPerKey'):
         return isinstance(value, (int, float)) and not isinstance(value, bool) and \
             math.isfinite(value)
     if name == 'ContinualHistogramPerKey':
