@@ -52,9 +52,8 @@ FAMILIES = {
         keys=PRIVATE, budget=EPS, privacy_unit=_user(), **_CLOCK, **kw)),
     'ContinualCountPerKey/window': ('records', lambda **kw: ContinualCountPerKey(
         public_keys=list(KEYS), budget=EPS, output=('window', 3), **_CLOCK, **kw)),
-    'ContinualSumPerKey/per_step/private': ('records', lambda **kw: ContinualSumPerKey(
-        keys=PRIVATE, budget=EPS, privacy_unit=_user(), lower=-2.0, upper=3.0,
-        output='per_step', **_CLOCK, **kw)),
+    'ContinualCountPerKey/per_step/private': ('records', lambda **kw: ContinualCountPerKey(
+        keys=PRIVATE, budget=EPS, privacy_unit=_user(), output='per_step', **_CLOCK, **kw)),
     'ContinualSumPerKey': ('records', lambda **kw: ContinualSumPerKey(
         public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, **_CLOCK, **kw)),
     'ContinualHistogramPerKey': ('records', lambda **kw: ContinualHistogramPerKey(

@@ -109,7 +109,7 @@ def _check_one_outcome(valid, dead, other, stage='ExtractAndValidate'):
 CONTINUAL = ['ContinualCountPerKey', 'ContinualCountPerKey/user', 'ContinualCountPerKey/private',
              'ContinualSumPerKey', 'ContinualHistogramPerKey', 'ContinualQuantilesPerKey',
              'ContinualQuantilesPerKey/user', 'ContinualQuantilesPerKey/private',
-             'ContinualCountPerKey/window', 'ContinualSumPerKey/per_step/private']
+             'ContinualCountPerKey/window', 'ContinualCountPerKey/per_step/private']
 
 
 def _continual_good(name, record, micros):

@@ -3,7 +3,7 @@ parameters either construct or raise ``InvalidParamsError`` (never another excep
 random windows, trees and integer streams the noise-free releases are the exact window sums and
 ``release_variance`` is the node count times the node variance; the input path of the window
 families is fuzzed with the others (tests/families.py: 'ContinualCountPerKey/window',
-'ContinualSumPerKey/per_step/private', in tests/fuzz/test_extraction.py)."""
+'ContinualCountPerKey/per_step/private', in tests/fuzz/test_extraction.py)."""
 
 import math
 
