@@ -196,12 +196,15 @@ def _explicit(mechanism, estimator, budget, horizon, common, participation=None)
     return kind(**kwargs)
 
 
-def window_counter(window: int, budget: PrivacyBudget, l1: float, l2: float, dimension: int
-                   ) -> WindowCounter:
+def window_counter(window: int, budget: PrivacyBudget, l1: float, l2: float, dimension: int,
+                   participation=None) -> WindowCounter:
     """The per-step (W = 1) / sliding-window counter of one key for ``budget``: pure ε for an
     ε budget, ρ for a ρ budget; for (ε, δ > 0) whichever of the pure counter at ε and the
-    Gaussian one at the converted ρ has the smaller worst-case variance."""
-    common = dict(window=window, l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
+    Gaussian one at the converted ρ has the smaller worst-case variance. ``participation``:
+    (per step and bin cap, steps per key, L1 total) of one change at user level, which lowers
+    the Gaussian nodes' sensitivity (``WindowCounter.level_l2_squared``)."""
+    common = dict(window=window, l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension,
+                  participation=participation)
     chosen = WindowCounter(**common, **_privacy_args(budget))
     if not budget.is_zcdp and budget.delta > 0:
         try:

@@ -216,8 +216,15 @@ class KeyedReleaseDriver:
                 self.mechanism, self.estimator, self.budget, self.horizon, self.horizon_steps,
                 l1, l2, self.bins_per_key, participation)
         else:
+            window_participation = None
+            if unit.name == 'user':
+                # One change: ≤ n·m·B per (key, step, bin), ≤ S steps per key, L1 ≤ l1 in all
+                # (n = neighbour_units; |Δu − Δv| ≤ |Δu| + |Δv| cell by cell).
+                window_participation = (
+                    float(unit.neighbour_units * unit.max_contributions_per_step
+                          * self.value_bound_units), int(unit.max_steps_per_unit), float(l1))
             base = counter_choice.window_counter(self.window, self.budget, l1, l2,
-                                                 self.bins_per_key)
+                                                 self.bins_per_key, window_participation)
         object.__setattr__(self, '_base_counter', base)
         # Build once: this validates the counter parameters at construction too, and the
         # selection's noise scale for this unit's k keys.

@@ -199,6 +199,21 @@ _ARITIES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
 
 
 @functools.lru_cache(maxsize=1024)
+def candidates(window: int) -> Tuple[Tuple[int, int, int], ...]:
+    """Every tree considered for this window: (sampled worst node count, k, h) for k in
+    ``_ARITIES`` ≤ W and 1 ≤ h with k^(h−1) < W and k^h ≤ 4W, plus (W, 2, 0): fresh noise."""
+    out = [(window, 2, 0)]
+    for k in _ARITIES:
+        if k > window:
+            break
+        h = 1
+        while k ** (h - 1) < window and k ** h <= 4 * window:
+            out.append((_sampled_worst(window, k, h), k, h))
+            h += 1
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
 def choose_tree(window: int, kind: str) -> Tuple[int, int]:
     """(k, h) with the smallest worst-case variance for this window: n·(h+1)² node variances
     for Laplace, n·(h+1) for Gaussian (each level gets 1/(h+1) of the budget), n the most nodes
@@ -252,6 +267,7 @@ class WindowCounter(CounterPrivacy):
     window: int = 1
     arity: Optional[int] = None
     levels: Optional[int] = None
+    participation: Optional[Tuple[float, int, float]] = None
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -262,10 +278,16 @@ class WindowCounter(CounterPrivacy):
                                      f'{self.window}.')
         if (self.arity is None) != (self.levels is None):
             raise InvalidParamsError(f'{owner}: give both arity and levels, or neither (chosen).')
+        if self.participation is not None:
+            ok = (isinstance(self.participation, tuple) and len(self.participation) == 3
+                  and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                          and math.isfinite(x) and x > 0 for x in self.participation))
+            if not ok:
+                raise InvalidParamsError(f'{owner}: participation must be (step cap > 0, max '
+                                         f'steps > 0, total > 0), got {self.participation!r}.')
         if self.arity is None:
-            kind = 'laplace' if self.epsilon is not None else 'gaussian'
-            k, h = choose_tree(self.window, kind)
-            object.__setattr__(self, 'arity', max(k, 2))
+            k, h = self._choose()
+            object.__setattr__(self, 'arity', k)
             object.__setattr__(self, 'levels', h + 1)
         v.check_positive_int(owner, 'levels', self.levels)
         if self.levels > 13:          # W ≤ 2^12 needs at most ⌈log2 W⌉ + 1 = 13 levels
@@ -289,7 +311,50 @@ class WindowCounter(CounterPrivacy):
 
     @property
     def node_noise(self) -> _dyadic.NodeNoise:
-        return self.noise_for_share(1.0 / self.levels)
+        return self._noise(self.arity, self.h)
+
+    def level_l2_squared(self, k: int, h: int) -> Tuple[float, ...]:
+        """Per level ℓ ≤ h, a bound on Σ (node-sum change)² over the level's nodes and bins
+        when one privacy unit changes: l2² (per-bin totals' L2, ``l2_sensitivity``), and with
+        ``participation`` = (c, S, T) — at most c per step and bin, S steps per key, T in L1
+        over everything — also max|x|·Σ|x| ≤ min(c·min(k^ℓ, S), T)·T."""
+        l2 = self.l1_sensitivity if self.l2_sensitivity is None else self.l2_sensitivity
+        out = []
+        for level in range(h + 1):
+            bound = l2 * l2
+            if self.participation is not None:
+                cap, steps, total = self.participation
+                bound = min(bound, min(cap * min(k ** level, steps), total) * total)
+            out.append(bound)
+        return tuple(out)
+
+    def _noise(self, k: int, h: int) -> _dyadic.NodeNoise:
+        """The node noise of the tree (k, h): Laplace l1·(h+1)/ε (each level 1/(h+1) of ε);
+        Gaussian σ² = Σ_ℓ Δ_ℓ²/(2ρ) for every node (the Gaussian mechanism on all node sums
+        at once, whose squared L2 sensitivity is at most Σ_ℓ Δ_ℓ², ``level_l2_squared``)."""
+        if self.epsilon is not None:
+            return self.noise_for_share(1.0 / (h + 1))
+        return _dyadic.NodeNoise('gaussian', sum(self.level_l2_squared(k, h)) / (2 * self.rho))
+
+    def _choose(self) -> Tuple[int, int]:
+        """(k, h) with the smallest worst-case variance: the candidates ranked on a sample of
+        steps, the four best and fresh noise (h = 0) then compared exactly (``worst_nodes``),
+        so the choice is never worse than fresh noise. Ties: the fewer levels."""
+        def variance(k, h):
+            try:
+                return self._noise(k, h).variance()
+            except ValueError:          # outside the samplers' range: refused just below
+                return math.inf
+
+        ranked = sorted((sampled * variance(k, h), h, k)
+                        for sampled, k, h in candidates(self.window))
+        best = None
+        for _, h, k in ranked[:4] + [(0.0, 0, 2)]:
+            exact = worst_nodes(self.window, k, h) * variance(k, h)
+            if best is None or exact < best[0] * (1 - 1e-9) or (
+                    exact <= best[0] * (1 + 1e-9) and h < best[1]):
+                best = (exact, h, k)
+        return best[2], best[1]
 
     def privacy_cost(self) -> PrivacyCost:
         return _dyadic.cost(self.epsilon, self.rho)

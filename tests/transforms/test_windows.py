@@ -172,6 +172,9 @@ def test_epsilon_delta_budget_picks_the_better_noise_and_skips_an_unsamplable_ga
         assert chosen.worst_variance() == min(pure.worst_variance(), gauss.worst_variance())
     unit = UserLevel(unit_fn=lambda r: r[1], max_keys_per_unit=16, max_contributions_per_step=4,
                      max_steps_per_unit=365, max_total_contributions=400)
-    big = ContinualSumPerKey(lower=0.0, upper=1.0, privacy_unit=unit, output='per_step',
-                             **kw).driver
+    small = ContinualSumPerKey(lower=0.0, upper=1.0, privacy_unit=unit, output='per_step',
+                               **kw).driver       # user level: the Gaussian's node bound wins
+    assert small.mechanism_name == 'window[W=1]/fresh_per_step/discrete_gaussian'
+    big = ContinualSumPerKey(lower=0.0, upper=20000.0, grid_bits=0, privacy_unit=unit,
+                             output='per_step', **kw).driver      # σ² past the sampler's range
     assert big.mechanism_name == 'window[W=1]/fresh_per_step/discrete_laplace'
