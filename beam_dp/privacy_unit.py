@@ -28,6 +28,8 @@ from typing import Any, Callable, Optional, Tuple
 
 from beam_dp import _validation as v
 from beam_dp.errors import InvalidParamsError
+from beam_dp.fields import Field
+from beam_dp.fields import check_field_name
 from beam_dp.mechanisms.participation import Participation
 from beam_dp.mechanisms.participation import capped_l2
 
@@ -96,6 +98,8 @@ class UserLevel(PrivacyUnit):
 
     Args:
       unit_fn: record -> unit id (hashable; typically a string).
+      privacy_unit_field: instead of ``unit_fn``: the name of the field (Beam Row /
+        NamedTuple attribute, dict key) holding the unit id (``beam_dp.fields.Field``).
       max_keys_per_unit: K, keys one unit may contribute to (first K seen are kept).
       max_contributions_per_step: m, records per (unit, key, step) kept.
       max_steps_per_unit: S, distinct steps per (unit, key) kept over the whole horizon.
@@ -139,16 +143,26 @@ class UserLevel(PrivacyUnit):
     seeded at launch and never armed by records (tested in
     ``tests/transforms/test_unit_cap.py`` and ``tests/transforms/test_bounding_lateness.py``).
     """
-    unit_fn: Callable[[Any], Any]
+    unit_fn: Optional[Callable[[Any], Any]] = None
     max_keys_per_unit: int = 1
     max_contributions_per_step: int = 1
     max_steps_per_unit: Optional[int] = None
     max_total_contributions: Optional[int] = None
     max_units: Optional[int] = None
+    privacy_unit_field: Optional[str] = None
     name = 'user'
 
     def __post_init__(self):
         owner = 'UserLevel'
+        if self.privacy_unit_field is not None:
+            if self.unit_fn is not None:
+                raise InvalidParamsError(f'{owner}: give either unit_fn or privacy_unit_field, '
+                                         f'not both.')
+            check_field_name(owner, 'privacy_unit_field', self.privacy_unit_field)
+            object.__setattr__(self, 'unit_fn', Field(self.privacy_unit_field))
+        elif self.unit_fn is None:
+            raise InvalidParamsError(f'{owner}: give unit_fn=<record → unit id> or '
+                                     f'privacy_unit_field=<the field holding the unit id>.')
         if not callable(self.unit_fn):
             raise InvalidParamsError(f'{owner}: unit_fn must be callable, got {self.unit_fn!r}.')
         v.check_positive_int(owner, 'max_keys_per_unit', self.max_keys_per_unit)

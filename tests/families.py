@@ -24,7 +24,7 @@ from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
 
-__all__ = ['FAMILIES', 'KEYS', 'BINS', 'DOMAIN', 'build', 'kind']
+__all__ = ['FAMILIES', 'FIELDS', 'KEYS', 'BINS', 'DOMAIN', 'build', 'kind']
 
 KEYS = ('a', 'b', 'c')
 BINS = ('x', 'y')
@@ -35,9 +35,21 @@ _QUERIES = tuple(LinearQuery.range(DOMAIN, 0, b) for b in range(1, DOMAIN + 1))
 _CLOCK = dict(start=0, step=1, end=10)
 
 
-def _user(max_keys=2):
-    return UserLevel(unit_fn=lambda r: r[-1], max_keys_per_unit=max_keys,
+def _user(max_keys=2, kw=None):
+    field = (kw or {}).pop('privacy_unit_field', None)
+    unit = dict(privacy_unit_field=field) if field else dict(unit_fn=lambda r: r[-1])
+    return UserLevel(**unit, max_keys_per_unit=max_keys,
                      max_contributions_per_step=2, max_steps_per_unit=5)
+
+
+def _fns(kw, **fns):
+    """``kw`` with the default callables ``fns`` added, but not those whose field-name twin
+    ``kw`` gives (``FIELDS``: a family built by field names)."""
+    for fn in list(fns):
+        twin = {'unit_fn': 'privacy_unit_field'}.get(fn, fn[:-3] + '_field')
+        if twin in kw:
+            del fns[fn]
+    return {**fns, **kw}
 
 
 #: name → (kind, factory(**shell kwargs)). Records of the 'records' kind are tuples
@@ -47,13 +59,13 @@ FAMILIES = {
     'ContinualCountPerKey': ('records', lambda **kw: ContinualCountPerKey(
         public_keys=list(KEYS), budget=EPS, **_CLOCK, **kw)),
     'ContinualCountPerKey/user': ('records', lambda **kw: ContinualCountPerKey(
-        public_keys=list(KEYS), budget=EPS, privacy_unit=_user(), **_CLOCK, **kw)),
+        public_keys=list(KEYS), budget=EPS, privacy_unit=_user(kw=kw), **_CLOCK, **kw)),
     'ContinualCountPerKey/private': ('records', lambda **kw: ContinualCountPerKey(
-        keys=PRIVATE, budget=EPS, privacy_unit=_user(), **_CLOCK, **kw)),
+        keys=PRIVATE, budget=EPS, privacy_unit=_user(kw=kw), **_CLOCK, **kw)),
     'ContinualCountPerKey/window': ('records', lambda **kw: ContinualCountPerKey(
         public_keys=list(KEYS), budget=EPS, output=('window', 3), **_CLOCK, **kw)),
     'ContinualCountPerKey/per_step/private': ('records', lambda **kw: ContinualCountPerKey(
-        keys=PRIVATE, budget=EPS, privacy_unit=_user(), output='per_step', **_CLOCK, **kw)),
+        keys=PRIVATE, budget=EPS, privacy_unit=_user(kw=kw), output='per_step', **_CLOCK, **kw)),
     'ContinualSumPerKey': ('records', lambda **kw: ContinualSumPerKey(
         public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, **_CLOCK, **kw)),
     'ContinualHistogramPerKey': ('records', lambda **kw: ContinualHistogramPerKey(
@@ -79,29 +91,66 @@ FAMILIES = {
         public_keys=list(KEYS), budget=EPS, construction='fenwick', **_CLOCK, **kw)),
     'SelectKeys': ('records', lambda **kw: SelectKeys(
         budget=PrivacyBudget(epsilon=1.0, delta=1e-6), privacy_unit=UserLevel(
-            unit_fn=lambda r: r[-1], max_keys_per_unit=2, max_steps_per_unit=1), **kw)),
+            **_fns({k: kw.pop(k) for k in ('privacy_unit_field',) if k in kw},
+                   unit_fn=lambda r: r[-1]), max_keys_per_unit=2, max_steps_per_unit=1),
+        **kw)),
     'WindowedPMWG': ('growing', lambda **kw: WindowedPMWG(
-        epsilon=1.0, alpha=0.3, n=30, domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+        epsilon=1.0, alpha=0.3, n=30, domain_size=DOMAIN, **_fns(kw, domain_fn=lambda r: r))),
     'BBSchedulerQueries': ('growing', lambda **kw: BBSchedulerQueries(
         mechanism=LaplaceQueryVector(_QUERIES), epsilon=1.0, beta=0.05, n=100,
-        domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+        domain_size=DOMAIN, **_fns(kw, domain_fn=lambda r: r))),
     'BBImproverQueries': ('growing', lambda **kw: BBImproverQueries(
         mechanism=LaplaceQueryVector(_QUERIES), epsilon=0.9, delta=1e-6, beta=0.05, n=50,
-        domain_size=DOMAIN, domain_fn=lambda r: r, **kw)),
+        domain_size=DOMAIN, **_fns(kw, domain_fn=lambda r: r))),
     'ChooseContributionBounds': ('records', lambda **kw: ChooseContributionBounds(
-        budget=EPS, release_budget=EPS, horizon=10, start=0, step=1, unit_fn=lambda r: r[-1],
-        **kw)),
+        budget=EPS, release_budget=EPS, horizon=10, start=0, step=1,
+        **_fns(kw, unit_fn=lambda r: r[-1]))),
     'ContinualERM': ('records', lambda **kw: ContinualERM(
         public_streams=list(KEYS), num_classes=2, feature_dim=1, records_per_block=2, mu=0.5,
-        blocks_per_base=2,
-        passes=1, budget=EPS, features_fn=lambda r: [r[1]], label_fn=lambda r: 0,
-        **{**_CLOCK, **kw})),
+        blocks_per_base=2, passes=1, budget=EPS,
+        **_fns({**_CLOCK, **kw}, features_fn=lambda r: [r[1]], label_fn=lambda r: 0))),
     'SlidingWindowERM': ('records', lambda **kw: SlidingWindowERM(
         public_streams=list(KEYS), num_classes=2, feature_dim=1, records_per_block=2, mu=0.5,
-        levels=2, passes=1, budget=EPS, features_fn=lambda r: [r[1]], label_fn=lambda r: 0,
-        **{**_CLOCK, **kw})),
+        levels=2, passes=1, budget=EPS,
+        **_fns({**_CLOCK, **kw}, features_fn=lambda r: [r[1]], label_fn=lambda r: 0))),
     'BoostQueries': ('growing', lambda **kw: BoostQueries(
         public_datasets=['d'], shape=[2, DOMAIN], budget=EPS, **{**_CLOCK, **kw})),
+}
+
+
+#: name → (field-name arguments that replace every callable of the family, record → the same
+#: record as a mapping of those fields). ``FIELDS[name][1]`` of a 'records' record (a tuple
+#: above) or of a growing database's data element; ``build(name, **FIELDS[name][0])`` reads it.
+_KEYED = lambda r: {'key': r[0], 'value': r[1], 'bin': r[1], 'unit': r[-1]}  # noqa: E731
+FIELDS = {
+    'ContinualCountPerKey': ({'key_field': 'key'}, _KEYED),
+    'ContinualCountPerKey/user': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
+    'ContinualCountPerKey/private': ({'key_field': 'key', 'privacy_unit_field': 'unit'},
+                                     _KEYED),
+    'ContinualSumPerKey': ({'key_field': 'key', 'value_field': 'value'}, _KEYED),
+    'ContinualHistogramPerKey': ({'key_field': 'key', 'bin_field': 'bin'}, _KEYED),
+    'SparseContinualCountPerKey': ({'key_field': 'key'}, _KEYED),
+    'SparseContinualCountPerKey/private': ({'key_field': 'key'}, _KEYED),
+    'SparseContinualHistogramPerKey': ({'key_field': 'key', 'bin_field': 'bin'}, _KEYED),
+    'DynamicCountPerKey': ({'key_field': 'key', 'record_id_field': 'record_id',
+                            'op_field': 'op'},
+                           lambda r: {'key': r[0], 'record_id': r[1], 'op': r[2]}),
+    'DynamicCountPerKey/fenwick': ({'key_field': 'key', 'record_id_field': 'record_id',
+                                    'op_field': 'op'},
+                                   lambda r: {'key': r[0], 'record_id': r[1], 'op': r[2]}),
+    'SelectKeys': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
+    'WindowedPMWG': ({'domain_field': 'index'}, lambda r: {'index': r}),
+    'BBSchedulerQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
+    'BBImproverQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
+    'ChooseContributionBounds': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
+    'ContinualERM': ({'stream_field': 'stream', 'features_field': 'features',
+                      'label_field': 'label'},
+                     lambda r: {'stream': r[0], 'features': [r[1]], 'label': 0}),
+    'SlidingWindowERM': ({'stream_field': 'stream', 'features_field': 'features',
+                          'label_field': 'label'},
+                         lambda r: {'stream': r[0], 'features': [r[1]], 'label': 0}),
+    'BoostQueries': ({'dataset_field': 'dataset', 'attributes_field': 'attributes'},
+                     lambda r: {'dataset': r[0], 'attributes': r[1]}),
 }
 
 

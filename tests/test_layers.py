@@ -6,7 +6,8 @@ package and any package of a strictly lower layer; packages on the same layer ar
 (neither imports the other)::
 
     0  errors                                   exceptions only, imports nothing of beam_dp
-    1  _validation                              argument checks shared by every layer
+    1  _validation | fields                     argument checks shared by every layer | field
+                                                names read from schema'd records
     2  noise                                    the only place randomness is drawn
     3  accounting | queries                     budgets and costs | linear queries
     4  mechanisms                               the papers' algorithms, and the counter choice
@@ -40,7 +41,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 #: Layer of each top-level name (first component after ``beam_dp``, or ``pipelines``).
 LAYERS: Dict[str, int] = {
     'errors': 0,
-    '_validation': 1,
+    '_validation': 1, 'fields': 1,
     'noise': 2,
     'accounting': 3, 'queries': 3,
     'mechanisms': 4,

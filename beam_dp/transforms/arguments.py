@@ -20,17 +20,23 @@ import functools
 import inspect
 import textwrap
 import typing
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from beam_dp.errors import InvalidParamsError
+from beam_dp.fields import Field
+from beam_dp.fields import Fields
+from beam_dp.fields import check_field_name
 
 __all__ = [
     'BIN_FN_DOC',
     'COMMON_DOCS',
     'KEYED_DOCS',
     'SEGMENTED_DOCS',
+    'TIMESTAMP_FIELD',
     'explain',
+    'field_arguments',
     'public',
+    'resolve_fields',
 ]
 
 _EMPTY = inspect.Parameter.empty
@@ -124,6 +130,119 @@ SEGMENTED_DOCS: Dict[str, str] = {
                  '``(record[1], record[2])``).',
 }
 
+# -- field names ------------------------------------------------------------------------------------
+
+#: The field-name argument that every transform takes: the record's event time is read from this
+#: field (seconds since the epoch, a Beam Timestamp or an aware datetime) instead of the
+#: element's timestamp, by the transform's 'CheckFields' stage.
+TIMESTAMP_FIELD = 'timestamp_field'
+#: Callable arguments whose field-name twins do not follow the rule ``X_fn`` → ``X_field``.
+_FIELD_EXCEPTIONS = {
+    'unit_fn': ('privacy_unit_field',),
+    'update_fn': ('record_id_field', 'op_field'),     # DynamicCountPerKey: (record id, op)
+}
+#: Callables that read the queries of a growing database, not its data records.
+_QUERY_FNS = frozenset({'query_key_fn'})
+_TIMESTAMP_DOC = ('the field holding the event time (seconds since the epoch, a Beam Timestamp or '
+                  "a timezone-aware datetime, e.g. Avro's timestamp-millis); default: the "
+                  "element's timestamp. Records without it are dead-lettered.")
+
+
+def field_arguments(fn_names: Sequence[str],
+                    aliases: Optional[Mapping[str, Sequence[str]]] = None
+                    ) -> Dict[str, Tuple[str, ...]]:
+    """{callable argument: its field-name argument(s)} for the callables ``fn_names`` (names
+    ending in ``_fn``): ``key_fn`` → ``key_field``, ``unit_fn`` → ``privacy_unit_field``,
+    ``update_fn`` → (``record_id_field``, ``op_field``), and a class's ``FIELD_ALIASES`` (a
+    histogram's ``value_fn`` → ``bin_field``)."""
+    aliases = dict(aliases or {})
+    out = {}
+    for fn in fn_names:
+        if not fn.endswith('_fn'):
+            continue
+        twins = aliases.get(fn) or _FIELD_EXCEPTIONS.get(fn) or (fn[:-3] + '_field',)
+        out[fn] = tuple([twins] if isinstance(twins, str) else twins)
+    return out
+
+
+def _field_doc(fn: str, twins: Tuple[str, ...]) -> str:
+    if len(twins) > 1:
+        return (f'with {", ".join(t for t in twins if t != twins[0])}: instead of ``{fn}``, the '
+                f'fields holding its parts ({", ".join(twins)}). Records without them are '
+                f'dead-lettered.')
+    return (f'instead of ``{fn}``: the name of the field holding it (a Beam Row / NamedTuple '
+            f'attribute or dict key). Records without it are dead-lettered.')
+
+
+def _record_fields(value, depth: int = 0):
+    """The ``Field``/``Fields`` a constructor argument holds (itself, or an attribute of a
+    dataclass such as ``UserLevel(privacy_unit_field=...)``)."""
+    if isinstance(value, (Field, Fields)):
+        return [value]
+    if depth == 0 and hasattr(value, '__dataclass_fields__'):
+        return [f for name in value.__dataclass_fields__
+                for f in _record_fields(getattr(value, name, None), 1)]
+    return []
+
+
+def resolve_fields(transform, fn_names: Sequence[str], kwargs: dict) -> dict:
+    """THE field-name step of every public transform's construction (applied once, by the
+    outermost constructor): each field-name argument (``field_arguments``) becomes its callable
+    (``beam_dp.fields.Field``), ``timestamp_field`` is kept on the transform, and the fields
+    the data records must have are recorded for the 'CheckFields' stage
+    (``transform._field_checks``, ``transform._timestamp_field``). Returns the kwargs to pass on.
+
+    Raises:
+      InvalidParamsError: naming the argument, for a callable and its field both given, a field
+        name that is not a non-empty string, or only some of a multi-field callable's fields.
+    """
+    owner = type(transform).__name__
+    table = field_arguments(fn_names, getattr(type(transform), 'FIELD_ALIASES', None))
+    kwargs = dict(kwargs)
+    for fn, twins in table.items():
+        given = [t for t in twins if t in kwargs]
+        if not given:
+            continue
+        names = [check_field_name(owner, t, kwargs.pop(t)) for t in given]
+        if len(given) != len(twins):
+            missing = [t for t in twins if t not in given]
+            raise InvalidParamsError(f'{owner}: {", ".join(given)} needs {", ".join(missing)} '
+                                     f'too (together they replace {fn}).')
+        if kwargs.get(fn) is not None:
+            raise InvalidParamsError(f'{owner}: give either {fn} or {" and ".join(twins)}, '
+                                     f'not both.')
+        kwargs[fn] = Field(names[0]) if len(twins) == 1 else Fields(names)
+    timestamp = kwargs.pop(TIMESTAMP_FIELD, None)
+    if timestamp is not None:
+        check_field_name(owner, TIMESTAMP_FIELD, timestamp)
+    checks = []
+    for name, value in kwargs.items():
+        if name in _QUERY_FNS:
+            continue
+        for found in _record_fields(value):
+            for field in found.names:
+                if field not in checks:
+                    checks.append(field)
+    transform._field_checks = tuple(checks)           # pylint: disable=protected-access
+    transform._timestamp_field = timestamp            # pylint: disable=protected-access
+    return kwargs
+
+
+def accepted_names(cls) -> Tuple[str, ...]:
+    """The keyword arguments the constructors of ``cls`` accept (its ``__init__``, and its
+    parents' while an ``__init__`` passes ``**kwargs`` on)."""
+    names = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get('__init__')
+        if init is None:
+            continue
+        named, var_kw = _named(inspect.signature(init))
+        names += [p.name for p in named if p.name not in names]
+        if not var_kw:
+            break
+    return tuple(names)
+
+
 _MISSING_HINTS = {
     'start': 'start=<event time of step 0, in seconds since the epoch>',
     'step': 'step=<step length in seconds>',
@@ -150,14 +269,15 @@ def _named(signature: inspect.Signature):
     return named, var_kw
 
 
-def _public_signature(own, parent, drop, required, defaults) -> inspect.Signature:
+def _public_signature(own, parent, drop, required, defaults,
+                      aliases=None) -> inspect.Signature:
     params, var_kw = _named(inspect.signature(own)) if own is not None else ([], True)
     if var_kw:
         present = {p.name for p in params}
         params += [p for p in _named(inspect.signature(parent))[0] if p.name not in present]
     out = []
     for param in params:
-        if param.name in drop:
+        if param.name in drop or param.name.endswith('_field'):   # field twins: re-added below
             continue
         if param.name in required:
             param = _unwrap_optional(_keyword(param))
@@ -166,7 +286,17 @@ def _public_signature(own, parent, drop, required, defaults) -> inspect.Signatur
         else:
             param = _keyword(param, param.default)
         out.append(param)
+    present = {p.name for p in out}
+    fields = []
+    for fn, twins in field_arguments([p.name for p in out], aliases).items():
+        fields += [inspect.Parameter(t, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                     annotation=Optional[str])
+                   for t in twins if t not in present]
+    if TIMESTAMP_FIELD not in present:
+        fields.append(inspect.Parameter(TIMESTAMP_FIELD, inspect.Parameter.KEYWORD_ONLY,
+                                        default=None, annotation=Optional[str]))
     out.sort(key=lambda p: p.default is not _EMPTY)       # required first (stable)
+    out += fields
     self_param = inspect.Parameter('self', inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return inspect.Signature([self_param] + out)
 
@@ -265,11 +395,19 @@ def public(*, docs: Mapping[str, str], drop: Sequence[str] = (), required: Seque
         own = cls.__dict__.get('__init__')
         parent = super(cls, cls).__init__
         target = own if own is not None else parent
-        signature = _public_signature(own, parent, drop, required, defaults)
+        aliases = getattr(cls, 'FIELD_ALIASES', None)
+        signature = _public_signature(own, parent, drop, required, defaults, aliases)
+        fn_names = [n for n in signature.parameters if n.endswith('_fn')]
+        field_docs = {t: _field_doc(fn, twins)
+                      for fn, twins in field_arguments(fn_names, aliases).items()
+                      for t in twins}
+        field_docs[TIMESTAMP_FIELD] = _TIMESTAMP_DOC
 
         @functools.wraps(target)
         def __init__(self, *args, **kwargs):
             if type(self) is cls:
+                kwargs = resolve_fields(self, fn_names, kwargs)
+                self._fields_resolved = True
                 if args or any(n not in signature.parameters for n in kwargs) or any(
                         p.default is _EMPTY and n not in kwargs
                         for n, p in signature.parameters.items() if n != 'self'):
@@ -283,7 +421,8 @@ def public(*, docs: Mapping[str, str], drop: Sequence[str] = (), required: Seque
         __init__.__signature__ = signature
         __init__.__doc__ = f'Constructs a {cls.__name__}; see the class docstring for the Args.'
         cls.__init__ = __init__
-        cls.__doc__ = _with_args(cls.__doc__, _args_section(signature, docs))
+        cls.__doc__ = _with_args(cls.__doc__, _args_section(signature, {**field_docs,
+                                                                         **docs}))
         return cls
 
     return decorate

@@ -247,4 +247,6 @@ class ContinualHistogramPerKey(_ContinualPerKey):
     One record changes one bin by one (L1 = L2 = 1 at event level).
 
 """ + _RETURNS
+
+    FIELD_ALIASES = {'value_fn': 'bin_field'}   # the bin is read by value_fn
     _metric = 'histogram'

@@ -33,6 +33,8 @@ driver (``beam_dp/drivers/``) and a thin transform built on this shell:
 
 import contextlib
 import datetime
+import functools
+import inspect
 import math
 import numbers
 import typing
@@ -54,7 +56,9 @@ from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io import coders  # noqa: F401  (registers the records' RowCoders)
+from beam_dp.fields import field_value
 from beam_dp.io.records import DeadLetter
+from beam_dp.transforms import arguments
 
 __all__ = [
     'ContinualOutputs',
@@ -207,6 +211,18 @@ class ShellTransform(beam.PTransform):
     ``__init__`` and ``spend_budget()`` at the start of ``expand``.
     """
 
+    def __init_subclass__(cls, **kwargs):
+        """Every subclass's ``__init__`` takes field names next to its callables and its
+        ``expand`` reads them (``arguments.resolve_fields``, 'CheckFields'): once, here, for
+        every family."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get('__init__')
+        if init is not None:
+            cls.__init__ = _accepting_fields(init)
+        expand = cls.__dict__.get('expand')
+        if expand is not None:
+            cls.expand = _checking_fields(expand)
+
     def __init__(self, label: Optional[str] = None, *,
                  accountant: Optional[BudgetAccountant] = None,
                  testing_seed: Optional[int] = None, noise_key=None,
@@ -271,6 +287,146 @@ class ShellTransform(beam.PTransform):
         if self._accountant is not None:
             self._accountant.spend_all(self.privacy_costs(), self.owner)
         return self.noise_label
+
+
+# -- field names ------------------------------------------------------------------------------------
+
+
+def _accepting_fields(init):
+    """``init`` taking the field-name twins of its callables (``arguments.resolve_fields``),
+    resolved once by the outermost constructor (a ``@arguments.public`` class resolves them in
+    its own checked constructor first)."""
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if not self.__dict__.get('_fields_resolved'):
+            self._fields_resolved = True
+            accepted = arguments.accepted_names(type(self))
+            kwargs = arguments.resolve_fields(
+                self, [n for n in accepted if n.endswith('_fn')], kwargs)
+            unknown = [n for n in kwargs if n.endswith('_field') and n not in accepted]
+            if unknown:
+                table = arguments.field_arguments([n for n in accepted if n.endswith('_fn')],
+                                                  getattr(type(self), 'FIELD_ALIASES', None))
+                takes = [t for twins in table.values() for t in twins]
+                raise InvalidParamsError(
+                    f'{type(self).__name__}: {", ".join(unknown)} is not an argument of '
+                    f'{type(self).__name__}; its field arguments are '
+                    f'{", ".join(takes + [arguments.TIMESTAMP_FIELD])}.')
+        init(self, *args, **kwargs)
+
+    signature = inspect.signature(init)
+    params = list(signature.parameters.values())
+    fns = [p.name for p in params if p.name.endswith('_fn')]
+    if fns and not any(p.kind == p.VAR_KEYWORD for p in params):
+        present = {p.name for p in params}
+        twins = [t for ts in arguments.field_arguments(fns).values() for t in ts
+                 ] + [arguments.TIMESTAMP_FIELD]
+        params += [inspect.Parameter(t, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                     annotation=Optional[str])
+                   for t in twins if t not in present]
+        __init__.__signature__ = signature.replace(parameters=params)
+    return __init__
+
+
+def _data_of(inputs):
+    """The records a transform reads: its input, or the data of a (data, queries) pair."""
+    if isinstance(inputs, dict):
+        return inputs['data']
+    if isinstance(inputs, (tuple, list)):
+        return inputs[0]
+    return inputs
+
+
+def _with_data(inputs, data):
+    if isinstance(inputs, dict):
+        return {**inputs, 'data': data}
+    if isinstance(inputs, (tuple, list)):
+        return type(inputs)([data, *inputs[1:]])
+    return data
+
+
+def _checking_fields(expand):
+    """``expand`` preceded, when the transform reads fields, by 'CheckFields' (records
+    without a field, or whose ``timestamp_field`` is not a time, go to the dead letters;
+    ``timestamp_field`` becomes the element timestamp) and followed by
+    'MergeFieldDeadLetters' (its dead letters join the transform's)."""
+
+    @functools.wraps(expand)
+    def wrapped(self, inputs):
+        checks = self.__dict__.get('_field_checks') or ()
+        timestamp = self.__dict__.get('_timestamp_field')
+        if (not checks and timestamp is None) or self.__dict__.get('_checking_fields'):
+            return expand(self, inputs)
+        checked = _data_of(inputs) | 'CheckFields' >> beam.ParDo(
+            _CheckFieldsFn(self.label, checks, timestamp)).with_outputs(DEAD_LETTER,
+                                                                        main='records')
+        self._checking_fields = True
+        try:
+            out = expand(self, _with_data(inputs, checked.records))
+        finally:
+            self._checking_fields = False
+        dead = (out.dead_letter, checked[DEAD_LETTER]) | 'MergeFieldDeadLetters' >> \
+            beam.Flatten().with_output_types(DeadLetter)
+        return out._replace(dead_letter=dead)
+
+    return wrapped
+
+
+_MIN_MICROS = -MAX_MICROS
+
+
+def field_time_micros(name: str, value) -> int:
+    """The event time (µs) a ``timestamp_field`` holds.
+
+    Raises:
+      InvalidRecordError: for a value that is not a time, or one outside Beam's range.
+    """
+    if isinstance(value, Timestamp):
+        micros = value.micros
+    elif isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        micros = round(value.timestamp() * 1_000_000)
+    elif (isinstance(value, numbers.Real) and not isinstance(value, bool)
+          and math.isfinite(value)):
+        micros = round(float(value) * 1_000_000)
+    else:
+        raise InvalidRecordError(f'field {name!r} is not a time (seconds since the epoch, a Beam '
+                                 f'Timestamp or an aware datetime): {value!r}')
+    if not _MIN_MICROS <= micros < MAX_MICROS:
+        raise InvalidRecordError(f'field {name!r} is outside the times Beam can represent: '
+                                 f'{value!r}')
+    return micros
+
+
+class _CheckFieldsFn(beam.DoFn):
+    """'CheckFields': a record with every field the transform reads passes on (re-timestamped
+    at its ``timestamp_field``); any other goes to the dead letters with the reason."""
+
+    def __init__(self, label: str, fields: Sequence[str], timestamp_field: Optional[str]):
+        self._label = label
+        self._fields = tuple(fields)
+        self._timestamp = timestamp_field
+
+    def process(self, record, timestamp=beam.DoFn.TimestampParam):
+        try:
+            for name in self._fields:
+                field_value(record, name)
+            if self._timestamp is not None:
+                micros = field_time_micros(self._timestamp,
+                                           field_value(record, self._timestamp))
+        except InvalidRecordError as e:
+            yield dead_letter(self._label, 'CheckFields', str(e), record,
+                              _timestamp_micros(timestamp))
+            return
+        if self._timestamp is None:
+            yield record
+        else:
+            yield beam.window.TimestampedValue(record, Timestamp(micros=micros))
+
+
+def _timestamp_micros(timestamp) -> Optional[int]:
+    micros = getattr(timestamp, 'micros', None)
+    return micros if micros is not None and -MAX_MICROS <= micros <= MAX_MICROS else None
 
 
 def _full_label(pipeline: Optional[beam.Pipeline], transform: beam.PTransform) -> str:

@@ -92,6 +92,7 @@ class SparseContinualHistogramPerKey(SparseContinualCountPerKey):
     partitioner counts all records of the key (L1 sensitivity 1 either way)."""
 
     _metric = 'histogram'
+    FIELD_ALIASES = {'value_fn': 'bin_field'}   # the bin is read by value_fn
 
     def __init__(self, *, bins: Sequence[str],
                  value_fn: Callable[[Any], Any] = operator.itemgetter(1),
