@@ -38,6 +38,7 @@ import inspect
 import math
 import numbers
 import typing
+import weakref
 from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
@@ -66,7 +67,9 @@ __all__ = [
     'MAX_MICROS',
     'RecordText',
     'SHARD_ELEMENT',
+    'BeamDpOptions',
     'ShellTransform',
+    'pipeline_accountant',
     'arm_end_of_input',
     'check_callable',
     'dead_letter',
@@ -204,6 +207,50 @@ def _pipeline_of(inputs) -> Optional[beam.Pipeline]:
     return getattr(inputs, 'pipeline', None)
 
 
+class BeamDpOptions(beam.options.pipeline_options.PipelineOptions):
+    """The pipeline-level budget: every beam_dp transform of a pipeline with one of these set,
+    and no ``accountant=`` of its own, is charged to one accountant of this budget
+    (``pipeline_accountant``) when it is applied (before any data is read). A YAML pipeline
+    must set one (``options: {beam_dp_epsilon: 2.0}``)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument('--beam_dp_epsilon', type=float, default=None,
+                            help='total ε of every beam_dp transform of the pipeline')
+        parser.add_argument('--beam_dp_delta', type=float, default=None,
+                            help='total δ of every beam_dp transform of the pipeline')
+        parser.add_argument('--beam_dp_rho', type=float, default=None,
+                            help='total ρ (zCDP) of every beam_dp transform of the pipeline')
+
+
+_PIPELINE_ACCOUNTANTS = weakref.WeakKeyDictionary()
+
+
+def pipeline_accountant(pipeline) -> Optional[BudgetAccountant]:
+    """The one accountant of ``pipeline``'s budget (``BeamDpOptions``), or None if it sets none.
+
+    Raises:
+      InvalidParamsError: for a malformed budget (as ``PrivacyBudget`` would).
+    """
+    if pipeline is None:
+        return None
+    found = _PIPELINE_ACCOUNTANTS.get(pipeline)
+    if found is not None:
+        return found
+    options = getattr(pipeline, '_options', None)
+    if options is None:
+        return None
+    view = options.view_as(BeamDpOptions)
+    given = {name: getattr(view, f'beam_dp_{name}') for name in ('epsilon', 'delta', 'rho')}
+    given = {name: value for name, value in given.items() if value is not None}
+    if not given:
+        return None
+    from beam_dp.accounting import PrivacyBudget  # pylint: disable=import-outside-toplevel
+    accountant = BudgetAccountant(PrivacyBudget(**given))
+    _PIPELINE_ACCOUNTANTS[pipeline] = accountant
+    return accountant
+
+
 class ShellTransform(beam.PTransform):
     """Base of the beam_dp transforms: public name, accountant, noise source, budget protocol.
 
@@ -284,6 +331,13 @@ class ShellTransform(beam.PTransform):
             options = getattr(pipeline, '_options', None)
             noise.check_runner(self.owner, self.rng, getattr(pipeline, 'runner', None),
                                options.get_all_options() if options is not None else None)
+        if self._accountant is None:
+            self._accountant = pipeline_accountant(pipeline)
+            if self._accountant is None and getattr(self, 'require_pipeline_budget', False):
+                raise InvalidParamsError(
+                    f'{self.owner} {self.label!r}: a YAML pipeline declares the total budget of '
+                    f'its beam_dp transforms in its options (options: {{beam_dp_epsilon: ...}}, '
+                    f'and beam_dp_delta / beam_dp_rho where needed); this one sets none.')
         if self._accountant is not None:
             self._accountant.spend_all(self.privacy_costs(), self.owner)
         return self.noise_label
@@ -346,29 +400,42 @@ def _with_data(inputs, data):
     return data
 
 
+def _expand_checking_fields(self, expand, inputs):
+    checks = self.__dict__.get('_field_checks') or ()
+    timestamp = self.__dict__.get('_timestamp_field')
+    if not checks and timestamp is None:
+        return expand(self, inputs)
+    checked = _data_of(inputs) | 'CheckFields' >> beam.ParDo(
+        _CheckFieldsFn(self.label, checks, timestamp)).with_outputs(DEAD_LETTER, main='records')
+    out = expand(self, _with_data(inputs, checked.records))
+    dead = (out.dead_letter, checked[DEAD_LETTER]) | 'MergeFieldDeadLetters' >> \
+        beam.Flatten().with_output_types(DeadLetter)
+    return out._replace(dead_letter=dead)
+
+
 def _checking_fields(expand):
     """``expand`` preceded, when the transform reads fields, by 'CheckFields' (records
     without a field, or whose ``timestamp_field`` is not a time, go to the dead letters;
     ``timestamp_field`` becomes the element timestamp) and followed by
-    'MergeFieldDeadLetters' (its dead letters join the transform's)."""
+    'MergeFieldDeadLetters' (its dead letters join the transform's). A transform's
+    ``io_adapter`` (set by ``yaml_provider``: ``inputs(inputs)`` → inputs, ``outputs(out)`` →
+    outputs) adapts what it reads and returns, without a composite of its own: the transform
+    keeps its own path, so its noise addresses are the same as in a Python pipeline that
+    applies it under the same label."""
 
     @functools.wraps(expand)
     def wrapped(self, inputs):
-        checks = self.__dict__.get('_field_checks') or ()
-        timestamp = self.__dict__.get('_timestamp_field')
-        if (not checks and timestamp is None) or self.__dict__.get('_checking_fields'):
+        if self.__dict__.get('_expanding'):      # a subclass's super().expand(...)
             return expand(self, inputs)
-        checked = _data_of(inputs) | 'CheckFields' >> beam.ParDo(
-            _CheckFieldsFn(self.label, checks, timestamp)).with_outputs(DEAD_LETTER,
-                                                                        main='records')
-        self._checking_fields = True
+        adapter = self.__dict__.get('io_adapter')
+        self._expanding = True
         try:
-            out = expand(self, _with_data(inputs, checked.records))
+            if adapter is not None:
+                inputs = adapter.inputs(inputs)
+            out = _expand_checking_fields(self, expand, inputs)
         finally:
-            self._checking_fields = False
-        dead = (out.dead_letter, checked[DEAD_LETTER]) | 'MergeFieldDeadLetters' >> \
-            beam.Flatten().with_output_types(DeadLetter)
-        return out._replace(dead_letter=dead)
+            self._expanding = False
+        return out if adapter is None else adapter.outputs(out)
 
     return wrapped
 
