@@ -17,9 +17,9 @@ over-spend it is refused (``BudgetExceededError`` naming each transform and its 
 options work for a Python pipeline (``shell.pipeline_accountant``); a YAML pipeline without them
 is refused.
 
-Outputs: each transform's outputs by name (``Count.releases``, ``Count.dead_letter``, ...;
-the main one, ``releases`` or ``answers``, is also the transform's default output), schema'd
-rows (``beam_dp.io.coders``: the records' RowCoders).
+Outputs: each transform's outputs by name (``Count.releases``, ``Count.dead_letter``, ...; a
+YAML ``input:`` names one of them), schema'd rows (``beam_dp.io.coders``: the records'
+RowCoders).
 """
 
 import datetime
@@ -51,8 +51,6 @@ PROVIDERS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'provi
 #: Arguments a YAML file cannot give (callables, objects) or must not (a test seed; the
 #: accountant is the pipeline's).
 _NOT_IN_YAML = ('accountant', 'testing_seed')
-#: The main output of a family: also the YAML transform's default output.
-_MAIN = ('releases', 'answers', 'keys', 'recommendation')
 
 
 def _public_transforms():
@@ -115,9 +113,23 @@ def _mechanism(owner, value, config):
     return boxes[kind](queries)
 
 
+def _plain(value):
+    """A config value as plain data: a Beam Row or NamedTuple (a mapping sent by another SDK,
+    e.g. Java's ``withKwarg("budget", Row...)``) as a dict, recursively."""
+    if hasattr(value, '_asdict'):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, beam.Row):
+        return {k: _plain(v) for k, v in vars(value).items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _convert(owner: str, config: Dict[str, Any]) -> Dict[str, Any]:
-    """YAML config → constructor arguments."""
-    out = dict(config)
+    """YAML (or cross-language) config → constructor arguments."""
+    out = {name: _plain(value) for name, value in config.items()}
     for name in _NOT_IN_YAML:
         if name in out:
             raise InvalidParamsError(f'{owner}: {name} cannot be set in a YAML pipeline (the '
@@ -167,7 +179,8 @@ def _query(record):
 class _YamlIO:
     """A beam_dp transform's ``io_adapter`` in YAML (``shell._checking_fields``): a growing
     database's ``queries`` input rows made queries (``_query``); its outputs as a dict of named
-    PCollections, the main one also the default output."""
+    PCollections (``Count.releases``, ``Count.dead_letter``; no aliased default output: a
+    cross-language caller refuses one PCollection under two names)."""
 
     @staticmethod
     def inputs(inputs):
@@ -180,11 +193,7 @@ class _YamlIO:
 
     @staticmethod
     def outputs(out):
-        outputs = {name: pcoll for name, pcoll in out._asdict().items() if pcoll is not None}
-        main = next((n for n in _MAIN if n in outputs), None)
-        if main is not None:
-            outputs['__main__'] = outputs[main]
-        return outputs
+        return {name: pcoll for name, pcoll in out._asdict().items() if pcoll is not None}
 
 
 def yaml_factory(cls):
