@@ -14,7 +14,9 @@ setuptools.setup(
     long_description_content_type='text/markdown',
     python_requires='>=3.10',
     packages=setuptools.find_packages(include=['beam_dp', 'beam_dp.*', 'pipelines', 'pipelines.*']),
-    package_data={'pipelines': ['*/data/*', '*/metadata.json']},
+    package_data={'pipelines': ['*/data/*', '*/metadata.json', 'yaml/*.yaml'],
+                  # the Beam YAML provider (docs/configuration.md)
+                  'beam_dp': ['transforms/providers.yaml']},
     include_package_data=True,
     install_requires=[
         f'apache-beam=={BEAM_VERSION}',
@@ -31,7 +33,10 @@ setuptools.setup(
                  # Dataflow translation tests (gs:// paths need Beam's GCS filesystem).
                  f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18,<3',
                  # Pure-Python Kafka client: the Kafka-on-Flink tests produce and read topics.
-                 'kafka-python>=3.0,<4'],
+                 'kafka-python>=3.0,<4',
+                 # Beam YAML (python -m apache_beam.yaml.main: tests/pipelines/test_yaml_*)
+                 f'apache-beam[yaml]=={BEAM_VERSION}'],
+        'yaml': [f'apache-beam[yaml]=={BEAM_VERSION}'],   # the Beam YAML provider
         'gcp': [f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18',
                 'google-cloud-secret-manager>=2.16'],   # --noise_key=gcpsm:... on the workers
         'bench': ['matplotlib>=3.7', 'scipy>=1.11', 'pipeline-dp>=0.2.1',
