@@ -75,9 +75,9 @@ FAMILIES = {
         depth=3, **_CLOCK, **kw)),
     'ContinualQuantilesPerKey/user': ('records', lambda **kw: ContinualQuantilesPerKey(
         public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, percentiles=(50, 90),
-        depth=3, layout='tree', privacy_unit=_user(), **_CLOCK, **kw)),
+        depth=3, layout='tree', privacy_unit=_user(kw=kw), **_CLOCK, **kw)),
     'ContinualQuantilesPerKey/private': ('records', lambda **kw: ContinualQuantilesPerKey(
-        keys=PRIVATE, budget=EPS, lower=-2.0, upper=3.0, depth=3, privacy_unit=_user(),
+        keys=PRIVATE, budget=EPS, lower=-2.0, upper=3.0, depth=3, privacy_unit=_user(kw=kw),
         **_CLOCK, **kw)),
     'SparseContinualCountPerKey': ('records', lambda **kw: SparseContinualCountPerKey(
         public_keys=list(KEYS), budget=EPS, **_CLOCK, **kw)),
@@ -129,6 +129,11 @@ FIELDS = {
                                      _KEYED),
     'ContinualSumPerKey': ({'key_field': 'key', 'value_field': 'value'}, _KEYED),
     'ContinualHistogramPerKey': ({'key_field': 'key', 'bin_field': 'bin'}, _KEYED),
+    'ContinualQuantilesPerKey': ({'key_field': 'key', 'value_field': 'value'}, _KEYED),
+    'ContinualQuantilesPerKey/user': ({'key_field': 'key', 'value_field': 'value',
+                                       'privacy_unit_field': 'unit'}, _KEYED),
+    'ContinualQuantilesPerKey/private': ({'key_field': 'key', 'value_field': 'value',
+                                          'privacy_unit_field': 'unit'}, _KEYED),
     'SparseContinualCountPerKey': ({'key_field': 'key'}, _KEYED),
     'SparseContinualCountPerKey/private': ({'key_field': 'key'}, _KEYED),
     'SparseContinualHistogramPerKey': ({'key_field': 'key', 'bin_field': 'bin'}, _KEYED),
