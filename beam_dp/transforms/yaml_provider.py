@@ -37,13 +37,15 @@ from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.boost import BoostQueryRecord
+from beam_dp.io.epochs import EpochReleaseRecord
+from beam_dp.io.queries import QueryAnswer
 from beam_dp.mechanisms import black_boxes
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms import shell
 
-__all__ = ['PROVIDERS_PATH', 'TRANSFORMS', 'providers_yaml', 'yaml_factory']
+__all__ = ['PROVIDERS_PATH', 'QueryAnswerRow', 'TRANSFORMS', 'providers_yaml', 'yaml_factory']
 
 #: The providers file shipped next to this module.
 PROVIDERS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'providers.yaml')
@@ -176,6 +178,40 @@ def _query(record):
         return record
 
 
+class QueryAnswerRow(typing.NamedTuple):
+    """``QueryAnswer`` (a growing database's answer) as a schema'd row: ``QueryAnswer`` itself is
+    a validated dataclass (a value xor a refusal), which Beam gives no RowCoder; YAML and Java
+    callers get these instead."""
+    query_id: str
+    value: typing.Optional[float]
+    mechanism: str
+    epsilon_spent: float
+    timestamp: int
+    refusal: typing.Optional[str]
+    message: str
+    delta_spent: float
+    t: typing.Optional[int]
+    hard: typing.Optional[bool]
+
+
+beam.coders.registry.register_coder(QueryAnswerRow, beam.coders.RowCoder)
+
+
+def _answer_row(answer) -> QueryAnswerRow:
+    return QueryAnswerRow(**{f: getattr(answer, f) for f in QueryAnswerRow._fields})
+
+
+def _schemad(name, pcoll):
+    """An output as schema'd rows: ``QueryAnswer`` → ``QueryAnswerRow``; a growing database's
+    untyped ``releases`` typed ``EpochReleaseRecord`` (what they are)."""
+    if pcoll.element_type is QueryAnswer:
+        return pcoll | f'{name}AsRows' >> beam.Map(_answer_row).with_output_types(QueryAnswerRow)
+    if name == 'releases' and (pcoll.element_type is None or str(pcoll.element_type) == 'Any'):
+        return pcoll | f'{name}Typed' >> beam.Map(lambda r: r).with_output_types(
+            EpochReleaseRecord)
+    return pcoll
+
+
 class _YamlIO:
     """A beam_dp transform's ``io_adapter`` in YAML (``shell._checking_fields``): a growing
     database's ``queries`` input rows made queries (``_query``); its outputs as a dict of named
@@ -193,7 +229,8 @@ class _YamlIO:
 
     @staticmethod
     def outputs(out):
-        return {name: pcoll for name, pcoll in out._asdict().items() if pcoll is not None}
+        return {name: _schemad(name, pcoll) for name, pcoll in out._asdict().items()
+                if pcoll is not None}
 
 
 def yaml_factory(cls):

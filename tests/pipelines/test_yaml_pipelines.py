@@ -227,3 +227,18 @@ def test_every_yaml_factory_takes_field_names_not_callables():
         params = inspect.signature(factory).parameters
         assert not [p for p in params if p.endswith('_fn')], name
         assert 'timestamp_field' in params, name
+
+
+def test_yaml_outputs_are_schemad_rows_for_growing_databases_too():
+    """``QueryAnswer`` (a validated dataclass, no RowCoder in Python) reaches YAML as
+    ``QueryAnswerRow``; a growing database's releases are typed ``EpochReleaseRecord``."""
+    p = beam.Pipeline(runner='FnApiRunner', options=PipelineOptions(beam_dp_epsilon=5.0))
+    transform = yaml_provider.TRANSFORMS['WindowedPMWG'](
+        epsilon=1.0, alpha=0.3, n=30, domain_size=4, domain_field='index')
+    out = {'data': p | 'D' >> beam.Create([{'index': 1}]),
+           'queries': p | 'Q' >> beam.Create([{'query_id': 'q', 'lo': 0, 'hi': 2,
+                                                'domain_size': 4}])} | transform
+    assert set(out) == {'answers', 'releases', 'dead_letter'}
+    for name, pcoll in out.items():
+        coder = beam.coders.registry.get_coder(pcoll.element_type)
+        assert isinstance(coder, beam.coders.RowCoder), (name, pcoll.element_type)
