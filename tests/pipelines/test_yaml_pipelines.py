@@ -242,3 +242,70 @@ def test_yaml_outputs_are_schemad_rows_for_growing_databases_too():
     for name, pcoll in out.items():
         coder = beam.coders.registry.get_coder(pcoll.element_type)
         assert isinstance(coder, beam.coders.RowCoder), (name, pcoll.element_type)
+
+
+_CLOCK = {'start': 0, 'step': 1, 'end': 10}
+_USER = {'privacy_unit_field': 'unit', 'max_keys_per_unit': 2, 'max_contributions_per_step': 1,
+         'max_steps_per_unit': 5}
+#: A YAML config (plain data, field names) of every public transform.
+YAML_CONFIGS = {
+    'ContinualCountPerKey': dict(public_keys=['a'], key_field='key', budget={'epsilon': 1.0},
+                                 privacy_unit=_USER, **_CLOCK),
+    'ContinualSumPerKey': dict(public_keys=['a'], key_field='key', value_field='value',
+                               lower=0, upper=5, budget={'epsilon': 1.0}, **_CLOCK),
+    'ContinualHistogramPerKey': dict(public_keys=['a'], key_field='key', bin_field='bin',
+                                     bins=['x', 'y'], budget={'epsilon': 1.0}, **_CLOCK),
+    'ContinualQuantilesPerKey': dict(public_keys=['a'], key_field='key', value_field='value',
+                                     lower=0, upper=5, depth=3, budget={'epsilon': 1.0},
+                                     **_CLOCK),
+    'SparseContinualCountPerKey': dict(public_keys=['a'], key_field='key',
+                                       budget={'epsilon': 1.0}, **_CLOCK),
+    'SparseContinualHistogramPerKey': dict(public_keys=['a'], key_field='key', bin_field='bin',
+                                           bins=['x', 'y'], budget={'epsilon': 1.0}, **_CLOCK),
+    'DynamicCountPerKey': dict(public_keys=['a'], key_field='key', record_id_field='id',
+                               op_field='op', budget={'epsilon': 1.0}, **_CLOCK),
+    'SelectKeys': dict(key_field='key', budget={'epsilon': 1.0, 'delta': 1e-6},
+                       privacy_unit={**_USER, 'max_steps_per_unit': 1}),
+    'ChooseContributionBounds': dict(key_field='key', privacy_unit_field='unit',
+                                     budget={'epsilon': 1.0}, release_budget={'epsilon': 1.0},
+                                     horizon=10, start=0, step=1),
+    'ContinualERM': dict(public_streams=['a'], num_classes=2, feature_dim=1, records_per_block=2,
+                         mu=0.5, blocks_per_base=2, passes=1, budget={'epsilon': 1.0},
+                         stream_field='stream', features_field='features',
+                         label_field='label', **_CLOCK),
+    'SlidingWindowERM': dict(public_streams=['a'], num_classes=2, feature_dim=1,
+                             records_per_block=2, mu=0.5, levels=2, passes=1,
+                             budget={'epsilon': 1.0}, stream_field='stream',
+                             features_field='features', label_field='label', **_CLOCK),
+    'BoostQueries': dict(public_datasets=['d'], shape=[2, 4], budget={'epsilon': 1.0},
+                         dataset_field='dataset', attributes_field='attributes', **_CLOCK),
+    'WindowedPMWG': dict(epsilon=1.0, alpha=0.3, n=30, domain_size=4, domain_field='index'),
+    'BBSchedulerQueries': dict(mechanism={'type': 'laplace_query_vector',
+                                          'ranges': [[0, 1], [0, 2]]},
+                               epsilon=1.0, beta=0.05, n=100, domain_size=4,
+                               domain_field='index'),
+    'BBImproverQueries': dict(mechanism={'type': 'laplace_query_vector',
+                                         'ranges': [[0, 1], [0, 2]]},
+                              epsilon=0.9, delta=1e-6, beta=0.05, n=50, domain_size=4,
+                              domain_field='index'),
+}
+_GROWING = ('BoostQueries', 'WindowedPMWG', 'BBSchedulerQueries', 'BBImproverQueries')
+
+
+@pytest.mark.parametrize('name', sorted(yaml_provider.TRANSFORMS))
+def test_every_transform_builds_from_yaml_config(name):
+    """Each public transform from plain YAML data (field names, mappings), applied in a
+    pipeline with a budget: all outputs named, schema'd rows."""
+    assert name in YAML_CONFIGS, f'add a YAML config of {name} here'
+    p = beam.Pipeline(runner='FnApiRunner', options=PipelineOptions(beam_dp_epsilon=10.0,
+                                                                    beam_dp_delta=1e-5))
+    transform = yaml_provider.TRANSFORMS[name](**YAML_CONFIGS[name])
+    rows = p | 'Rows' >> beam.Create([{'key': 'a'}])
+    inputs = {'data': rows, 'queries': p | 'Q' >> beam.Create([{'query_id': 'q'}])} \
+        if name in _GROWING else {'input': rows}
+    out = inputs | transform
+    assert 'dead_letter' in out
+    for output, pcoll in out.items():
+        coder = beam.coders.registry.get_coder(pcoll.element_type)
+        if output != 'keys':                 # SelectKeys' selected keys are strings
+            assert isinstance(coder, beam.coders.RowCoder), (output, pcoll.element_type)
