@@ -42,6 +42,7 @@ from beam_dp.transforms import BoundedOutputs
 from beam_dp.transforms import BoundsOutputs
 from beam_dp.transforms import ChooseContributionBounds
 from beam_dp.transforms import ContinualCountPerKey
+from beam_dp.transforms import ContinualDistinctCountPerKey
 from beam_dp.transforms import ContinualERM
 from beam_dp.transforms import ContinualHistogramPerKey
 from beam_dp.transforms import ContinualOutputs
@@ -77,6 +78,7 @@ __all__ = [
     'BudgetExceededError',
     'ChooseContributionBounds',
     'ContinualCountPerKey',
+    'ContinualDistinctCountPerKey',
     'ContinualERM',
     'ContinualHistogramPerKey',
     'ContinualOutputs',

@@ -15,6 +15,7 @@ from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
 from beam_dp.transforms.continual import PrivateKeys
+from beam_dp.transforms.distinct import ContinualDistinctCountPerKey
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.erm import ContinualERM
 from beam_dp.transforms.erm import SlidingWindowERM
@@ -66,6 +67,10 @@ FAMILIES = {
         public_keys=list(KEYS), budget=EPS, output=('window', 3), **_CLOCK, **kw)),
     'ContinualCountPerKey/per_step/private': ('records', lambda **kw: ContinualCountPerKey(
         keys=PRIVATE, budget=EPS, privacy_unit=_user(kw=kw), output='per_step', **_CLOCK, **kw)),
+    'ContinualDistinctCountPerKey': ('records', lambda **kw: ContinualDistinctCountPerKey(
+        public_keys=list(KEYS), budget=EPS, privacy_unit=_user(kw=kw), **_CLOCK, **kw)),
+    'ContinualDistinctCountPerKey/private': ('records', lambda **kw: ContinualDistinctCountPerKey(
+        keys=PRIVATE, budget=EPS, privacy_unit=_user(kw=kw), **_CLOCK, **kw)),
     'ContinualSumPerKey': ('records', lambda **kw: ContinualSumPerKey(
         public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, **_CLOCK, **kw)),
     'ContinualHistogramPerKey': ('records', lambda **kw: ContinualHistogramPerKey(

@@ -88,19 +88,23 @@ class UnitUsage:
     ``offer`` records one by one, ``record()`` the compact record to store."""
 
     def __init__(self, bound: UserLevel, released_through: int = NOTHING_RELEASED,
-                 late_reason: Optional[Callable[[int], str]] = None):
+                 late_reason: Optional[Callable[[int], str]] = None, keep_keys: bool = False):
         self._bound = bound
         self._released = released_through
         self._late_reason = late_reason
+        self._keep_keys = keep_keys
         self.exhausted: Optional[int] = None
         self.total = 0
         self.keys: Dict[object, _Key] = {}
 
     @classmethod
     def decode(cls, bound: UserLevel, record, released_through: int = NOTHING_RELEASED,
-               late_reason: Optional[Callable[[int], str]] = None) -> 'UnitUsage':
-        """The usage of a stored record (``()`` for a new unit)."""
-        usage = cls(bound, released_through, late_reason)
+               late_reason: Optional[Callable[[int], str]] = None,
+               keep_keys: bool = False) -> 'UnitUsage':
+        """The usage of a stored record (``()`` for a new unit). ``keep_keys``: the record
+        never collapses to ``EXHAUSTED_KEYS`` / ``EXHAUSTED_TOTAL`` (it keeps its ≤ K keys, so
+        ``holds(key)`` stays exact: what the distinct-unit count needs)."""
+        usage = cls(bound, released_through, late_reason, keep_keys)
         if isinstance(record, int):
             usage.exhausted = record
             return usage
@@ -176,9 +180,13 @@ class UnitUsage:
                 all(n >= m for n in entry.live.values()):
             entry.dead, entry.live = self._bound.max_steps_per_unit, None
 
+    def holds(self, key) -> bool:
+        """Whether the unit already kept a record of ``key`` (exact with ``keep_keys``)."""
+        return key in self.keys
+
     def _settle_unit(self) -> None:
         bound = self._bound
-        if self.exhausted is not None:
+        if self.exhausted is not None or self._keep_keys:
             return
         if bound.max_total_contributions is not None and \
                 self.total >= bound.max_total_contributions:

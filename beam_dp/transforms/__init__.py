@@ -12,6 +12,7 @@ from beam_dp.transforms.choose_bounds import ChooseContributionBounds
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
+from beam_dp.transforms.distinct import ContinualDistinctCountPerKey
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.contribution_bounding import BoundedOutputs
 from beam_dp.transforms.dynamic import DynamicCountPerKey
@@ -39,6 +40,7 @@ __all__ = [
     'BoundsOutputs',
     'ChooseContributionBounds',
     'ContinualCountPerKey',
+    'ContinualDistinctCountPerKey',
     'ContinualERM',
     'ContinualHistogramPerKey',
     'ContinualOutputs',

@@ -75,6 +75,8 @@ class _ContinualPerKey(shell.ShellTransform):
 
     _metric = ''
     _release_type = Release
+    #: 'BoundContributions' keeps only each unit's first record of each key (distinct units).
+    _distinct_units = False
 
     def __init__(self, *, public_keys: Optional[Sequence[str]] = None, keys=None, start, step,
                  end=None, budget: PrivacyBudget, privacy_unit: Optional[PrivacyUnit] = None,
@@ -125,7 +127,8 @@ class _ContinualPerKey(shell.ShellTransform):
         noise_label = self.spend_budget(records)
         driver = self._driver
         valid, dead = extract_and_bound(records, driver, self.label, self._key_fn,
-                                        self._value_fn, self._unit_fn)
+                                        self._value_fn, self._unit_fn,
+                                        distinct_units=self._distinct_units)
         if driver.private_keys is not None:
             released = release_private_keys(valid, driver, self.label, self.rng, noise_label)
         else:

@@ -425,11 +425,13 @@ def _concat(packed):
 
 
 def extract_and_bound(records, driver: KeyedReleaseDriver, label: str, key_fn, value_fn,
-                      unit_fn):
+                      unit_fn, distinct_units: bool = False):
     """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
     level) of the keyed transform ``label``: the valid elements and the list of dead-letter
     PCollections so far. At event level (no ``unit_fn``) 'ExtractAndValidate' also sums the
-    bundle's records, as nothing before 'PreAggregate' needs the single record."""
+    bundle's records, as nothing before 'PreAggregate' needs the single record.
+    ``distinct_units``: 'BoundContributions' keeps each unit's first record per key only
+    (``ContinualDistinctCountPerKey``)."""
     if unit_fn is not None:
         extract_fn = _ExtractFn
     elif driver.private_keys is None:
@@ -452,7 +454,8 @@ def extract_and_bound(records, driver: KeyedReleaseDriver, label: str, key_fn, v
             valid
             | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
             | 'BoundContributions' >> BoundContributions(
-                unit, label, mark_new_keys=driver.private_keys is not None, clock=driver.clock))
+                unit, label, mark_new_keys=driver.private_keys is not None, clock=driver.clock,
+                distinct_units=distinct_units))
         dead.append(bounded.dead_letter)
         valid = bounded.kept
     return valid, dead

@@ -224,10 +224,11 @@ class _BoundContributionsFn(beam.DoFn):
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     def __init__(self, unit: UserLevel, transform_label: str, mark_new_keys: bool = False,
-                 clock: Optional[StepClock] = None):
+                 clock: Optional[StepClock] = None, distinct_units: bool = False):
         self._unit = unit
         self._label = transform_label
         self._mark = mark_new_keys
+        self._distinct = distinct_units
         self._clock = clock
         self._capacity = shard_capacity(unit)
 
@@ -260,7 +261,8 @@ class _BoundContributionsFn(beam.DoFn):
             if admit and admitted >= self._capacity:
                 yield from self._over_cap(unit_id, records)
                 continue
-            usage = UnitUsage.decode(self._unit, record, released, late)
+            usage = UnitUsage.decode(self._unit, record, released, late,
+                                    keep_keys=self._distinct)
             kept = yield from self._bound_unit(unit_id, records, usage)
             if kept or admit:
                 delta[encoded] = usage.record()
@@ -308,6 +310,8 @@ class _BoundContributionsFn(beam.DoFn):
         kept = []
         for item, micros in records:
             key, step, payload = item[0], item[1], item[2]
+            if self._distinct and usage.holds(key):
+                continue        # the unit is already counted for this key: not a new unit
             reason, first = usage.offer(key, step)
             if reason is not None:
                 yield dead_letter(self._label, 'BoundContributions', reason,
@@ -400,10 +404,17 @@ class BoundContributions(beam.PTransform):
       clock: the release schedule (``StepClock``) of the steps in the input; without it (or
         with a bounded input) no step is treated as released here (late records are left to
         the release stage) and per-step counts are never folded.
+      distinct_units: keep only each unit's FIRST record of each of its ≤ K keys (what
+        ``ContinualDistinctCountPerKey`` counts): a later record of a key the unit already
+        holds is dropped silently (it is not a new unit, not an error), a record of a new key
+        beyond K (or C) or late is dead-lettered as usual. The unit's record then never
+        collapses to the exhausted marker: it holds at most K keys (``min(K, C)``) for ever.
+        Use it with m = S = 1.
     """
 
     def __init__(self, privacy_unit: UserLevel, transform_label: str = 'BoundContributions',
-                 mark_new_keys: bool = False, clock: Optional[StepClock] = None):
+                 mark_new_keys: bool = False, clock: Optional[StepClock] = None,
+                 distinct_units: bool = False):
         super().__init__()
         if not isinstance(privacy_unit, UserLevel):
             raise InvalidParamsError(f'BoundContributions: privacy_unit must be UserLevel(...), '
@@ -412,6 +423,7 @@ class BoundContributions(beam.PTransform):
         self._transform_label = transform_label
         self._mark_new_keys = mark_new_keys
         self._clock = clock
+        self._distinct_units = distinct_units
 
     def expand(self, pcoll):
         grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
@@ -430,7 +442,7 @@ class BoundContributions(beam.PTransform):
                 pcoll.pipeline, range(UNIT_SHARDS), clock.start_micros))
         bounded = shards | 'BoundPerUnit' >> beam.ParDo(
             fn(self._unit, self._transform_label, self._mark_new_keys,
-               clock)).with_outputs(DEAD_LETTER, main='kept')
+               clock, self._distinct_units)).with_outputs(DEAD_LETTER, main='kept')
         dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
                 | 'MergeBoundingDeadLetters' >> beam.Flatten())
         return BoundedOutputs(bounded.kept, dead)

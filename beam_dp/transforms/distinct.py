@@ -1,0 +1,101 @@
+"""Continual distinct-unit counts per key (docs/distinct_count.md; issue 25 item 1).
+
+``ContinualDistinctCountPerKey`` is the keyed continual family (``continual``) run on the stream
+of *new distinct units per key*: 'BoundContributions' (``distinct_units=True``) keeps only each
+unit's first record of each of its ≤ K keys, so the count of kept records of a key up to step s
+is exactly the number of distinct units (among their first K keys) with a record for the key up
+to s. The same wiring, labels and release loop as ``ContinualCountPerKey`` (public or private
+keys); only the bounding and the calibration differ.
+"""
+
+import dataclasses
+
+from beam_dp.errors import InvalidParamsError
+from beam_dp.privacy_unit import UserLevel
+from beam_dp.transforms import arguments
+from beam_dp.transforms.continual import _ContinualPerKey
+from beam_dp.transforms.continual import _NOT_FOR_COUNTS
+
+__all__ = [
+    'ContinualDistinctCountPerKey',
+    'distinct_unit',
+]
+
+_DOCS = {
+    **arguments.KEYED_DOCS,
+    'privacy_unit': '``UserLevel(unit_fn, max_keys_per_unit=K)``: the unit whose distinct '
+                    'occurrences are counted (required). Only K (and C, ``max_units``) apply: '
+                    'a unit is counted at most once per key, so ``max_contributions_per_step`` '
+                    'and ``max_steps_per_unit`` are replaced by 1.',
+}
+
+
+def distinct_unit(owner: str, privacy_unit) -> UserLevel:
+    """The bound a distinct-unit count runs with: the user's K, C and N, with m = S = 1 (one
+    record per unit and key over the whole horizon). Refuses anything but ``UserLevel``."""
+    if not isinstance(privacy_unit, UserLevel):
+        raise InvalidParamsError(
+            f'{owner}: privacy_unit must be UserLevel(unit_fn, max_keys_per_unit=K): distinct '
+            f'units need a unit id. At event level every record is its own unit, so the '
+            f'distinct count is the record count: use ContinualCountPerKey; got '
+            f'{privacy_unit!r}.')
+    total = privacy_unit.max_total_contributions
+    if total is not None and total >= privacy_unit.max_keys_per_unit:
+        total = None                 # C ≥ K binds nothing once each key holds one record
+    return dataclasses.replace(privacy_unit, max_contributions_per_step=1, max_steps_per_unit=1,
+                               max_total_contributions=total)
+
+
+@arguments.public(docs=_DOCS, drop=('value_fn', 'lower', 'upper', 'grid_bits', 'bins'),
+                  required=('privacy_unit',), hints=_NOT_FOR_COUNTS)
+class ContinualDistinctCountPerKey(_ContinualPerKey):
+    """Continual counts of distinct privacy units per key.
+
+    Releases, for every key (public, or selected privately with ``keys=PrivateKeys(...)``) and
+    every step, a noisy count of the distinct privacy units (``privacy_unit.unit_fn``) with at
+    least one record of that key from ``start`` up to the end of the step (cumulative). It is
+    ``ContinualCountPerKey`` run on the stream of new distinct units per key: the first record
+    of each (unit, key) counts 1 at its step, every later record of that (unit, key) counts 0
+    and is dropped silently (it is not an error; it is not a dead letter).
+
+    Privacy unit and neighbours: ``UserLevel(unit_fn, max_keys_per_unit=K)`` (required; event
+    level is refused: there each record is its own unit and the distinct count is the record
+    count, ``ContinualCountPerKey``). Add/remove one unit. A unit's records for keys beyond its
+    first K (in arrival order at the bounding stage) are dead-lettered (``contribution bound:
+    ... max_keys_per_unit``). Over the WHOLE (unbounded) horizon one unit therefore adds 1 to
+    the new-units stream of at most K keys, once each: L1 = K, L2 = √K (``max_steps_per_unit``
+    and ``max_contributions_per_step`` do not apply and are set to 1; C < K caps the L1 at C).
+    The counter (``mechanism='auto'``) is calibrated to that participation: one step, one
+    record per key; ``Release.noise_stddev`` is the exact sd of each release.
+
+    State (measured in ``tests/transforms/test_distinct.py``): per unit one record holding at
+    most K key ids (``min(K, C)``) for ever — the unit's "seen" set, needed so that a later
+    record of a held key is not counted again and a record of a new key beyond K is refused.
+    It never holds more than K keys per unit; it holds one record per unit that ever kept a
+    record. ``UserLevel(max_units=N)`` bounds the units too: each of the 64 unit shards admits
+    at most ⌈N/64⌉ units (first come), records of other units are dead-lettered (``unit cap:
+    shard full ...``), and the calibration doubles (a neighbouring change then moves two units'
+    kept records, each within K keys once: ``UserLevel``'s docstring has the argument).
+
+    Guarantee: the whole sequence of releases is ε-DP (``PrivacyBudget(epsilon=ε)``) or ρ-zCDP
+    (``rho=ρ``) for the unit; with ``keys=PrivateKeys(budget=(ε_s, δ))`` plus the selection's
+    (ε_s, δ): the selection already counts distinct units once per key (sensitivity K).
+
+    Not guaranteed: which K keys of a unit are kept when it has more (the first to arrive); a
+    unit's first record of a key arriving after the step was released is dead-lettered as late
+    (the unit is then not counted for that key; a later record of that key counts it at the
+    later step).
+
+    Returns:
+      ``ContinualOutputs(releases, dead_letter)``; ``Release.value`` is the distinct count.
+
+    Raises:
+      InvalidParamsError: on a bad parameter, naming it (event level included).
+      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
+    """
+    _metric = 'count'
+    _distinct_units = True
+
+    def __init__(self, *, privacy_unit=None, **kwargs):
+        super().__init__(privacy_unit=distinct_unit('ContinualDistinctCountPerKey',
+                                                    privacy_unit), **kwargs)
