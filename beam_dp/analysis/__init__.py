@@ -3,8 +3,11 @@ the one with the lowest expected error; at user level the noise, bounding bias a
 probability (``python -m beam_dp.analysis --help``, ``python -m beam_dp.analysis user-level
 --help``)."""
 
+from beam_dp.analysis import key_selection
 from beam_dp.analysis import user_level
 from beam_dp.analysis.user_level import STATISTICS
+from beam_dp.analysis.key_selection import key_release_probability
+from beam_dp.analysis.key_selection import units_needed
 from beam_dp.analysis.user_level import UserLevelError
 from beam_dp.analysis.user_level import exact_histograms
 from beam_dp.analysis.user_level import release_probability
@@ -17,5 +20,7 @@ from beam_dp.mechanisms.counter_selection import counter_variances
 from beam_dp.mechanisms.counter_selection import expected_error
 from beam_dp.mechanisms.counter_selection import select_counter
 
-# The package exports exactly what the counter choice and analysis.user_level do.
-__all__ = sorted(list(counter_selection.__all__) + list(user_level.__all__))
+# The package exports exactly what the counter choice, analysis.user_level and
+# analysis.key_selection do.
+__all__ = sorted(list(counter_selection.__all__) + list(user_level.__all__)
+                 + list(key_selection.__all__))

@@ -231,6 +231,7 @@ class KeyedReleaseDriver:
         self.counter(1)
         if self.private_keys is not None:
             self.private_keys.selection(self.privacy_unit.max_keys)
+            self.private_keys.horizon_selection(self.privacy_unit.max_keys, True)
 
     @property
     def window(self) -> Optional[int]:
@@ -528,10 +529,13 @@ class KeyedReleaseDriver:
     @property
     def private_shard(self) -> PrivateKeysShard:
         """The private-keys shard state machine of this release."""
-        return PrivateKeysShard(self.private_keys.selection(self.privacy_unit.max_keys),
-                                self.counter(1), self.bins_per_key, self.from_units,
+        last = self.clock.last_step
+        selection, final = self.private_keys.horizon_selection(self.privacy_unit.max_keys,
+                                                               last is not None)
+        return PrivateKeysShard(selection, self.counter(1), self.bins_per_key, self.from_units,
                                 self.counter_noise_stddev,
-                                backfill=self.output == 'cumulative')
+                                backfill=self.output == 'cumulative', final=final,
+                                final_step=None if last is None else last + 1)
 
 
 

@@ -26,6 +26,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import exact_int
 from beam_dp.mechanisms.key_selection import ContinualKeySelection
 from beam_dp.mechanisms.key_selection import KeySelectionState
+from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
 from beam_dp.noise import RandomSource
 from beam_dp.noise.batched import dlap_tail_tick
 from beam_dp.noise.batched import shared_blocks
@@ -66,9 +67,27 @@ class PrivateKeys:
     most ``max_keys_per_unit`` keys (1 at event level), composed sequentially with the release
     budget of the transform.
 
+    Known end (issue 23 item 3). With a clock that has a last step T (``end=``), a share
+    ``final_share`` = f of the selection budget (default 0.9) goes to ONE batch-quality test at
+    step T: every candidate not selected by then is released iff the optimal static rule
+    (``TruncatedGeometricSelection``, Desfontaines et al. 2022, at (f·ε, δ/2) for K keys) keeps
+    its final distinct-unit count; the continual SVT runs on every step with the rest,
+    ((1 - f)·ε, δ/2), so very popular keys still appear early. Both count each unit once per
+    key (sensitivity K over the whole stream, whatever m and S), and neither cost grows with
+    the number of steps (one SVT, one final test per key). Privacy: per key the SVT is
+    ((1-f)ε/K, δ/(2K))-DP (module ``key_selection``) and the final test, run on the keys the
+    SVT did not select, (fε/K, δ/(2K))-DP: adaptive sequential composition gives (ε/K, δ/K) per
+    key and (ε, δ) over the K keys a unit touches. A key with a single unit is released with
+    probability ≤ δ_f(SVT) + π(1) ≤ δ/(2K(1+e^ε')) + δ/(2K) ≤ δ/K. Without a last step (an
+    unbounded stream) the whole budget goes to the SVT, as before; ``final_share=0`` keeps that
+    behaviour with an end too. ``beam_dp.analysis.units_needed`` says how many units a key
+    needs to be released with probability p.
+
     Args:
       budget: the selection budget, ``PrivacyBudget(epsilon=ε, delta=δ)`` with ε > 0, 0 < δ < 1.
       num_shards: how many stateful shards the (unknown) keys are hashed into (step transforms).
+      final_share: f in [0, 1): the share of ε spent on the final test when the release has a
+        last step (above); 0 disables it. Public.
 
     Raises:
       InvalidParamsError: on a bad parameter, or a selection noise scale 2k/ε outside the exact
@@ -77,6 +96,7 @@ class PrivateKeys:
     """
     budget: PrivacyBudget
     num_shards: int = 8
+    final_share: float = 0.9
 
     def __post_init__(self):
         owner = 'PrivateKeys'
@@ -87,16 +107,37 @@ class PrivateKeys:
             raise InvalidParamsError(f'{owner}: budget must have epsilon > 0 and delta > 0 '
                                      f'(selection is (epsilon, delta)-DP), got {self.budget}.')
         v.check_positive_int(owner, 'num_shards', self.num_shards)
+        if isinstance(self.final_share, bool) or not isinstance(self.final_share, (int, float)) \
+                or not 0 <= self.final_share < 1:
+            raise InvalidParamsError(f'{owner}: final_share must be a number in [0, 1), got '
+                                     f'{self.final_share!r}.')
         self.selection(1)           # its noise scale, checked at construction (issue 21)
+        self.horizon_selection(1, True)
 
     def selection(self, max_keys_per_unit: int = 1) -> ContinualKeySelection:
+        """The SVT at the whole budget (a release without a last step)."""
         return _selection(self.budget.epsilon, self.budget.delta, max_keys_per_unit)
+
+    def horizon_selection(self, max_keys_per_unit: int, has_end: bool) -> Tuple[
+            ContinualKeySelection, Optional[TruncatedGeometricSelection]]:
+        """(continual SVT, final test or None): with a last step and ``final_share`` > 0, the
+        SVT at ((1-f)ε, δ/2) and the final static test at (fε, δ/2); else the SVT at (ε, δ)."""
+        if not has_end or self.final_share == 0:
+            return self.selection(max_keys_per_unit), None
+        eps, delta, f = self.budget.epsilon, self.budget.delta, float(self.final_share)
+        return (_selection((1 - f) * eps, delta / 2, max_keys_per_unit),
+                _final_selection(f * eps, delta / 2, max_keys_per_unit))
 
     def privacy_cost(self) -> PrivacyCost:
         return self.budget.as_cost()
 
     def shard_of(self, key: str) -> int:
         return stable_shard(key, self.num_shards)
+
+
+@functools.lru_cache(maxsize=64)
+def _final_selection(epsilon: float, delta: float, k: int) -> TruncatedGeometricSelection:
+    return TruncatedGeometricSelection(epsilon, delta, k)
 
 
 @functools.lru_cache(maxsize=64)
@@ -151,6 +192,9 @@ class PrivateKeysShard:
         start; False (per-step and window outputs): only the selection step's own values (the
         steps before the selection are not in any window; the same sensitivity: a subset of
         the unit's bounded contributions).
+      final: the static test run at ``final_step`` on every candidate not yet selected
+        (``PrivateKeys.horizon_selection``), or None.
+      final_step: the 1-based global step of the final test (the clock's last step + 1).
     """
     selection: ContinualKeySelection
     counter: object
@@ -159,6 +203,8 @@ class PrivateKeysShard:
     noise_stddev: Callable[[int], float]
     batched: bool = True
     backfill: bool = True
+    final: Optional[TruncatedGeometricSelection] = None
+    final_step: Optional[int] = None
 
     @staticmethod
     def init_state() -> PrivateKeysShardState:
@@ -214,6 +260,8 @@ class PrivateKeysShard:
         visit = set(contributions) | wake.pop(global_step, frozenset())
         chosen_now, later = self._select(candidates, sorted(visit), contributions, global_step,
                                          rng)
+        if self.final is not None and global_step == self.final_step:
+            chosen_now = sorted(chosen_now + self._final_test(candidates, rng))
         for key, _ in chosen_now:
             selected[key] = step
         for due, keys in later.items():
@@ -240,6 +288,19 @@ class PrivateKeysShard:
             out.extend((key, row, sd) for key, row in zip(keys, rows))
         out.sort(key=lambda row: row[0])
         return out, PrivateKeysShardState(step + 1, candidates, selected, groups, wake)
+
+    def _final_test(self, candidates, rng: RandomSource) -> List[Tuple[str, tuple]]:
+        """The known end's static test on every remaining candidate (its exact distinct-unit
+        count as of this step, kept in its selection state), at the address ('select', key,
+        'final'): a key is in one shard and tested once. Removes the chosen from
+        ``candidates``; returns [(key, totals)]."""
+        chosen = []
+        for key in sorted(candidates):
+            sel, totals = candidates[key][0], candidates[key][1]
+            if self.final.select(int(sel[1]), rng.derive('select', key).derive('final')):
+                del candidates[key]
+                chosen.append((key, totals))
+        return chosen
 
     def _select(self, candidates, visit: List[str], contributions: StepContributions,
                 global_step: int, rng: RandomSource):
