@@ -6,8 +6,8 @@ bounding: each unit counted once per key, a unit in at most K keys) is released 
 the smallest such n with probability ≥ p. Public parameters only.
 
 * With a known end (``steps`` given, the transform has ``end=``) and f > 0 the key is released
-  if the continual SVT at ((1-f)ε, δ/2) selects it or, at the last step, the static truncated-
-  geometric rule at (fε, δ/2) keeps its final count. The probability returned is the exact
+  if the continual SVT at ((1-f)ε, (1-f)δ) selects it or, at the last step, the static
+  truncated-geometric rule at (fε, fδ) keeps its final count. The probability returned is the exact
   final-test probability π(n) combined with the SVT's for a key whose n units all arrive at the
   first step, assuming the two independent: 1 - (1 - P_svt)(1 - π(n)). For units arriving
   later the SVT part is smaller; the final test's π(n) alone is a lower bound that does not
@@ -78,11 +78,13 @@ def key_release_probability(n: int, epsilon: float, delta: float, max_keys: int,
     if n == 0:
         return 0.0
     if steps is not None and final_share > 0:
-        final = TruncatedGeometricSelection(final_share * epsilon, delta / 2, max_keys)
+        final = TruncatedGeometricSelection(final_share * epsilon, final_share * delta,
+                                            max_keys)
         pi = final.selection_probability(n)
         if final_only:
             return pi
-        svt = ContinualKeySelection((1 - final_share) * epsilon, delta / 2, max_keys)
+        svt = ContinualKeySelection((1 - final_share) * epsilon, (1 - final_share) * delta,
+                                   max_keys)
         return 1 - (1 - _svt_probability(svt, n, steps)) * (1 - pi)
     if steps is None:
         raise InvalidParamsError(f'{_OWNER}: without a known end give steps= (the horizon the '

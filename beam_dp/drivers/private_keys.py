@@ -70,15 +70,15 @@ class PrivateKeys:
     Known end (issue 23 item 3). With a clock that has a last step T (``end=``), a share
     ``final_share`` = f of the selection budget (default 0.9) goes to ONE batch-quality test at
     step T: every candidate not selected by then is released iff the optimal static rule
-    (``TruncatedGeometricSelection``, Desfontaines et al. 2022, at (f·ε, δ/2) for K keys) keeps
+    (``TruncatedGeometricSelection``, Desfontaines et al. 2022, at (f·ε, f·δ) for K keys) keeps
     its final distinct-unit count; the continual SVT runs on every step with the rest,
-    ((1 - f)·ε, δ/2), so very popular keys still appear early. Both count each unit once per
+    ((1 - f)·ε, (1 - f)·δ), so very popular keys still appear early. Both count each unit once per
     key (sensitivity K over the whole stream, whatever m and S), and neither cost grows with
     the number of steps (one SVT, one final test per key). Privacy: per key the SVT is
-    ((1-f)ε/K, δ/(2K))-DP (module ``key_selection``) and the final test, run on the keys the
-    SVT did not select, (fε/K, δ/(2K))-DP: adaptive sequential composition gives (ε/K, δ/K) per
+    ((1-f)ε/K, (1-f)δ/K)-DP (module ``key_selection``) and the final test, run on the keys the
+    SVT did not select, (fε/K, fδ/K)-DP: adaptive sequential composition gives (ε/K, δ/K) per
     key and (ε, δ) over the K keys a unit touches. A key with a single unit is released with
-    probability ≤ δ_f(SVT) + π(1) ≤ δ/(2K(1+e^ε')) + δ/(2K) ≤ δ/K. Without a last step (an
+    probability ≤ δ_f(SVT) + π(1) ≤ (1-f)δ/(K(1+e^ε')) + fδ/K ≤ δ/K. Without a last step (an
     unbounded stream) the whole budget goes to the SVT, as before; ``final_share=0`` keeps that
     behaviour with an end too. ``beam_dp.analysis.units_needed`` says how many units a key
     needs to be released with probability p.
@@ -121,12 +121,12 @@ class PrivateKeys:
     def horizon_selection(self, max_keys_per_unit: int, has_end: bool) -> Tuple[
             ContinualKeySelection, Optional[TruncatedGeometricSelection]]:
         """(continual SVT, final test or None): with a last step and ``final_share`` > 0, the
-        SVT at ((1-f)ε, δ/2) and the final static test at (fε, δ/2); else the SVT at (ε, δ)."""
+        SVT at ((1-f)ε, (1-f)δ) and the final static test at (fε, fδ); else the SVT at (ε, δ)."""
         if not has_end or self.final_share == 0:
             return self.selection(max_keys_per_unit), None
         eps, delta, f = self.budget.epsilon, self.budget.delta, float(self.final_share)
-        return (_selection((1 - f) * eps, delta / 2, max_keys_per_unit),
-                _final_selection(f * eps, delta / 2, max_keys_per_unit))
+        return (_selection((1 - f) * eps, (1 - f) * delta, max_keys_per_unit),
+                _final_selection(f * eps, f * delta, max_keys_per_unit))
 
     def privacy_cost(self) -> PrivacyCost:
         return self.budget.as_cost()
