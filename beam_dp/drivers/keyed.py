@@ -36,8 +36,11 @@ from beam_dp.drivers.key_layout import CountCodes
 from beam_dp.drivers.key_layout import KeyLayout
 from beam_dp.drivers.key_layout import PrivateCountCodes
 from beam_dp.drivers.key_layout import text_key
+from beam_dp.drivers.private_keys import KeySetInput
+from beam_dp.drivers.private_keys import KeySetShard
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.drivers.private_keys import PrivateKeysShard
+from beam_dp.drivers.private_keys import ShardKeys
 from beam_dp.drivers.protocol import Outcome
 from beam_dp.drivers.protocol import late_letter
 from beam_dp.drivers.protocol import late_records
@@ -171,7 +174,8 @@ class KeyedReleaseDriver:
         if (self.layout is None) == (self.private_keys is None):
             raise InvalidParamsError(f'{owner}: give exactly one of public keys (layout) or '
                                      f'private_keys.')
-        if self.private_keys is not None and not isinstance(self.private_keys, PrivateKeys):
+        if self.private_keys is not None and not isinstance(self.private_keys,
+                                                            (PrivateKeys, KeySetInput)):
             raise InvalidParamsError(f'{owner}: private_keys must be PrivateKeys(...), got '
                                      f'{self.private_keys!r}.')
         v.check_choice(owner, 'metric', self.metric, METRICS)
@@ -229,7 +233,7 @@ class KeyedReleaseDriver:
         # Build once: this validates the counter parameters at construction too, and the
         # selection's noise scale for this unit's k keys.
         self.counter(1)
-        if self.private_keys is not None:
+        if self.selects_keys:
             self.private_keys.selection(self.privacy_unit.max_keys)
             self.private_keys.horizon_selection(self.privacy_unit.max_keys, True)
 
@@ -239,6 +243,11 @@ class KeyedReleaseDriver:
         if self.output == 'cumulative':
             return None
         return 1 if self.output == 'per_step' else self.output[1]
+
+    @property
+    def selects_keys(self) -> bool:
+        """Whether keys are selected privately (``PrivateKeys``; not a ``KeySetInput``)."""
+        return isinstance(self.private_keys, PrivateKeys)
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -371,7 +380,7 @@ class KeyedReleaseDriver:
         """Every cost of the transform called ``label``, as (ledger label, cost): the private key
         selection first (sequential composition), then the release."""
         release = [(label, self.release_cost())]
-        if self.private_keys is None:
+        if not self.selects_keys:
             return release
         return [(f'{label}/SelectKeys', self.private_keys.privacy_cost())] + release
 
@@ -406,7 +415,7 @@ class KeyedReleaseDriver:
 
     def release_metadata(self) -> Dict[str, object]:
         """The privacy fields of every ``Release`` of this transform (public)."""
-        if self.private_keys is None:
+        if not self.selects_keys:
             cost = self.release_cost()
             if cost.is_zcdp:    # ρ, checked as the budget's (ε, δ) through the CKS conversion
                 epsilon, delta = self.budget.epsilon or 0.0, self.budget.delta
@@ -524,11 +533,16 @@ class KeyedReleaseDriver:
 
     def loop_driver(self):
         """What the release loop runs: ``PublicShardLoop`` or ``PrivateShardLoop``."""
-        return PublicShardLoop(self) if self.private_keys is None else PrivateShardLoop(self)
+        if self.private_keys is None:
+            return PublicShardLoop(self)
+        return PrivateShardLoop(self) if self.selects_keys else KeySetShardLoop(self)
 
     @property
     def private_shard(self) -> PrivateKeysShard:
         """The private-keys shard state machine of this release."""
+        if not self.selects_keys:
+            return KeySetShard(None, self.counter(1), self.bins_per_key, self.from_units,
+                               self.counter_noise_stddev)
         last = self.clock.last_step
         selection, final = self.private_keys.horizon_selection(self.privacy_unit.max_keys,
                                                                last is not None)
@@ -670,6 +684,16 @@ class PrivateShardLoop:
     @staticmethod
     def payload_size(payload: PrivatePartial) -> int:
         return 128 + 200 * len(payload[1])
+
+
+class KeySetShardLoop(PrivateShardLoop):
+    """``PrivateShardLoop`` of a ``KeySetInput`` shard: a ``ShardKeys`` payload (at start)
+    gives the shard its keys; partials and releases as a private-keys shard's."""
+
+    def fold(self, state, shard: int, payload) -> Outcome:
+        if isinstance(payload, ShardKeys):
+            return Outcome(self._shard.with_keys(state, payload.keys))
+        return super().fold(state, shard, payload)
 
 
 _NOTHING = Outcome()

@@ -34,9 +34,12 @@ from beam_dp.noise.batched import shared_words
 from beam_dp.noise.samplers import _scale_nd
 
 __all__ = [
+    'KeySetInput',
+    'KeySetShard',
     'PrivateKeys',
     'PrivateKeysShard',
     'PrivateKeysShardState',
+    'ShardKeys',
     'stable_shard',
 ]
 
@@ -412,3 +415,89 @@ def _group_counter(counter, dimension: int):
         return _cached_counter(counter, dimension)
     except TypeError:
         return dataclasses.replace(counter, dimension=dimension)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeySetInput:
+    """Public keys known only when the pipeline runs: a ``PCollection`` of key strings (such as
+    ``SelectKeys(...).keys``) given as ``public_keys``; the transform reads it as a side input.
+
+    The keys are hashed into ``num_shards`` shards (``stable_shard``, as private keys are); each
+    shard receives its keys at ``start`` (``ShardKeys``) and from then on releases every one of
+    them at every step, with or without data, exactly like a public key (``KeySetShard``).
+    Records of keys outside the set are dead-lettered before extraction. No selection cost:
+    the set is public to this transform (a DP output such as ``SelectKeys``' is
+    post-processing; what it cost is on the accountant that paid for it).
+    """
+    num_shards: int = 8
+
+    def __post_init__(self):
+        v.check_positive_int('KeySetInput', 'num_shards', self.num_shards)
+
+    def shard_of(self, key: str) -> int:
+        return stable_shard(key, self.num_shards)
+
+    def shards(self, keys: Iterable[str]) -> Dict[int, Tuple[str, ...]]:
+        """{shard: its keys, sorted} of a key set (non-string keys are ignored)."""
+        out: Dict[int, List[str]] = {}
+        for key in set(k for k in keys if isinstance(k, str)):
+            out.setdefault(self.shard_of(key), []).append(key)
+        return {shard: tuple(sorted(ks)) for shard, ks in out.items()}
+
+
+class ShardKeys:
+    """The loop payload that gives a ``KeySetShard`` its keys (sorted), once, at ``start`` (a
+    class of its own, not a tuple: coders keep its type)."""
+    __slots__ = ('keys',)
+
+    def __init__(self, keys: Iterable[str]):
+        self.keys = tuple(keys)
+
+    def __reduce__(self):
+        return ShardKeys, (self.keys,)
+
+    def __eq__(self, other):
+        return isinstance(other, ShardKeys) and other.keys == self.keys
+
+    def __hash__(self):
+        return hash(self.keys)
+
+    def __repr__(self):
+        return f'ShardKeys({self.keys!r})'
+
+
+@dataclasses.dataclass(frozen=True)
+class KeySetShard(PrivateKeysShard):
+    """The shard of a ``KeySetInput``: its keys arrive once (``with_keys``) and all start one
+    vector counter at step 0 (its state is a ``PrivateKeysShardState`` with every key selected
+    at 0 and no candidates); ``release_step`` then releases every key of the shard at every
+    step, as a public shard does. Noise at ('release', first key, step): a key is in one shard.
+    Contributions of keys outside the shard's set are never released (the transform
+    dead-letters their records before extraction)."""
+
+    def with_keys(self, state: PrivateKeysShardState, keys: Sequence[str]
+                  ) -> PrivateKeysShardState:
+        keys = tuple(sorted(set(keys)))
+        if not keys or state.groups:
+            return state
+        return dataclasses.replace(state, selected={k: 0 for k in keys}, groups={
+            0: (keys, self.group_counter(len(keys)).init_state())})
+
+    def release_step(self, state: PrivateKeysShardState, contributions: StepContributions,
+                     rng: RandomSource) -> Tuple[List[Tuple[str, List[float], float]],
+                                                 PrivateKeysShardState]:
+        step = state.next_step
+        groups = dict(state.groups)
+        out = []
+        if groups:
+            keys, counter_state = groups[0]
+            zero = (0,) * self.bins
+            flat = [x for key in keys for x in contributions.get(key, (zero, 0))[0]]
+            estimate, counter_state = self.group_counter(len(keys)).step(
+                counter_state, exact_int.exact_ints(flat, len(keys) * self.bins),
+                rng.derive('release', keys[0], step))
+            groups[0] = (keys, counter_state)
+            sd = self.noise_stddev(step + 1)
+            rows = self.from_units(estimate).reshape(len(keys), self.bins).tolist()
+            out = [(key, row, sd) for key, row in zip(keys, rows)]
+        return out, PrivateKeysShardState(step + 1, {}, state.selected, groups, {})

@@ -44,6 +44,7 @@ from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.keyed import KeyedReleaseDriver
+from beam_dp.drivers.private_keys import KeySetInput
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.io.records import Release
 from beam_dp.privacy_unit import EventLevel
@@ -100,6 +101,12 @@ class _ContinualPerKey(shell.ShellTransform):
                                   allowed_lateness=allowed_lateness)
         privacy_unit = EventLevel() if privacy_unit is None else privacy_unit
         with self.params():
+            self._key_input = None
+            if isinstance(public_keys, beam.pvalue.PCollection):
+                # a key set known when the pipeline runs: a side input (``KeySetInput``)
+                self._key_input = public_keys
+                private_keys = KeySetInput(8 if num_shards is None else num_shards)
+                public_keys, num_shards = None, None
             self._driver = KeyedReleaseDriver.of_arguments(
                 owner, self._metric, public_keys=public_keys, private_keys=private_keys,
                 num_shards=num_shards, lower=lower, upper=upper, grid_bits=grid_bits,
@@ -126,11 +133,19 @@ class _ContinualPerKey(shell.ShellTransform):
         require_public_end(self.owner, records.is_bounded, self._driver.clock)
         noise_label = self.spend_budget(records)
         driver = self._driver
-        valid, dead = extract_and_bound(records, driver, self.label, self._key_fn,
-                                        self._value_fn, self._unit_fn,
-                                        distinct_units=self._distinct_units)
+        dead = []
+        if self._key_input is not None:
+            kept = records | 'KeepPublicKeys' >> beam.ParDo(
+                shell.KeepKeysFn(self.label, self._key_fn),
+                beam.pvalue.AsList(self._key_input)).with_outputs(DEAD_LETTER, main='kept')
+            records, dead = kept.kept, [kept[DEAD_LETTER]]
+        valid, more_dead = extract_and_bound(records, driver, self.label, self._key_fn,
+                                             self._value_fn, self._unit_fn,
+                                             distinct_units=self._distinct_units)
+        dead += more_dead
         if driver.private_keys is not None:
-            released = release_private_keys(valid, driver, self.label, self.rng, noise_label)
+            released = release_private_keys(valid, driver, self.label, self.rng, noise_label,
+                                            key_input=self._key_input)
         else:
             if self._unit_fn is None:   # event level, valid: (None, partial sums) per bundle
                 partials = (valid

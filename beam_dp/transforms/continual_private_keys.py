@@ -36,6 +36,7 @@ from beam_dp import noise
 from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.drivers.keyed import PrivatePartial
 from beam_dp.drivers.private_keys import PrivateKeysShard
+from beam_dp.drivers.private_keys import ShardKeys
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
@@ -96,8 +97,18 @@ class _MergePrivatePartialsFn(BundleMergeFn):
                             [GlobalWindow()])
 
 
+def _shard_keys(seed, keys, key_set):
+    """'ShardKeys': a shard's seed, then its keys from the side input (``KeySetInput``)."""
+    shard, _ = seed
+    yield seed
+    mine = key_set.shards(keys).get(shard)
+    if mine:
+        yield shard, ShardKeys(mine)
+
+
 def release_private_keys(valid: beam.PCollection, driver: KeyedReleaseDriver, label: str,
-                         rng: noise.RandomSource, noise_label: Optional[str] = None):
+                         rng: noise.RandomSource, noise_label: Optional[str] = None,
+                         key_input: Optional[beam.PCollection] = None):
     """Applies the private-keys stages to the extracted (and bounded) records of the transform
     ``label`` (noise addressed by ``noise_label``, its full path); returns the
     'ReleaseNoisyValues' outputs (``releases`` and ``DEAD_LETTER``)."""
@@ -113,6 +124,9 @@ def release_private_keys(valid: beam.PCollection, driver: KeyedReleaseDriver, la
                     | 'PreAggregate' >> beam.ParDo(_MergePrivatePartialsFn(driver)))
     seeds = shell.seeds_at_start(valid.pipeline, range(driver.num_shards),
                                  driver.clock.start_micros)
+    if key_input is not None:     # public keys from a PCollection: each shard gets its keys
+        seeds = seeds | 'ShardKeys' >> beam.FlatMap(
+            _shard_keys, keys=beam.pvalue.AsList(key_input), key_set=driver.private_keys)
     return shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(
         release_loop.buffered_loop(driver.loop_driver(), label, rng, cell='shard_state',
                                    noise_label=noise_label)

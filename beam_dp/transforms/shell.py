@@ -158,7 +158,8 @@ def parse_clock(owner: str, *, start, step, end=None, allowed_lateness=0,
 def parse_key_set(owner: str, public_keys, keys) -> Tuple[Optional[Sequence[str]],
                                                          Optional[PrivateKeys]]:
     """``public_keys=[...]`` or ``keys=[...] | PrivateKeys(...)`` → (public keys, private keys),
-    exactly one of them set.
+    exactly one of them set. Public keys may be a ``PCollection`` of strings (a key set known
+    when the pipeline runs, e.g. ``SelectKeys(...).keys``): it is returned as it is.
 
     Raises:
       InvalidParamsError: if both or neither are given, or public keys are not a collection.
@@ -171,6 +172,11 @@ def parse_key_set(owner: str, public_keys, keys) -> Tuple[Optional[Sequence[str]
             private_keys = keys
         else:
             public_keys = keys
+    if isinstance(public_keys, beam.pvalue.PValue) and not isinstance(
+            public_keys, beam.pvalue.PCollection):
+        raise InvalidParamsError(f'{owner}: public_keys must be a list of strings or a '
+                                 f'PCollection of them (e.g. SelectKeys(...).keys), got '
+                                 f'{public_keys!r}.')
     if private_keys is None and (isinstance(public_keys, (str, bytes)) or public_keys is None):
         raise InvalidParamsError(f'{owner}: public_keys must be a collection of strings, got '
                                  f'{public_keys!r}.')
@@ -590,6 +596,39 @@ class RecordText(str):
 
     def __repr__(self):
         return str(self)
+
+
+class KeepKeysFn(beam.DoFn):
+    """'KeepPublicKeys': records whose key (``key_fn``) is in the public key set given as a side
+    input (``keys``: the list of a key ``PCollection``) pass on unchanged; others go to the dead
+    letter (``key … is not in the public key set``, as 'ExtractAndValidate' says it for a list).
+    A record whose key cannot be computed passes on: 'ExtractAndValidate' dead-letters it with
+    its own reason. The set is built once per bundle and key list."""
+
+    def __init__(self, label: str, key_fn):
+        self._label = label
+        self._key_fn = key_fn
+        self._cached = (None, frozenset())
+
+    def process(self, record, keys, timestamp=beam.DoFn.TimestampParam):
+        if self._cached[0] is not keys:
+            self._cached = (keys, frozenset(k for k in keys if isinstance(k, str)))
+        try:
+            key = self._key_fn(record)
+        except Exception:  # pylint: disable=broad-except
+            yield record
+            return
+        if not isinstance(key, str) or key in self._cached[1]:
+            yield record
+            return
+        yield dead_letter(self._label, 'KeepPublicKeys',
+                          f'key {_short(key)} is not in the public key set', record,
+                          timestamp.micros)
+
+
+def _short(key) -> str:
+    text = repr(key)
+    return text if len(text) <= 80 else text[:80] + '...'
 
 
 def dead_letter(transform: str, stage: str, reason: str, record,
