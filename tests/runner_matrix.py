@@ -98,7 +98,7 @@ for _name in families.FAMILIES:
         EVENTS[_name] = _records(lambda i: (i % 11) / 2 - 2.5, n=600, units=600)
     elif _name.endswith('ERM'):                         # (stream, feature, unit), label 0
         EVENTS[_name] = _records(lambda i: ((i * 37) % 11 - 5) / 5, n=44)
-    elif _name.endswith('/user'):
+    elif _name.endswith('/user') or _name == 'ContinualDistinctCountPerKey':
         EVENTS[_name] = _user_records()
     elif _name.endswith('/private') or _name in ('SelectKeys', 'ChooseContributionBounds'):                     # enough units per key to be selected
         EVENTS[_name] = _records(lambda i: families.BINS[i % 2], n=600, units=600)
