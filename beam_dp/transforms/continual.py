@@ -78,6 +78,8 @@ class _ContinualPerKey(shell.ShellTransform):
     _release_type = Release
     #: 'BoundContributions' keeps only each unit's first record of each key (distinct units).
     _distinct_units = False
+    #: public keys given as a PCollection (a side input), else None
+    _key_input = None
 
     def __init__(self, *, public_keys: Optional[Sequence[str]] = None, keys=None, start, step,
                  end=None, budget: PrivacyBudget, privacy_unit: Optional[PrivacyUnit] = None,
