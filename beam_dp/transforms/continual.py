@@ -225,9 +225,13 @@ class ContinualCountPerKey(_ContinualPerKey):
     ``public_keys`` releases a key only from the step at which continual private key selection
     (``ContinualKeySelection``) selects it; a key with one unit appears with probability ≤ δ over
     the unbounded horizon; a selected key stays selected; its first release counts everything
-    since ``start`` and earlier steps are never back-filled. The total cost is the selection's
-    (ε_s, δ) plus ``budget``; both are spent on ``accountant``. Release.epsilon/delta then carry
-    the total.
+    since ``start`` and earlier steps are never back-filled. With ``end`` most of the selection
+    budget goes to one batch-quality test at the last step (``PrivateKeys(final_share=0.9)``;
+    docs/continual_counts.md). The total cost is the selection's (ε_s, δ) plus ``budget``; both
+    are spent on ``accountant``. Release.epsilon/delta then carry the total.
+
+    ``public_keys`` may also be a ``PCollection`` of key strings (e.g. ``SelectKeys(...).keys``):
+    read as a side input, its keys are released at every step like listed public keys.
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``.
