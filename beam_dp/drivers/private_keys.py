@@ -47,6 +47,12 @@ __all__ = [
 #: before its next test is drawn ahead (``PrivateKeysShard._advance``); public, a cost knob only.
 EAGER_STEPS = 8
 
+#: The final test (known end) sees min(count, FINAL_COUNT_CAP): clipping is 1-Lipschitz and
+#: monotone, so neighbouring counts stay within 1 and the rule's (ε, δ) is unchanged; it bounds
+#: the exact sampler's cost (O(count) interval steps until π reaches 1). π(2048) = 1 unless the
+#: per-key ε is below about 2·ln(K/δ)/2048 (then a key above the cap keeps π(2048)).
+FINAL_COUNT_CAP = 2048
+
 # key → (per-bin integer totals of one step, new distinct units in that step)
 StepContributions = Mapping[str, Tuple[Sequence[int], int]]
 
@@ -294,13 +300,15 @@ class PrivateKeysShard:
 
     def _final_test(self, candidates, rng: RandomSource) -> List[Tuple[str, tuple]]:
         """The known end's static test on every remaining candidate (its exact distinct-unit
-        count as of this step, kept in its selection state), at the address ('select', key,
+        count as of this step, kept in its selection state, clipped at ``FINAL_COUNT_CAP``),
+        at the address ('select', key,
         'final'): a key is in one shard and tested once. Removes the chosen from
         ``candidates``; returns [(key, totals)]."""
         chosen = []
         for key in sorted(candidates):
             sel, totals = candidates[key][0], candidates[key][1]
-            if self.final.select(int(sel[1]), rng.derive('select', key).derive('final')):
+            count = min(int(sel[1]), FINAL_COUNT_CAP)
+            if self.final.select(count, rng.derive('select', key).derive('final')):
                 del candidates[key]
                 chosen.append((key, totals))
         return chosen

@@ -181,33 +181,7 @@ class TruncatedGeometricSelection(_SelectionParams):
         """Exact Bernoulli(π(n)) for a key with n distinct users."""
         if n <= 0:
             return False
-        certain = _certain_from(self)
-        if certain is not None and n >= certain:
-            return True                 # π(n) = 1 exactly (π is non-decreasing)
         return bernoulli_from_enclosure(rng, lambda prec: self._enclosure(n, prec))
-
-
-@functools.lru_cache(maxsize=256)
-def _certain_from(selection: TruncatedGeometricSelection) -> Optional[int]:
-    """The smallest n whose π(n) is exactly 1 (its enclosure's lower end is 1 at 64 bits),
-    or None if it is not reached by n = 2**20 (public: a function of ε, δ, k only)."""
-    n = 1
-    while n <= 1 << 20 and selection.selection_probability(n) < 1.0:
-        n *= 2
-    if n > 1 << 20:
-        return None
-    lo, hi = n // 2, n                  # float π(hi) = 1; find the exact certainty point
-    while hi <= 1 << 20 and selection._enclosure(hi, 64)[0] != 1:  # pylint: disable=protected-access
-        hi *= 2
-    if hi > 1 << 20:
-        return None
-    while lo + 1 < hi:
-        mid = (lo + hi) // 2
-        if selection._enclosure(mid, 64)[0] == 1:  # pylint: disable=protected-access
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 @dataclasses.dataclass(frozen=True)
