@@ -20,7 +20,6 @@ import math
 from typing import Optional
 
 from beam_dp import _validation as v
-from beam_dp.drivers.private_keys import FINAL_COUNT_CAP
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.key_selection import ContinualKeySelection
 from beam_dp.mechanisms.key_selection import TruncatedGeometricSelection
@@ -81,6 +80,8 @@ def key_release_probability(n: int, epsilon: float, delta: float, max_keys: int,
     if steps is not None and final_share > 0:
         final = TruncatedGeometricSelection(final_share * epsilon, final_share * delta,
                                             max_keys)
+        # pylint: disable=import-outside-toplevel  (drivers import analysis: at call time)
+        from beam_dp.drivers.private_keys import FINAL_COUNT_CAP
         pi = final.selection_probability(min(n, FINAL_COUNT_CAP))
         if final_only:
             return pi

@@ -70,10 +70,14 @@ def _check_int(name, value, lo=1, hi=None, optional=False):
 
 
 def release_probability(key_selection: PrivacyBudget, max_keys_per_unit: int, units: int,
-                        horizon: int, first_step: int = 1) -> float:
+                        horizon: int, first_step: int = 1,
+                        final_share: Optional[float] = None) -> float:
     """P[a key with ``units`` distinct units (all there from global step ``first_step``) is
-    selected at or before step ``horizon``] under ``PrivateKeys(key_selection)`` at user level
-    with K = ``max_keys_per_unit`` (module docstring). Closed form; float."""
+    selected at or before step ``horizon``] under ``PrivateKeys(key_selection,
+    final_share=final_share)`` at user level with K = ``max_keys_per_unit`` (module docstring),
+    for a release whose last step is ``horizon`` (``end``): the continual SVT's part in closed
+    form, combined with the final test's exact π (independent draws). ``final_share`` None:
+    the ``PrivateKeys`` default; 0: the SVT alone (a stream without ``end``). Float."""
     # pylint: disable=import-outside-toplevel  (drivers import analysis: import at call time)
     from beam_dp.drivers.private_keys import PrivateKeys
     from beam_dp.noise.geometric import _scale_nd
@@ -84,7 +88,9 @@ def release_probability(key_selection: PrivacyBudget, max_keys_per_unit: int, un
     n = _check_int('key_units', units, lo=0)
     horizon = _check_int('horizon', horizon, hi=MAX_HORIZON)
     first_step = _check_int('first_step', first_step, hi=horizon)
-    selection = PrivateKeys(key_selection).selection(k)
+    keys = (PrivateKeys(key_selection) if final_share is None
+            else PrivateKeys(key_selection, final_share=final_share))
+    selection, final = keys.horizon_selection(k, True)
     num, den = _scale_nd(selection.scale)
     log_a = -den / num
     a = math.exp(log_a)
@@ -100,6 +106,9 @@ def release_probability(key_selection: PrivacyBudget, max_keys_per_unit: int, un
                          np.log1p(-np.exp(np.maximum(gap, 1) * log_a - math.log1p(a))))
     log_never = np.sum(below, axis=1)
     never = float(np.sum(np.exp(log_pz + log_never)))
+    if final is not None:               # the known end's test on the final count
+        from beam_dp.drivers.private_keys import FINAL_COUNT_CAP
+        never *= 1.0 - final.selection_probability(min(n, FINAL_COUNT_CAP))
     return min(1.0, max(0.0, 1.0 - never))
 
 
@@ -149,7 +158,8 @@ def _released_histograms(histograms):
 def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=None,
                      key_share: float = 0.1, mechanism: str = 'auto',
                      key_selection: Optional[PrivacyBudget] = None,
-                     key_units: Optional[int] = None, first_step: int = 1) -> UserLevelError:
+                     key_units: Optional[int] = None, first_step: int = 1,
+                     final_share: Optional[float] = None) -> UserLevelError:
     """Predicted error of a user-level count's last release at the bounds of ``unit``.
 
     Args:
@@ -161,6 +171,7 @@ def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=No
       key_selection: the ``PrivateKeys`` budget (ε, δ) when keys are selected privately; then
         ``key_units`` (distinct units of the key) gives ``release_probability``.
       first_step: the key's first step (1-based) for the release probability.
+      final_share: ``PrivateKeys.final_share`` (None: its default) for the release probability.
 
     Raises:
       InvalidParamsError: on a bad argument, naming it.
@@ -205,7 +216,7 @@ def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=No
         name = driver.mechanism_name
         if key_units is not None:
             probability = release_probability(key_selection, unit.max_keys_per_unit, key_units,
-                                              horizon, first_step)
+                                              horizon, first_step, final_share)
     if histograms is None:
         return UserLevelError(None, noise, noise, name, probability)
     bias = chooser.predicted_bias(_released_histograms(histograms), *bounds)

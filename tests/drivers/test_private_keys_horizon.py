@@ -13,7 +13,7 @@ from scipy import stats
 
 from beam_dp import noise
 from beam_dp.accounting import PrivacyBudget
-from beam_dp.analysis import release_probability
+from beam_dp.analysis import key_release_probability as release_probability
 from beam_dp.analysis import units_needed
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.errors import InvalidParamsError

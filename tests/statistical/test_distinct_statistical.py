@@ -4,7 +4,7 @@
   the variance ``noise_stddev``² says, with power: the same samples reject a 30% smaller or
   larger sd;
 * private key selection with a known end (``PrivateKeys(final_share=0.9)``): the empirical
-  release frequency of a key with n units matches ``analysis.release_probability`` at the n the
+  release frequency of a key with n units matches ``analysis.key_release_probability`` at the n the
   calculator gives for p = 0.5 (``units_needed``), with power: the frequencies predicted at
   0.7·n and 1.3·n are rejected by the same runs.
 """
@@ -15,7 +15,7 @@ from scipy import stats
 
 from beam_dp import noise
 from beam_dp.accounting import PrivacyBudget
-from beam_dp.analysis import release_probability
+from beam_dp.analysis import key_release_probability as release_probability
 from beam_dp.analysis import units_needed
 from beam_dp.drivers.private_keys import PrivateKeys
 from beam_dp.privacy_unit import UserLevel
