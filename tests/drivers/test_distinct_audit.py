@@ -73,7 +73,7 @@ def test_laplace_loss_is_exactly_epsilon_for_the_worst_case_unit():
 
 
 def test_blt_loss_is_within_rho():
-    driver = _driver(PrivacyBudget(rho=0.5))
+    driver = _driver(PrivacyBudget(rho=0.5), mechanism='blt')
     assert driver.mechanism_name.startswith('blt/')
     loss = _blt_loss(driver, driver.privacy_unit, pair=_pair(driver, _unit_cells(driver)))
     assert 0.5 * 0.3 <= loss <= 0.5
