@@ -160,7 +160,9 @@ def test_every_accepted_keyed_configuration_releases():
 
     check()
     # Both sides of the range are exercised (the counts are deterministic: derandomized).
-    assert outcomes['accepted'] >= 120 and outcomes['refused_scale'] >= 30, outcomes  # (ε, δ) with a forced pure counter is refused since issue 28
+    # (ε, δ) with a forced pure counter is refused since issue 28, and the per-cell / banded
+    # counters drawn since accept more of the tiny budgets: 26 of ~200 draws hit the scale refusal.
+    assert outcomes['accepted'] >= 120 and outcomes['refused_scale'] >= 20, outcomes
 
 
 def test_every_accepted_segmented_configuration_releases():
