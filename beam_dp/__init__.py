@@ -45,9 +45,11 @@ from beam_dp.transforms import ContinualCountPerKey
 from beam_dp.transforms import ContinualDistinctCountPerKey
 from beam_dp.transforms import ContinualERM
 from beam_dp.transforms import ContinualHistogramPerKey
+from beam_dp.transforms import ContinualMeanPerKey
 from beam_dp.transforms import ContinualOutputs
 from beam_dp.transforms import ContinualQuantilesPerKey
 from beam_dp.transforms import ContinualSumPerKey
+from beam_dp.transforms import ContinualVariancePerKey
 from beam_dp.transforms import DynamicCountPerKey
 from beam_dp.transforms import ERMOutputs
 from beam_dp.transforms import GrowingDatabaseOutputs
@@ -81,9 +83,11 @@ __all__ = [
     'ContinualDistinctCountPerKey',
     'ContinualERM',
     'ContinualHistogramPerKey',
+    'ContinualMeanPerKey',
     'ContinualOutputs',
     'ContinualQuantilesPerKey',
     'ContinualSumPerKey',
+    'ContinualVariancePerKey',
     'DeadLetter',
     'DynamicCountPerKey',
     'ERMLedgerRow',

@@ -13,7 +13,9 @@ from beam_dp.transforms.boost import BoostQueries
 from beam_dp.transforms.choose_bounds import ChooseContributionBounds
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
+from beam_dp.transforms.continual import ContinualMeanPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
+from beam_dp.transforms.continual import ContinualVariancePerKey
 from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.distinct import ContinualDistinctCountPerKey
 from beam_dp.transforms.dynamic import DynamicCountPerKey
@@ -72,6 +74,10 @@ FAMILIES = {
     'ContinualDistinctCountPerKey/private': ('records', lambda **kw: ContinualDistinctCountPerKey(
         keys=PRIVATE, budget=EPS, privacy_unit=_user(kw=kw), **_CLOCK, **kw)),
     'ContinualSumPerKey': ('records', lambda **kw: ContinualSumPerKey(
+        public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, **_CLOCK, **kw)),
+    'ContinualMeanPerKey': ('records', lambda **kw: ContinualMeanPerKey(
+        public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, **_CLOCK, **kw)),
+    'ContinualVariancePerKey': ('records', lambda **kw: ContinualVariancePerKey(
         public_keys=list(KEYS), budget=EPS, lower=-2.0, upper=3.0, **_CLOCK, **kw)),
     'ContinualHistogramPerKey': ('records', lambda **kw: ContinualHistogramPerKey(
         public_keys=list(KEYS), bins=list(BINS), budget=EPS, **_CLOCK, **kw)),

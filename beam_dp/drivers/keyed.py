@@ -29,6 +29,7 @@ from beam_dp import _validation as v
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers import counter_choice
+from beam_dp.drivers import mean as ratio
 from beam_dp.drivers import rows
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.counter_choice import MECHANISMS
@@ -56,6 +57,7 @@ __all__ = [
     'parse_output',
     'CountCodes',
     'MECHANISMS',
+    'add_units',
     'KeyLayout',
     'KeyedReleaseDriver',
     'PrivatePartial',
@@ -66,7 +68,7 @@ __all__ = [
     'text_key',
 ]
 
-METRICS = ('count', 'sum', 'histogram')
+METRICS = ('count', 'sum', 'histogram') + ratio.RATIO_METRICS
 _STDDEV_CACHE = 4096
 
 
@@ -109,7 +111,8 @@ class KeyedReleaseDriver:
     """A keyed continual release, validated once at pipeline construction.
 
     Args:
-      metric: 'count', 'sum' or 'histogram'.
+      metric: 'count', 'sum', 'histogram', 'mean' or 'variance' (a 2- or 3-vector per key:
+        ``beam_dp.drivers.mean``).
       budget: the counters' ``PrivacyBudget`` (ε → discrete Laplace; ρ → discrete Gaussian;
         ε with δ > 0: a pure counter at ε or a Gaussian one at the converted ρ, see
         ``counter_choice``).
@@ -133,6 +136,8 @@ class KeyedReleaseDriver:
         ``WindowCounter`` (range decomposition of a dyadic/k-ary tree cut at ⌈log_k W⌉ levels,
         error independent of the horizon; ``mechanism`` and ``estimator`` must then stay at
         their defaults).
+      count_share: a mean's or variance's share of the budget for the count (None: the equal
+        split; ``beam_dp.drivers.mean.weights``).
 
     Raises:
       InvalidParamsError: on a bad parameter, naming it.
@@ -151,19 +156,20 @@ class KeyedReleaseDriver:
     bins: Tuple[str, ...] = ()
     mechanism: str = 'auto'
     output: object = 'cumulative'
+    count_share: Optional[float] = None
 
     @classmethod
     def of_arguments(cls, owner: str, metric: str, *, public_keys, private_keys, num_shards,
                      lower, upper, grid_bits, **fields) -> 'KeyedReleaseDriver':
         """The driver of a keyed transform's arguments: the key layout of ``public_keys`` in
-        ``num_shards`` (or ``private_keys``: then ``num_shards`` is refused), a sum's required
-        bounds; ``fields`` as the constructor's."""
+        ``num_shards`` (or ``private_keys``: then ``num_shards`` is refused), a sum's, mean's
+        or variance's required bounds; ``fields`` as the constructor's."""
         if private_keys is not None and num_shards is not None:
             raise InvalidParamsError(f'{owner}: with private keys set '
                                      f'PrivateKeys(num_shards=...), not num_shards.')
         layout = None if private_keys is not None else KeyLayout.of(list(public_keys), num_shards)
         bounds = {}
-        if metric == 'sum':
+        if metric == 'sum' or metric in ratio.RATIO_METRICS:
             if lower is None or upper is None:
                 raise InvalidParamsError(f'{owner}: lower and upper are required.')
             bounds = dict(lower=lower, upper=upper, grid_bits=grid_bits)
@@ -197,6 +203,22 @@ class KeyedReleaseDriver:
             v.check_bounds(owner, 'lower', self.lower, 'upper', self.upper)
             if self.upper == self.lower == 0:
                 raise InvalidParamsError(f'{owner}: lower and upper must not both be 0.')
+        if self.metric in ratio.RATIO_METRICS:
+            v.check_bounds(owner, 'lower', self.lower, 'upper', self.upper)
+            if not self.upper > self.lower:
+                raise InvalidParamsError(f'{owner}: a {self.metric} needs lower < upper, got '
+                                         f'[{self.lower:g}, {self.upper:g}].')
+        if self.count_share is not None:
+            if not self.is_ratio:
+                raise InvalidParamsError(f'{owner}: count_share is for a mean or a variance, '
+                                         f'not a {self.metric}.')
+            share = v.check_real(owner, 'count_share', self.count_share)
+            if not 0 < share < 1:
+                raise InvalidParamsError(f'{owner}: count_share must be in (0, 1), got '
+                                         f'{share!r}.')
+        object.__setattr__(self, '_weights', ratio.weights(
+            self.metric, self.grid_bits, self.count_share, gaussian=self.budget.is_zcdp)
+            if self.is_ratio else ())
         if self.metric == 'histogram':
             if not self.bins or len(set(self.bins)) != len(self.bins):
                 raise InvalidParamsError(f'{owner}: bins must be a non-empty list of distinct labels, '
@@ -213,7 +235,8 @@ class KeyedReleaseDriver:
         object.__setattr__(self, '_stddevs', {})
         l1, l2 = self.sensitivity()
         unit = self.privacy_unit
-        participation = (unit.participation(self.value_bound_units)
+        participation = (unit.participation(self.record_norms[1] if self.is_ratio
+                                            else self.value_bound_units)
                          if unit.name == 'user' and self.private_keys is None else None)
         if self.output == 'cumulative':
             base = counter_choice.choose_counter(
@@ -285,6 +308,12 @@ class KeyedReleaseDriver:
                 units = self.to_units(value_fn(record))
             except Exception as e:  # pylint: disable=broad-except
                 raise InvalidRecordError(f'value is not a number: {e!r}') from e
+        elif self.is_ratio:     # a tuple: one integer per coordinate of the key (add_units)
+            try:
+                units = ratio.coordinates(self.metric, self.lower, self.upper, self.grid_bits,
+                                          float(value_fn(record)), self._weights)
+            except Exception as e:  # pylint: disable=broad-except
+                raise InvalidRecordError(f'value is not a number: {e!r}') from e
         elif self.metric == 'histogram':
             try:
                 label = value_fn(record)
@@ -316,11 +345,28 @@ class KeyedReleaseDriver:
 
     @property
     def bins_per_key(self) -> int:
+        if self.is_ratio:
+            return ratio.dimension(self.metric)
         return len(self.bins) if self.metric == 'histogram' else 1
 
     @property
+    def is_ratio(self) -> bool:
+        """A mean or a variance: a vector of coordinates per key (``beam_dp.drivers.mean``)."""
+        return self.metric in ratio.RATIO_METRICS
+
+    @property
+    def record_norms(self) -> Tuple[float, float]:
+        """(L1, L2) norm bound of one record's contribution, in grid units."""
+        if self.is_ratio:
+            return ratio.record_norms(self.metric, self.grid_bits, self._weights)
+        return self.value_bound_units, self.value_bound_units
+
+    @property
     def value_bound_units(self) -> int:
-        """The largest |value| of one record, in grid units (1 for counts and histograms)."""
+        """The largest |value| of one record's coordinate, in grid units (1 for counts and
+        histograms; D = 2**grid_bits for every coordinate of a mean or variance)."""
+        if self.is_ratio:
+            return 1 << self.grid_bits
         if self.metric != 'sum':
             return 1
         return math.ceil(max(abs(self.lower), abs(self.upper)) * (1 << self.grid_bits))
@@ -340,14 +386,38 @@ class KeyedReleaseDriver:
         return int(min(max(units, -bound), bound))
 
     def from_units(self, estimate: np.ndarray) -> np.ndarray:
+        """Grid units → value units (a ratio metric: records and normalised units: n̂, Σu,
+        Σ(2u² − 1), each coordinate divided by its weight)."""
+        if self.is_ratio:
+            estimate = np.asarray(estimate, dtype=np.float64)
+            w = np.asarray(self._weights, dtype=np.float64)
+            return estimate / np.tile(w, estimate.size // w.size).reshape(estimate.shape)
         if self.metric != 'sum':
             return np.asarray(estimate, dtype=np.float64)
         return np.asarray(estimate, dtype=np.float64) / (1 << self.grid_bits)
 
+    def finish_ratio(self, step: int, keys: Sequence[str], estimates: np.ndarray, sigma: float,
+                     fields: tuple) -> List:
+        """The ``Release`` records of a mean or variance (``beam_dp.drivers.mean.releases``)
+        from decoded estimates of shape (keys, coordinates) with the count's noise sd
+        ``sigma`` (the other coordinates': sigma·w_count/w_i)."""
+        return ratio.releases(self.metric, self.lower, self.upper, self.clock, step, keys,
+                              estimates, self.coordinate_stddevs(sigma), fields)
+
+    def coordinate_stddevs(self, count_sigma: float) -> Tuple[float, ...]:
+        """A ratio's per-coordinate noise sds (decoded units) from the count's."""
+        w = self._weights
+        return tuple(count_sigma * w[0] / x for x in w)
+
     # -- mechanism and costs ----------------------------------------------------------------------
 
     def sensitivity(self) -> Tuple[float, float]:
-        return self.privacy_unit.sensitivity(self.value_bound_units)
+        """(L1, L2) of the whole vector stream: the unit's bounds times one record's norms."""
+        l1_record, l2_record = self.record_norms
+        if l1_record == l2_record:
+            return self.privacy_unit.sensitivity(l1_record)
+        return (self.privacy_unit.sensitivity(l1_record)[0],
+                self.privacy_unit.sensitivity(l2_record)[1])
 
     @property
     def horizon(self) -> Optional[int]:
@@ -402,7 +472,9 @@ class KeyedReleaseDriver:
         sd = self._stddevs.get(counter_steps)
         if sd is None:
             sd = math.sqrt(self.counter(1).release_variance(counter_steps))
-            if self.metric == 'sum':
+            if self.is_ratio:                     # a ratio's: the count's sd in records
+                sd /= self._weights[0]
+            elif self.metric == 'sum':
                 sd /= (1 << self.grid_bits)
             if len(self._stddevs) >= _STDDEV_CACHE:
                 self._stddevs.clear()
@@ -584,6 +656,7 @@ class PublicShardLoop:
         self.clock = keyed.clock
         self._fields = rows.release_fields(keyed.release_metadata())
         self._histogram = keyed.metric == 'histogram'
+        self._ratio = keyed.is_ratio
 
     def start(self, shard: int, noise) -> Outcome:
         return Outcome(self.keyed.init_shard(shard),
@@ -614,9 +687,12 @@ class PublicShardLoop:
             return _NOTHING
         keys, estimates, stddev, new_state = self.keyed.release_public_arrays(
             shard, state, noise.derive(shard, step))
-        return Outcome(new_state, rows.array_releases(clock, step, keys, estimates, stddev,
-                                                      self._fields, self._histogram),
-                       timer_micros=clock.next_release_time_micros(step))
+        if self._ratio:
+            out = self.keyed.finish_ratio(step, keys, estimates, stddev, self._fields)
+        else:
+            out = rows.array_releases(clock, step, keys, estimates, stddev, self._fields,
+                                      self._histogram)
+        return Outcome(new_state, out, timer_micros=clock.next_release_time_micros(step))
 
     @staticmethod
     def end_of_input(state: PublicShardState) -> PublicShardState:
@@ -635,6 +711,7 @@ class PrivateShardLoop:
         self._shard = keyed.private_shard
         self._fields = rows.release_fields(keyed.release_metadata())
         self._histogram = keyed.metric == 'histogram'
+        self._ratio = keyed.is_ratio
 
     def start(self, shard: int, noise) -> Outcome:
         return Outcome(self._shard.init_state(), timer_micros=self.clock.release_time_micros(0))
@@ -671,8 +748,17 @@ class PrivateShardLoop:
         # stay until then and are skipped: nothing of a released step is ever added (late).
         released, new_state = self._shard.release_step(
             state, self._shard.merge(per_key for _, per_key in due), noise.derive())
-        return Outcome(new_state, rows.releases(clock, step, released, self._fields,
-                                                self._histogram),
+        if self._ratio:
+            out = []
+            for sd in sorted({row[2] for row in released}):     # one per selection step
+                group = [row for row in released if row[2] == sd]
+                out.extend(self.keyed.finish_ratio(
+                    step, [row[0] for row in group], np.array([row[1] for row in group]), sd,
+                    self._fields))
+            out.sort(key=lambda release: release[0])
+        else:
+            out = rows.releases(clock, step, released, self._fields, self._histogram)
+        return Outcome(new_state, out,
                        timer_micros=clock.next_release_time_micros(step),
                        pending=rest if dropped > len(rest) else None)
 
@@ -698,3 +784,13 @@ class KeySetShardLoop(PrivateShardLoop):
 
 _NOTHING = Outcome()
 _KEEP = Outcome(keep=True)
+
+
+def add_units(sums, slot: int, units) -> None:
+    """Adds one record's ``units`` (``extract``) at ``slot`` of ``sums`` (a dict or list):
+    an integer, or a ratio's tuple of coordinates at slot, slot + 1, ..."""
+    if type(units) is tuple:    # pylint: disable=unidiomatic-typecheck
+        for j, u in enumerate(units):
+            sums[slot + j] += u
+    else:
+        sums[slot] += units

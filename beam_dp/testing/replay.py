@@ -199,17 +199,18 @@ def _identity(value):
 def keyed_events(driver, contributions, steps: int) -> List:
     """The loop events of a keyed continual release over public keys
     (``KeyedReleaseDriver``): every shard's seed, one ``ShardPartial`` per (shard, step) of the
-    already-bounded ``contributions`` (key, step, value) (value: the raw value for sums, the bin
-    label for histograms, ignored for counts), then the watermark that releases steps
+    already-bounded ``contributions`` (key, step, value) (value: the raw value for sums, means
+    and variances, the bin label for histograms, ignored for counts), then the watermark that releases steps
     0..steps-1."""
+    from collections import defaultdict  # pylint: disable=import-outside-toplevel
     from beam_dp.drivers.keyed import ShardPartial  # pylint: disable=import-outside-toplevel
+    from beam_dp.drivers.keyed import add_units  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
     sums: Dict[Tuple[int, int], Dict[int, int]] = {}
     for key, step, value in contributions:
         micros = driver.clock.step_bounds(step)[0]
         _, _, shard, flat, units = driver.extract(key, micros, value, _identity)
-        per_slot = sums.setdefault((shard, step), {})
-        per_slot[flat] = per_slot.get(flat, 0) + units
+        add_units(sums.setdefault((shard, step), defaultdict(int)), flat, units)
     events: List = [Element(shard, None) for shard in range(driver.num_shards)]
     for (shard, step), per_slot in sorted(sums.items()):
         events.append(Element(shard, ShardPartial(

@@ -11,8 +11,10 @@ from beam_dp.transforms.choose_bounds import BoundsOutputs
 from beam_dp.transforms.choose_bounds import ChooseContributionBounds
 from beam_dp.transforms.continual import ContinualCountPerKey
 from beam_dp.transforms.continual import ContinualHistogramPerKey
+from beam_dp.transforms.continual import ContinualMeanPerKey
 from beam_dp.transforms.continual import ContinualSumPerKey
 from beam_dp.transforms.distinct import ContinualDistinctCountPerKey
+from beam_dp.transforms.continual import ContinualVariancePerKey
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.contribution_bounding import BoundedOutputs
 from beam_dp.transforms.dynamic import DynamicCountPerKey
@@ -43,9 +45,11 @@ __all__ = [
     'ContinualDistinctCountPerKey',
     'ContinualERM',
     'ContinualHistogramPerKey',
+    'ContinualMeanPerKey',
     'ContinualOutputs',
     'ContinualQuantilesPerKey',
     'ContinualSumPerKey',
+    'ContinualVariancePerKey',
     'DynamicCountPerKey',
     'ERMOutputs',
     'GrowingDatabaseOutputs',

@@ -63,7 +63,9 @@ from beam_dp.transforms.shell import ContinualOutputs
 __all__ = [
     'ContinualCountPerKey',
     'ContinualHistogramPerKey',
+    'ContinualMeanPerKey',
     'ContinualSumPerKey',
+    'ContinualVariancePerKey',
     'PrivateKeys',
 ]
 
@@ -87,7 +89,8 @@ class _ContinualPerKey(shell.ShellTransform):
                  key_fn: Callable[[Any], Any] = _FIRST,
                  value_fn: Optional[Callable[[Any], Any]] = None,
                  lower: Optional[float] = None, upper: Optional[float] = None,
-                 grid_bits: int = 10, bins: Sequence[str] = (), allowed_lateness=0,
+                 grid_bits: int = 10, bins: Sequence[str] = (),
+                 count_share: Optional[float] = None, allowed_lateness=0,
                  horizon_steps: Optional[int] = None, mechanism: str = 'auto',
                  estimator: Optional[str] = None, output='cumulative', num_shards: Optional[int] = None, noise_key: Optional[str] = None,
                  debug_metrics: bool = False, testing_seed: Optional[int] = None,
@@ -109,12 +112,13 @@ class _ContinualPerKey(shell.ShellTransform):
                 self._key_input = public_keys
                 private_keys = KeySetInput(8 if num_shards is None else num_shards)
                 public_keys, num_shards = None, None
+            extra = {'count_share': count_share} if self._metric in ('mean', 'variance') else {}
             self._driver = KeyedReleaseDriver.of_arguments(
                 owner, self._metric, public_keys=public_keys, private_keys=private_keys,
                 num_shards=num_shards, lower=lower, upper=upper, grid_bits=grid_bits,
                 budget=budget, privacy_unit=privacy_unit, clock=clock,
                 horizon_steps=horizon_steps, estimator=estimator, mechanism=mechanism,
-                bins=tuple(bins), output=output)
+                bins=tuple(bins), output=output, **extra)
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
@@ -188,7 +192,7 @@ _RETURNS = """
 
 
 @arguments.public(docs=arguments.KEYED_DOCS, drop=('value_fn', 'lower', 'upper', 'grid_bits',
-                                                   'bins'), hints=_NOT_FOR_COUNTS)
+                                                   'bins', 'count_share'), hints=_NOT_FOR_COUNTS)
 class ContinualCountPerKey(_ContinualPerKey):
     """Continual counts per public key on a fixed event-time schedule.
 
@@ -243,8 +247,9 @@ class ContinualCountPerKey(_ContinualPerKey):
     _metric = 'count'
 
 
-@arguments.public(docs=arguments.KEYED_DOCS, drop=('bins',), required=('lower', 'upper'),
-                  defaults={'value_fn': _SECOND}, hints=_NOT_FOR_SUMS)
+@arguments.public(docs=arguments.KEYED_DOCS, drop=('bins', 'count_share'),
+                  required=('lower', 'upper'), defaults={'value_fn': _SECOND},
+                  hints=_NOT_FOR_SUMS)
 class ContinualSumPerKey(_ContinualPerKey):
     __doc__ = """Continual sums per public key of a clamped value.
 
@@ -260,7 +265,7 @@ class ContinualSumPerKey(_ContinualPerKey):
 
 
 @arguments.public(docs={**arguments.KEYED_DOCS, 'value_fn': arguments.BIN_FN_DOC},
-                  drop=('lower', 'upper', 'grid_bits'), required=('bins',),
+                  drop=('lower', 'upper', 'grid_bits', 'count_share'), required=('bins',),
                   defaults={'value_fn': _SECOND}, hints=_NOT_FOR_HISTOGRAMS)
 class ContinualHistogramPerKey(_ContinualPerKey):
     __doc__ = """Continual histograms per public key over public bins.
@@ -274,3 +279,72 @@ class ContinualHistogramPerKey(_ContinualPerKey):
 
     FIELD_ALIASES = {'value_fn': 'bin_field'}   # the bin is read by value_fn
     _metric = 'histogram'
+
+
+_NOT_FOR_RATIOS = {'bins': _NOT_FOR_COUNTS['bins']}
+_COUNT_SHARE_DOC = ('the share of the budget for the count, the rest split equally between the '
+                    'sums (None, default: an equal split, the minimax choice). A public prior: '
+                    'when the mean is expected near the midpoint of [lower, upper] the count '
+                    'matters less (docs/mean.md).')
+
+
+@arguments.public(docs={**arguments.KEYED_DOCS, 'value_fn': 'record → the value to average '
+                        '(default ``record[1]``).',
+                        'grid_bits': 'each clamped value is snapped to 2**-grid_bits of the '
+                                     'half-range (upper − lower)/2 around the midpoint (default '
+                                     '10).', 'count_share': _COUNT_SHARE_DOC},
+                  drop=('bins',), required=('lower', 'upper'), defaults={'value_fn': _SECOND},
+                  hints=_NOT_FOR_RATIOS)
+class ContinualMeanPerKey(_ContinualPerKey):
+    """Continual means per key of a value clamped to [``lower``, ``upper``].
+
+    As ``ContinualSumPerKey`` (same keys, schedule, privacy units, private keys, counters and
+    dead letters), releasing for every key and step the mean of the values of the key's records
+    from ``start`` to the end of the step. Each key holds one 2-vector in the shard's vector
+    counter: the count and the sum of the values centred on the midpoint of [lower, upper]
+    (``beam_dp.drivers.mean``: the accounting of PipelineDP's MEAN, one budget split equally
+    between the two, as one joint counter). A value outside the bounds is clamped; a value that
+    is not a number (or NaN) is dead-lettered ('value is not a number: ...').
+
+    Release: ``value`` the mean (always within [lower, upper]); ``values`` = [noisy count,
+    noisy sum, mean_stddev] (``beam_dp.drivers.mean.MEAN_VALUES``); ``noise_stddev`` the exact
+    sd of the count's noise (public). ``mean_stddev`` is the delta-method estimate of the mean's
+    noise sd at the noisy values, capped at upper − lower; it is honest when the count is large
+    against ``noise_stddev`` (docs/mean.md: behaviour at tiny counts).
+
+    Returns:
+      ``ContinualOutputs(releases, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad or missing parameter, naming it.
+      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
+    """
+    _metric = 'mean'
+
+
+@arguments.public(docs={**arguments.KEYED_DOCS, 'value_fn': 'record → the value whose variance '
+                        'is released (default ``record[1]``).',
+                        'grid_bits': 'each clamped value is snapped to 2**-grid_bits of the half-range '
+                        '(upper − lower)/2 around the midpoint (default 10).',
+                        'count_share': _COUNT_SHARE_DOC},
+                  drop=('bins',), required=('lower', 'upper'), defaults={'value_fn': _SECOND},
+                  hints=_NOT_FOR_RATIOS)
+class ContinualVariancePerKey(_ContinualPerKey):
+    """Continual variances (and means) per key of a value clamped to [``lower``, ``upper``].
+
+    As ``ContinualMeanPerKey``, with a 3-vector per key: the count, the centred sum and the
+    centred sum of squares (PipelineDP's VARIANCE accounting: the budget split in three equal
+    parts, as one joint counter). Release: ``value`` the population variance of the clamped
+    values (always within [0, ((upper − lower)/2)²]); ``values`` = [noisy count, noisy sum,
+    mean, mean_stddev, variance_stddev] (``beam_dp.drivers.mean.VARIANCE_VALUES``);
+    ``noise_stddev`` the exact sd of the count's noise. The sds are delta-method estimates
+    (docs/mean.md).
+
+    Returns:
+      ``ContinualOutputs(releases, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad or missing parameter, naming it.
+      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
+    """
+    _metric = 'variance'

@@ -36,6 +36,7 @@ from beam_dp.drivers.key_layout import _ID_BITS
 from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.drivers.keyed import PrivatePartial
 from beam_dp.drivers.keyed import ShardPartial
+from beam_dp.drivers.keyed import add_units
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
 from beam_dp.privacy_unit import UserLevel
@@ -172,7 +173,7 @@ class _PreAggregateFn(beam.DoFn):
 
     def process(self, element):
         _, step, (shard, flat, units) = element
-        self._sums[(shard, step)][flat] += units
+        add_units(self._sums[(shard, step)], flat, units)
 
     def finish_bundle(self):
         yield from _emit_sums(self._clock, self._sums)
@@ -261,7 +262,7 @@ class _ExtractAndAggregateFn(_CodedEntryFn):
                                                                self._value_fn)
         except InvalidRecordError as e:
             return [shell.dead_letter(self._label, _STAGE, str(e), record, micros)]
-        self._sums[(shard, step)][slot] += units
+        add_units(self._sums[(shard, step)], slot, units)
         if self._keep:
             self._kept_slow.add_one(shard, step, record, micros)
         return ()
@@ -380,7 +381,7 @@ class _ExtractAndAggregatePrivateFn(_CodedEntryFn):
         entry = per_key.get(key)
         if entry is None:
             entry = per_key[key] = [[0] * self._bins, 0]
-        entry[0][bin_index] += units
+        add_units(entry[0], bin_index, units)
         entry[1] += 1
         if self._keep:
             self._kept.add_one(shard, step, record, micros)

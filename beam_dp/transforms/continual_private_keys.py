@@ -35,6 +35,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beam_dp import noise
 from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.drivers.keyed import PrivatePartial
+from beam_dp.drivers.keyed import add_units
 from beam_dp.drivers.private_keys import PrivateKeysShard
 from beam_dp.drivers.private_keys import ShardKeys
 from beam_dp.privacy_unit import UserLevel
@@ -71,7 +72,7 @@ class _PreAggregateFn(beam.DoFn):
         entry = per_key.get(key)
         if entry is None:
             entry = per_key[key] = [[0] * self._bins, 0]
-        entry[0][bin_index] += units
+        add_units(entry[0], bin_index, units)
         entry[1] += new_units
 
     def finish_bundle(self):

@@ -28,7 +28,8 @@ def pipelinedp_batch(rows, keys: Sequence[str], metric: str, epsilon: float, bou
     import pipeline_dp   # pylint: disable=import-outside-toplevel
     accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=epsilon, total_delta=delta)
     engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
-    kind = {'count': pipeline_dp.Metrics.COUNT, 'sum': pipeline_dp.Metrics.SUM}[metric]
+    kind = {'count': pipeline_dp.Metrics.COUNT, 'sum': pipeline_dp.Metrics.SUM,
+            'mean': pipeline_dp.Metrics.MEAN, 'variance': pipeline_dp.Metrics.VARIANCE}[metric]
     if bounds.C is not None and bounds.C < bounds.K * bounds.m * bounds.S:
         # C is the binding bound (beam_dp's L1 = C): PipelineDP's total bound per unit.
         contribution = dict(max_contributions=bounds.C)
@@ -38,8 +39,8 @@ def pipelinedp_batch(rows, keys: Sequence[str], metric: str, epsilon: float, bou
     params = pipeline_dp.AggregateParams(
         metrics=[kind], noise_kind=(pipeline_dp.NoiseKind.GAUSSIAN if delta > 0
                                     else pipeline_dp.NoiseKind.LAPLACE), **contribution,
-        min_value=min_value if metric == 'sum' else None,
-        max_value=max_value if metric == 'sum' else None)
+        min_value=min_value if metric != 'count' else None,
+        max_value=max_value if metric != 'count' else None)
     extractors = pipeline_dp.DataExtractors(privacy_id_extractor=lambda r: r[0],
                                             partition_extractor=lambda r: r[1],
                                             value_extractor=lambda r: r[2])

@@ -26,10 +26,11 @@ from benchmarks.aggregations.data import Bounds
 from benchmarks.aggregations.keyed import Config
 
 HERE = pathlib.Path(__file__).resolve().parent
-AGGREGATES = ['count', 'sum', 'quantiles']   # others append their module name here
+AGGREGATES = ['count', 'sum', 'quantiles', 'mean', 'variance']   # others append their module name here
 
 COLUMNS = ('method', 'output', 'mechanism', 'bias', 'noise', 'noise_predicted', 'total',
-           'vs_pipelinedp_batch', 'noise_vs_pipelinedp_batch', 'vs_differencing(beam_dp)')
+           'vs_pipelinedp_batch', 'noise_vs_pipelinedp_batch', 'vs_pipelinedp_batch_clamped',
+           'vs_differencing(beam_dp)')
 
 
 def _fmt(v) -> str:

@@ -57,7 +57,13 @@ def _run_aggregating_entry(fn, record, micros):
         unit, (shard, (step, positions, values)) = out.value
         assert list(out.windows) == [GlobalWindow()] and out.timestamp.micros == \
             driver.clock.step_end(step) - 1
-        (slot,), (units,) = positions.tolist(), values.tolist()
+        if getattr(driver, 'is_ratio', False):   # one record: every coordinate of its key
+            slots, coordinates = positions.tolist(), values.tolist()
+            slot, units = min(slots), tuple(u for _, u in sorted(zip(slots, coordinates)))
+            assert slots == list(range(slot, slot + len(slots))) or sorted(slots) == list(
+                range(slot, slot + len(slots)))
+        else:
+            (slot,), (units,) = positions.tolist(), values.tolist()
         key_index = slot // driver.bins_per_key * driver.num_shards + shard
         valid.append((unit, (key_index, step, (shard, slot, units))))
     return valid, dead, other
@@ -109,7 +115,10 @@ def _check_one_outcome(valid, dead, other, stage='ExtractAndValidate'):
 CONTINUAL = ['ContinualCountPerKey', 'ContinualCountPerKey/user', 'ContinualCountPerKey/private',
              'ContinualSumPerKey', 'ContinualHistogramPerKey', 'ContinualQuantilesPerKey',
              'ContinualQuantilesPerKey/user', 'ContinualQuantilesPerKey/private',
-             'ContinualCountPerKey/window', 'ContinualCountPerKey/per_step/private']
+             'ContinualCountPerKey/window', 'ContinualCountPerKey/per_step/private',
+             'ContinualMeanPerKey', 'ContinualVariancePerKey']
+#: Families whose record adds a tuple of coordinates (count, centred sum[, squares]) per key.
+RATIOS = ('ContinualMeanPerKey', 'ContinualVariancePerKey')
 
 
 def _continual_good(name, record, micros):
@@ -120,7 +129,7 @@ def _continual_good(name, record, micros):
         return False
     if name.endswith(('user', 'private')) and not _good_unit(unit):
         return False
-    if name.startswith('ContinualSumPerKey'):
+    if name.startswith('ContinualSumPerKey') or name in RATIOS:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and \
             math.isfinite(value)
     if name == 'ContinualHistogramPerKey':
@@ -140,7 +149,13 @@ def check_continual(name, transform, fn, record, micros):
     for unit, (key_id, step, payload, *_) in valid:
         assert 0 <= step <= LAST_STEP
         units = payload[-2] if driver.private_keys is not None else payload[-1]
-        assert isinstance(units, int) and abs(units) <= driver.value_bound_units
+        if getattr(driver, 'is_ratio', False):   # (w_count, centred sum[, square]), each ≤ D
+            assert type(units) is tuple and len(units) == driver.bins_per_key
+            assert units[0] == driver.value_bound_units
+            assert all(isinstance(u, int) and abs(u) <= driver.value_bound_units
+                       for u in units)
+        else:
+            assert isinstance(units, int) and abs(units) <= driver.value_bound_units
         if driver.private_keys is not None:
             assert type(key_id) is str
             key_id.encode('utf-8')

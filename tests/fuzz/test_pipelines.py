@@ -30,6 +30,7 @@ from beam_dp.io.records import DeadLetter
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.continual import ContinualCountPerKey
+from beam_dp.transforms.continual import ContinualMeanPerKey
 from beam_dp.transforms.dynamic import DynamicCountPerKey
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
@@ -166,6 +167,35 @@ def test_continual_quantiles_account_for_every_record(user_level, layout):
         assert in_state + len(dead) == len(specs), (in_state, len(dead))
         assert 0 < in_state < len(specs)
         assert all(-2.0 <= v <= 3.0 for r in releases for v in r.values)
+
+    check()
+
+
+@pytest.mark.parametrize('user_level', [False, True])
+def test_continual_means_account_for_every_record(user_level):
+    """Hostile values (strings, NaN, infinities, huge ints, unreadable records) through
+    ``ContinualMeanPerKey``: each record is either in the released count (noise-free) or a
+    dead letter; every released mean is within the bounds."""
+    @ONE_RUN
+    @given(RECORDS)
+    def check(specs):
+        key_fn, value_fn, unit_fn = _lookups(specs)
+        unit = UserLevel(unit_fn=unit_fn, max_keys_per_unit=2, max_contributions_per_step=2,
+                         max_steps_per_unit=5) if user_level else None
+        t = ContinualMeanPerKey(public_keys=KEYS, start=0, step=1, end=10, budget=NOISE_FREE,
+                                key_fn=key_fn, value_fn=value_fn, privacy_unit=unit,
+                                lower=-2.0, upper=3.0)
+        releases, dead, _ = _run(specs, t)
+        assert {r.step for r in releases} == set(range(10))
+        assert all(-2.0 <= r.value <= 3.0 and r.metric == 'mean' for r in releases)
+        last = {}
+        for r in releases:
+            if r.key not in last or r.step > last[r.key].step:
+                last[r.key] = r
+        in_state = round(sum(r.values[0] for r in last.values()))
+        assert in_state + len(dead) == len(specs), (in_state, len(dead))
+        assert 0 < in_state < len(specs)
+        assert any(d.reason.startswith('value is not a number') for d in dead)
 
     check()
 
