@@ -283,3 +283,22 @@ def test_count_share_helps_a_mean_near_the_midpoint():
         assert (sds[1] < sds[0]) == better
         if u_bar == 0.0:
             assert sds[0] / sds[1] == pytest.approx(1.8, rel=0.02)
+
+
+@pytest.mark.parametrize('output,expected', [
+    ('per_step', {0: 5.0, 1: 25.0, 2: 10.0}),          # step 2: no record, the midpoint
+    (('window', 2), {0: 5.0, 1: 15.0, 2: 25.0}),
+])
+def test_per_step_and_window_means(output, expected):
+    """The keyed driver's per-step / window outputs (docs/windows.md) run on the mean's
+    vector: each release decodes the window's (count, centred sum)."""
+    driver = KeyedReleaseDriver(metric='mean', budget=PrivacyBudget(epsilon=1e7),
+                                privacy_unit=EventLevel(),
+                                clock=StepClock(0, 60_000_000, last_step=HORIZON - 1),
+                                layout=KeyLayout.of(list(KEYS), 1), lower=LOWER, upper=UPPER,
+                                output=output)
+    contributions = [('a', 0, 0.0), ('a', 0, 10.0), ('a', 1, 20.0), ('a', 1, 30.0)]
+    out = replay(driver.loop_driver(), keyed_events(driver, contributions, 3), label='W',
+                 seed=1, end_input=False)
+    got = {r.step: r.value for r in out.releases if r.key == 'a'}
+    assert got == pytest.approx(expected, abs=1e-3)
