@@ -30,12 +30,15 @@ def pipelinedp_batch(rows, keys: Sequence[str], metric: str, epsilon: float, bou
     engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
     kind = {'count': pipeline_dp.Metrics.COUNT, 'sum': pipeline_dp.Metrics.SUM,
             'mean': pipeline_dp.Metrics.MEAN, 'variance': pipeline_dp.Metrics.VARIANCE}[metric]
-    if bounds.C is not None and bounds.C < bounds.K * bounds.m * bounds.S:
+    # PipelineDP 0.3.1 refuses max_contributions for VARIANCE: K partitions and min(m·S, C)
+    # per partition there (its L1 is then up to K× beam_dp's when C binds).
+    if metric != 'variance' and bounds.C is not None and bounds.C < bounds.K * bounds.m * bounds.S:
         # C is the binding bound (beam_dp's L1 = C): PipelineDP's total bound per unit.
         contribution = dict(max_contributions=bounds.C)
     else:
         contribution = dict(max_partitions_contributed=bounds.K,
-                            max_contributions_per_partition=bounds.m * bounds.S)
+                            max_contributions_per_partition=bounds.per_key_total()
+                            if metric == 'variance' else bounds.m * bounds.S)
     params = pipeline_dp.AggregateParams(
         metrics=[kind], noise_kind=(pipeline_dp.NoiseKind.GAUSSIAN if delta > 0
                                     else pipeline_dp.NoiseKind.LAPLACE), **contribution,

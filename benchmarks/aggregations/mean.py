@@ -50,7 +50,9 @@ def driver(metric: str, cfg: keyed.Config, data: Flights, mechanism: str,
     b = cfg.bounds
     unit = UserLevel(unit_fn=len, max_keys_per_unit=b.K, max_contributions_per_step=b.m,
                      max_steps_per_unit=b.S, max_total_contributions=b.C)
-    return KeyedReleaseDriver(metric=metric, budget=PrivacyBudget(epsilon=cfg.epsilon),
+    budget = (PrivacyBudget(epsilon=cfg.epsilon, delta=cfg.delta) if cfg.delta
+              else PrivacyBudget(epsilon=cfg.epsilon))
+    return KeyedReleaseDriver(metric=metric, budget=budget,
                               privacy_unit=unit, clock=StepClock(0, 1, last_step=HORIZON - 1),
                               layout=KeyLayout(list(data.top_keys), 1), mechanism=mechanism,
                               lower=LOWER, upper=UPPER, grid_bits=cfg.grid_bits,
@@ -132,7 +134,7 @@ def cases(metric: str, cfg: keyed.Config) -> (Flights, List[Dict]):
         runs.append((f'beam_dp(count_share={COUNT_SHARE})', 'auto', COUNT_SHARE))
     for name, mech, share in runs:
         drv = driver(metric, cfg, data, mech, share)
-        w = ratio.weights(metric, cfg.grid_bits, share)
+        w = ratio.weights(metric, cfg.grid_bits, share, gaussian=drv.budget.is_zcdp)
         est = run_driver(drv, daily_bounded if share is None else daily_coordinates(
             metric, data, mask, cfg.grid_bits, w), cfg.seeds)
         if share is None:
@@ -149,7 +151,7 @@ def cases(metric: str, cfg: keyed.Config) -> (Flights, List[Dict]):
     raw = np.clip(data.value, LOWER, UPPER)
     pdp = baselines.pipelinedp_runs(data.rows(values=raw), data.top_keys, metric, cfg.epsilon,
                                     cfg.bounds, cfg.pipelinedp_seeds, min_value=LOWER,
-                                    max_value=UPPER)
+                                    max_value=UPPER, delta=cfg.delta)
     rows.append(baselines.summary('pipelinedp_batch', 'final', pdp, final_true,
                                   extra=dict(mechanism='PipelineDP 0.3.1 Laplace')))
     # PipelineDP neither clamps its mean to [lower, upper] nor its variance to [0, r²]: its
