@@ -50,7 +50,8 @@ def driver(metric: str, cfg: keyed.Config, data: Flights, mechanism: str,
     b = cfg.bounds
     unit = UserLevel(unit_fn=len, max_keys_per_unit=b.K, max_contributions_per_step=b.m,
                      max_steps_per_unit=b.S, max_total_contributions=b.C)
-    budget = (PrivacyBudget(epsilon=cfg.epsilon, delta=cfg.delta) if cfg.delta
+    budget = (PrivacyBudget(epsilon=cfg.epsilon, delta=cfg.delta)
+              if cfg.delta > 0 and mechanism != 'per_step'   # per-step noise is pure ε
               else PrivacyBudget(epsilon=cfg.epsilon))
     return KeyedReleaseDriver(metric=metric, budget=budget,
                               privacy_unit=unit, clock=StepClock(0, 1, last_step=HORIZON - 1),
