@@ -154,13 +154,13 @@ def cases(metric: str, cfg: keyed.Config) -> (Flights, List[Dict]):
                                     cfg.bounds, cfg.pipelinedp_seeds, min_value=LOWER,
                                     max_value=UPPER, delta=cfg.delta)
     rows.append(baselines.summary('pipelinedp_batch', 'final', pdp, final_true,
-                                  extra=dict(mechanism='PipelineDP 0.3.1 Laplace')))
+                                  extra=dict(mechanism='PipelineDP 0.3.1 ' + ('Gaussian' if cfg.delta else 'Laplace'))))
     # PipelineDP neither clamps its mean to [lower, upper] nor its variance to [0, r²]: its
     # rare releases at a tiny noisy count dominate an RMS. Clamped (post-processing, free):
     r = (UPPER - LOWER) / 2
     clamped = np.clip(pdp, LOWER, UPPER) if metric == 'mean' else np.clip(pdp, 0.0, r * r)
     rows.append(baselines.summary('pipelinedp_batch_clamped', 'final', clamped, final_true,
-                                  extra=dict(mechanism='PipelineDP 0.3.1 Laplace, clamped')))
+                                  extra=dict(mechanism='PipelineDP 0.3.1 ' + ('Gaussian' if cfg.delta else 'Laplace') + ', clamped')))
     baselines.ratios(rows, 'pipelinedp_batch', 'final')
     baselines.ratios(rows, 'pipelinedp_batch_clamped', 'final')
 
