@@ -25,7 +25,7 @@ def _fn(time_fn=None):
                                  release_budget=PrivacyBudget(rho=0.5), horizon=HORIZON,
                                  start=0, step=1, unit_fn=lambda r: r[2], time_fn=time_fn,
                                  label='Fuzz')
-    return _ExtractFn('Fuzz', t._key_fn, t._unit_fn, t._time_fn, t._clock)
+    return _ExtractFn('Fuzz', *t._fns, t._clock)
 
 
 ELEMENT_TIME = _fn()
