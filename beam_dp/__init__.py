@@ -51,6 +51,8 @@ from beam_dp.transforms import ContinualQuantilesPerKey
 from beam_dp.transforms import ContinualSumPerKey
 from beam_dp.transforms import ContinualVariancePerKey
 from beam_dp.transforms import DynamicCountPerKey
+from beam_dp.transforms import DynamicHistogramPerKey
+from beam_dp.transforms import DynamicLinearQueriesPerKey
 from beam_dp.transforms import ERMOutputs
 from beam_dp.transforms import GrowingDatabaseOutputs
 from beam_dp.transforms import KeySelectionOutputs
@@ -90,6 +92,8 @@ __all__ = [
     'ContinualVariancePerKey',
     'DeadLetter',
     'DynamicCountPerKey',
+    'DynamicHistogramPerKey',
+    'DynamicLinearQueriesPerKey',
     'ERMLedgerRow',
     'ERMOutputs',
     'EventLevel',

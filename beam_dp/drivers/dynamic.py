@@ -81,11 +81,17 @@ def classify(live: Dict[Hashable, int], record_id, op: int) -> Optional[str]:
 
 
 class DynamicDriver(KeyDriver):
-    """Payloads are tuples of raw (record_id, op) updates; ``registry`` is {live id: bin}."""
+    """Payloads are tuples of raw (record_id, op) or (record_id, op, bin) updates (an
+    insertion's bin; a deletion takes its record's bin from the registry); ``registry`` is
+    {live id: bin}. ``bins``: the public bin count (1 for counts); ``answer_dimension``: the
+    released width (bins, or |𝒬| for C9 with a plug-in)."""
 
-    def __init__(self, mechanism, selection, construction: str, clock=None):
+    def __init__(self, mechanism, selection, construction: str, clock=None, bins: int = 1,
+                 answer_dimension: Optional[int] = None):
         super().__init__(mechanism, selection, clock)
         self.construction = construction
+        self.bins = bins
+        self.answer_dimension = bins if answer_dimension is None else answer_dimension
 
     def empty(self):
         return ()
@@ -98,23 +104,24 @@ class DynamicDriver(KeyDriver):
 
     def _ignored(self, op: int) -> Update:
         if self.construction == 'two_stream':
-            return Update(None, op, 1)          # the hidden bin (dimension 1 + 1)
+            return Update(None, op, self.bins)  # the hidden bin (dimension bins + 1)
         return Update(None, op, 0)
 
     def prepare(self, state, step, payload) -> Tuple[tuple, tuple, dict]:
         live = dict(state.registry or {})
         fed, rejected = [], []
-        for rid, op in sorted(payload, key=_sort_key):
+        for update in sorted(payload, key=_sort_key):
+            rid, op = update[0], update[1]
             reason = classify(live, rid, op)
             if reason is not None:
                 rejected.append((reason, {'record_id': rid, 'op': op, 'step': step}))
                 fed.append(self._ignored(op))
                 continue
             if op == 1:
-                live[rid] = 0
+                item = live[rid] = update[2] if len(update) > 2 else 0
             else:
-                live.pop(rid)
-            fed.append(Update(rid, op, 0))
+                item = live.pop(rid)
+            fed.append(Update(rid, op, item))
         return tuple(fed), tuple(rejected), live
 
     def first_input(self, state, candidate_input):
@@ -131,7 +138,7 @@ class DynamicDriver(KeyDriver):
         return inserts + rest
 
     def answer(self, release):
-        return tuple(release.answer[:1])
+        return tuple(release.answer[:self.answer_dimension])
 
     def noise_sd(self, mechanism_state) -> float:
         if self.construction != 'two_stream':

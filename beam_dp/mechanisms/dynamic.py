@@ -185,8 +185,14 @@ class FullyDynamicCounter(SegmentedParams):
       c_theta, max_segment_ticks, monotone, skip_ahead: the partitioner's.
       dimension: number of bins.
       debug: ``NoiseFreeDebug`` for structural tests only.
+      plugin: a ``StaticLinearMechanism`` over ``dimension`` bins (``beam_dp.mechanisms.plugin``):
+        Qiu & Yi's black-box route — every node releases the plug-in's answers to its query
+        class 𝒬 and runs it on its deletions (Algorithm 3, four components per round); the
+        answer is then the |𝒬| query answers instead of the bins. None: the Laplace
+        histogram (counts and histograms).
     """
     debug: Optional[NoiseFreeDebug] = None
+    plugin: Optional[object] = None
 
     def __post_init__(self):
         owner = type(self).__name__
@@ -219,7 +225,13 @@ class FullyDynamicCounter(SegmentedParams):
         rather than raise mid-stream (its answer is 0: the records it holds are then not
         counted, at a noise scale above 2**40 where no count is meaningful)."""
         return NodeMechanism(self.level_epsilon(level), self.beta / 2 * basel_weight(level),
-                             self.dimension, self.debug, halt_unsamplable=level > 1)
+                             self.dimension, self.debug, halt_unsamplable=level > 1,
+                             plugin=self.plugin)
+
+    @property
+    def answer_dimension(self) -> int:
+        """Bins, or |𝒬| with a plug-in."""
+        return self.dimension if self.plugin is None else len(self.plugin.queries)
 
     def privacy_cost(self) -> PrivacyCost:
         if self.debug is not None:
@@ -229,7 +241,7 @@ class FullyDynamicCounter(SegmentedParams):
 
     def init_state(self) -> FullyDynamicState:
         return FullyDynamicState(self.partitioner.init_state(), 0, {}, {}, frozenset(), {},
-                                 (0.0,) * self.dimension)
+                                 (0.0,) * self.answer_dimension)
 
     def _ingest(self, live, pending, pending_deletes, updates):
         """Dataset logic for one tick's updates (ignored ones are still counted)."""
@@ -277,7 +289,7 @@ class FullyDynamicCounter(SegmentedParams):
             live[rid] = (k, item)
         mech = self.node_mechanism(fenwick.node_level(k))
         nodes[k] = mech.build(k, merged, rng)
-        answer = np.zeros(self.dimension)
+        answer = np.zeros(self.answer_dimension)
         for a in fenwick.prefix_chain(k):
             answer += np.asarray(nodes[a].answer)
         return dataclasses.replace(state, segments=k, live=live, pending={},

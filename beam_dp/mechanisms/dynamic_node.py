@@ -33,6 +33,9 @@ from beam_dp.accounting import PrivacyCost
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
+from beam_dp.mechanisms.plugin import PluginCounterState
+from beam_dp.mechanisms.plugin import PluginInsertionCounter
+from beam_dp.mechanisms.plugin import StaticLinearMechanism
 from beam_dp.noise import RandomSource
 from beam_dp.noise import discrete_laplace
 from beam_dp.noise.samplers import as_rational_up
@@ -177,9 +180,20 @@ class NodeMechanism:
     dimension: int = 1
     debug: Optional[NoiseFreeDebug] = None
     halt_unsamplable: bool = False
+    plugin: Optional[object] = None
 
     def __post_init__(self):
         owner = type(self).__name__
+        if self.plugin is not None:
+            if not isinstance(self.plugin, StaticLinearMechanism):
+                raise InvalidParamsError(f'{owner}: plugin must be a StaticLinearMechanism, got '
+                                         f'{self.plugin!r:.80}.')
+            if self.debug is not None:
+                raise InvalidParamsError(f'{owner}: debug mode has no plug-in variant.')
+            if self.plugin.domain_size != self.dimension:
+                raise InvalidParamsError(f'{owner}: plugin domain_size '
+                                         f'{self.plugin.domain_size} != dimension '
+                                         f'{self.dimension}.')
         object.__setattr__(self, 'epsilon', v.check_positive(owner, 'epsilon', self.epsilon))
         object.__setattr__(self, 'beta', v.check_probability(owner, 'beta', self.beta,
                                                              allow_zero=False))
@@ -194,6 +208,11 @@ class NodeMechanism:
         if self.debug is not None:
             raise UnsupportedMechanismError('NodeMechanism: debug mode has no privacy cost.')
         return PrivacyCost(epsilon=self.epsilon)
+
+    @property
+    def answer_dimension(self) -> int:
+        """Bins (Laplace histogram) or |𝒬| (plug-in)."""
+        return self.dimension if self.plugin is None else len(self.plugin.queries)
 
     def round_epsilon(self, r: int) -> float:
         return 3 * self.epsilon / (2 * math.pi ** 2 * r * r)
@@ -218,11 +237,16 @@ class NodeMechanism:
                            minlength=self.dimension)[:self.dimension]
 
     def _inner_init(self, r: int, dimension: int):
+        if self.plugin is not None and dimension == self.dimension:
+            return PluginInsertionCounter(self.plugin, self.round_epsilon(r)).init_state()
         if self.debug is not None:
             return (0,) * dimension
         return self._counter(r, dimension).init_state()
 
     def _inner_step(self, r: int, state, batch: np.ndarray, rng: RandomSource, labels):
+        if isinstance(state, PluginCounterState):
+            return PluginInsertionCounter(self.plugin, self.round_epsilon(r)).step(
+                state, batch, rng.derive(*labels))
         if self.debug is not None:
             total = tuple(int(a + b) for a, b in zip(state, batch))
             return np.asarray(total, dtype=np.float64), total
@@ -237,8 +261,8 @@ class NodeMechanism:
             # Round r's scales (∝ r²) are past the exact samplers' range: the node halts, as
             # it would on its threshold (2γ_r ≥ 2 ln(1/β_r)/ε_r, far above any count at that
             # scale). Decided by r alone, a function of released noisy values: no data used.
-            return NodeState(static=(0,) * self.dimension, halted=True,
-                             answer=(0.0,) * self.dimension, index=index, round=r,
+            return NodeState(static=(0,) * self.answer_dimension, halted=True,
+                             answer=(0.0,) * self.answer_dimension, index=index, round=r,
                              records=dict(records), deleted=frozenset(), n_tilde=0, deletions_hist=None,
                              deletions_count=None, steps=0, spent_epsilon=spent,
                              restarts=restarts)
@@ -248,11 +272,16 @@ class NodeMechanism:
                       deletions_count=self._inner_init(r, 1), steps=0,
                       spent_epsilon=spent + 4 * eps_r, restarts=restarts)
         if r > 1 and n_tilde < 2 * self.gamma(0, r):
-            return NodeState(static=(0,) * self.dimension, halted=True,
-                             answer=(0.0,) * self.dimension, **common)
-        static = self._hist(records) + self._noise(rng, ('node-s', index, r), 1 / eps_r,
-                                                   self.dimension)
-        static = tuple(int(x) for x in static)
+            return NodeState(static=(0,) * self.answer_dimension, halted=True,
+                             answer=(0.0,) * self.answer_dimension, **common)
+        if self.plugin is not None:
+            # M_𝒬's static release S on D(v) (ε_r), answers as unnormalised counts.
+            static = tuple(float(x) for x in self.plugin.release(
+                self._hist(records), eps_r, rng.derive('node-s', index, r)))
+        else:
+            static = self._hist(records) + self._noise(rng, ('node-s', index, r), 1 / eps_r,
+                                                       self.dimension)
+            static = tuple(int(x) for x in static)
         return NodeState(static=static, halted=False, answer=tuple(float(x) for x in static),
                          **common)
 

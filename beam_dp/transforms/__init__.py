@@ -18,6 +18,8 @@ from beam_dp.transforms.continual import ContinualVariancePerKey
 from beam_dp.transforms.contribution_bounding import BoundContributions
 from beam_dp.transforms.contribution_bounding import BoundedOutputs
 from beam_dp.transforms.dynamic import DynamicCountPerKey
+from beam_dp.transforms.dynamic import DynamicHistogramPerKey
+from beam_dp.transforms.dynamic import DynamicLinearQueriesPerKey
 from beam_dp.transforms.erm import ContinualERM
 from beam_dp.transforms.erm import ERMOutputs
 from beam_dp.transforms.erm import SlidingWindowERM
@@ -51,6 +53,8 @@ __all__ = [
     'ContinualSumPerKey',
     'ContinualVariancePerKey',
     'DynamicCountPerKey',
+    'DynamicHistogramPerKey',
+    'DynamicLinearQueriesPerKey',
     'ERMOutputs',
     'GrowingDatabaseOutputs',
     'KeySelectionOutputs',
