@@ -251,8 +251,9 @@ class DynamicLinearQueriesPerKey(DynamicCountPerKey):
             item = self._value_fn(record)
             if (isinstance(item, bool) or not isinstance(item, numbers.Integral)
                     or not 0 <= item < self._bin_count):
-                raise ValueError(f'domain element must be an int in [0, {self._bin_count}), '
-                                 f'got {item!r:.80}')
+                reason = (f'domain element must be an int in [0, {self._bin_count}), '
+                          f'got {item!r:.80}')
+                raise ValueError(reason)
             item = int(item)
         return ((rid, op, item),)
 
