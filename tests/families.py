@@ -19,6 +19,8 @@ from beam_dp.transforms.continual import ContinualVariancePerKey
 from beam_dp.transforms.continual import PrivateKeys
 from beam_dp.transforms.distinct import ContinualDistinctCountPerKey
 from beam_dp.transforms.dynamic import DynamicCountPerKey
+from beam_dp.transforms.dynamic import DynamicHistogramPerKey
+from beam_dp.transforms.dynamic import DynamicLinearQueriesPerKey
 from beam_dp.transforms.erm import ContinualERM
 from beam_dp.transforms.erm import SlidingWindowERM
 from beam_dp.transforms.pmwg import WindowedPMWG
@@ -100,6 +102,20 @@ FAMILIES = {
         public_keys=list(KEYS), budget=EPS, **_CLOCK, **kw)),
     'DynamicCountPerKey/fenwick': ('records', lambda **kw: DynamicCountPerKey(
         public_keys=list(KEYS), budget=EPS, construction='fenwick', **_CLOCK, **kw)),
+    'DynamicHistogramPerKey': ('records', lambda **kw: DynamicHistogramPerKey(
+        public_keys=list(KEYS), bins=list(BINS), budget=EPS,
+        value_fn=lambda r: BINS[len(str(r[1])) % 2], **_CLOCK, **kw)),
+    'DynamicHistogramPerKey/fenwick': ('records', lambda **kw: DynamicHistogramPerKey(
+        public_keys=list(KEYS), bins=list(BINS), budget=EPS, construction='fenwick',
+        value_fn=lambda r: BINS[len(str(r[1])) % 2], **_CLOCK, **kw)),
+    'DynamicLinearQueriesPerKey': ('records', lambda **kw: DynamicLinearQueriesPerKey(
+        public_keys=list(KEYS), budget=EPS, domain_size=DOMAIN, queries=_QUERIES,
+        value_fn=lambda r: len(str(r[1])) % DOMAIN, **_CLOCK, **kw)),
+    'DynamicLinearQueriesPerKey/laplace_histogram': ('records', lambda **kw: (
+        DynamicLinearQueriesPerKey(
+            public_keys=list(KEYS), budget=EPS, domain_size=DOMAIN, queries=_QUERIES,
+            static_mechanism='laplace_histogram', value_fn=lambda r: len(str(r[1])) % DOMAIN,
+            **_CLOCK, **kw))),
     'SelectKeys': ('records', lambda **kw: SelectKeys(
         budget=PrivacyBudget(epsilon=1.0, delta=1e-6), privacy_unit=UserLevel(
             **_fns({k: kw.pop(k) for k in ('privacy_unit_field',) if k in kw},
