@@ -46,7 +46,7 @@ BOOST_DOCS = {
             'when the watermark passes its end plus ``allowed_lateness`` (empty blocks too).',
     'preset': "the mechanism: 'tree_pmw_bypass' (Boost, Alg. 2; default), "
               "'tree_pmw_bypass_warm', 'pmw_bypass', or a baseline ('vanilla_pmw', 'laplace', "
-              "'exact_cache', 'tree_exact_cache').",
+              "'exact_cache', 'tree_exact_cache', 'max_cuts': the flat per-block baseline).",
     'alpha': 'the accuracy target α of every answer (a fraction of the window size; default 0.05).',
     'beta': 'the failure probability β of the α target (default 1e-3).',
     'readiness': 'the histogram readiness heuristic ``Readiness(c0, s0)`` (default the '

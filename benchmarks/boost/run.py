@@ -31,7 +31,7 @@ from progress import Recorder  # benchmarks/boost/progress.py
 SHAPE = (2, 2, 4, 8)
 SYSTEMS = ('pmw_bypass', 'vanilla_pmw', 'laplace', 'exact_cache', 'tree_exact_cache',
            'tree_pmw_bypass', 'tree_pmw_bypass_warm', 'tree_pmw_bypass_wsv',
-           'tree_pmw_bypass_warm_wsv')
+           'tree_pmw_bypass_warm_wsv', 'max_cuts')
 #: '<preset>_wsv': the preset with sv_scope='window' (the artifact's whole-window SV rule).
 WSV = '_wsv'
 

@@ -101,7 +101,10 @@ __all__ = [
 ]
 
 MODES = ('bypass', 'laplace', 'pmw')
-PLANNERS = ('mincuts', 'nocuts')
+PLANNERS = ('mincuts', 'nocuts', 'maxcuts')
+#: κ of the flat planner's leaves (negative: no overlapping tree; retention keeps a leaf while
+#: its block is live).
+FLAT_TREE = -2
 PATHS = ('EXACT', 'R1', 'R2', 'R3', 'MIXED')
 
 
@@ -115,7 +118,10 @@ class TreePMWBypass:
       epsilon_budget: ε_G, the capacity of every block's filter.
       mode: 'bypass' (PMW-Bypass), 'laplace' (no histograms) or 'pmw' (vanilla PMW: always
         ready, no bypass).
-      planner: 'mincuts' (dyadic tree, Alg. 2) or 'nocuts' (the window as one node).
+      planner: 'mincuts' (dyadic tree, Alg. 2), 'nocuts' (the window as one node) or
+        'maxcuts' (the flat baseline of spec 002 §3.6/§6.7, Q5: one histogram per block, a
+        window is split into its leaves; the SV runs on the widest contiguous run of ready
+        leaves, the rest is Laplace, exactly as Alg. 2 on the tree's cover; no window bound).
       exact_cache: serve repeated (query, node/window, α, β) from the cache.
       readiness, learning_rate, tau: the heuristic (C0, S0), lr schedule and update margin τ.
       tight: tight (Thm A.3) or loose PMW/SV calibration.
@@ -301,6 +307,8 @@ class TreePMWBypass:
     def _cover(self, first: int, last: int) -> List[tuple]:
         if self.planner == 'nocuts':
             return [(-1, first, last)]
+        if self.planner == 'maxcuts':
+            return [(FLAT_TREE, t, t) for t in range(first, last + 1)]
         return tree.tree_split(first, last, self.window_bound)
 
     _size = staticmethod(node_size)

@@ -9,6 +9,7 @@
 | ``tree_exact_cache`` | Laplace over the dyadic cover + per-node exact caches (MinCuts) |
 | ``tree_pmw_bypass`` | Alg. 2: Exact-Cache + tree-structured PMW-Bypass |
 | ``tree_pmw_bypass_warm`` | Alg. 2 with warm start |
+| ``max_cuts`` | the flat baseline (Q5, planner MaxCuts): Exact-Cache + PMW-Bypass per leaf block |
 """
 
 import dataclasses
@@ -38,6 +39,7 @@ PRESETS = {
     'tree_exact_cache': dict(mode='laplace', planner='mincuts', readiness=Readiness(c0=math.inf)),
     'tree_pmw_bypass': dict(mode='bypass', planner='mincuts'),
     'tree_pmw_bypass_warm': dict(mode='bypass', planner='mincuts', warm_start=True),
+    'max_cuts': dict(mode='bypass', planner='maxcuts'),
 }
 
 
