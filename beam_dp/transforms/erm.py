@@ -42,7 +42,6 @@ from beam_dp.drivers.erm import ERMStreamDriver
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.erm import ERMLedgerRow
 from beam_dp.io.erm import ModelRelease
-from beam_dp.mechanisms.erm import ContinualReleaseSchedule
 from beam_dp.mechanisms.erm import SlidingWindowChain
 from beam_dp.transforms import arguments
 from beam_dp.transforms import erm_options
@@ -217,6 +216,13 @@ class ContinualERM(_ERMTransform):
     algo 'dp_ftrl', kind 'prefix', level 0, no centre, block range [t, t+1) (the block it added
     to the counter, charged ε in the ledger; the model depends on blocks 0..t) and noise_scale
     the std of one weight's noise. benchmarks/erm: the more accurate on stationary streams.
+
+    ``algorithm='alg2'``: Alg 2 alone (``DyadicERMSchedule``), the multi-resolution release: at
+    t = q·2^k·B blocks node (k, q) is trained from scratch on the last 2^k·B blocks and
+    published (algo 'alg2', kind 'node', level k); a record pays Σ_k ε/2^{k+1} < ε.
+    ``algorithm='independent_blocks'`` (``IndependentBlocks``, spec 003 §7.1, Fig. 4(d)): each
+    block trained alone with the whole ε, one model per block (algo 'independent', kind
+    'block'): the baseline the paper compares Alg 4 against.
 """ + ERM_GUARANTEE + """
     Cite: Watson, Ghosh, Rozemberczki, Sarkar, "Continual and Sliding Window Release for
     Private Empirical Risk Minimization" (2022), Alg 4 (Alg 8 with ``sampling``), Thm 4;
@@ -245,10 +251,9 @@ class ContinualERM(_ERMTransform):
                 self._schedule = None
                 self._finish((learning_rate, grid_bits, counter))
                 return
-            self._schedule = ContinualReleaseSchedule(
-                blocks_per_base=blocks_per_base, epsilon=float(self._budget.epsilon),
-                base_fraction=base_fraction, variant=variant, max_level=max_level,
-                sampling=sampling)
+            self._schedule = erm_options.watson_schedule(
+                algorithm, float(self._budget.epsilon), blocks_per_base, base_fraction,
+                variant, max_level, sampling)
         self._finish()
 
 

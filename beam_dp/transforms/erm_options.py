@@ -24,10 +24,13 @@ from beam_dp.mechanisms.erm import PSGD
 from beam_dp.mechanisms.erm import BinaryLogistic
 from beam_dp.mechanisms.erm import ERMRelease
 from beam_dp.mechanisms.erm import SoftmaxCrossEntropy
+from beam_dp.mechanisms.erm.baselines import IndependentBlocks
 from beam_dp.mechanisms.erm.ftrl import DPFTRL
 from beam_dp.mechanisms.erm.ftrl import check_grid_bits
 from beam_dp.mechanisms.erm.ftrl import step_l1_sensitivity
 from beam_dp.mechanisms.erm.losses import Loss
+from beam_dp.mechanisms.erm.schedules import ContinualReleaseSchedule
+from beam_dp.mechanisms.erm.schedules import DyadicERMSchedule
 from beam_dp.transforms import arguments
 from beam_dp.transforms import shell
 
@@ -42,11 +45,12 @@ __all__ = [
     'ftrl_mechanism',
     'optimisers',
     'stream_driver',
+    'watson_schedule',
 ]
 
 LOSSES = {'softmax': SoftmaxCrossEntropy, 'logistic': BinaryLogistic}
 
-ALGORITHMS = ('alg4', 'dp_ftrl')
+ALGORITHMS = ('alg4', 'dp_ftrl', 'alg2', 'independent_blocks')
 #: The pure-ε counters DP-FTRL runs on ('per_step' and 'infinite_tree' need no horizon).
 FTRL_COUNTERS = ('auto', 'per_step', 'balanced_tree', 'kary_tree', 'binary_tree',
                  'infinite_tree')
@@ -57,6 +61,14 @@ _ALG4_ONLY = {'blocks_per_base': None, 'base_fraction': 0.5, 'variant': 'pseudoc
               'max_level': None, 'sampling': False, 'update_mu': None, 'passes': 10,
               'batch_size': 1, 'reproduce_paper': False}
 _FTRL_ONLY = {'learning_rate': 0.5, 'grid_bits': 8, 'counter': 'auto'}
+#: The arguments each algorithm takes (of ``_ALG4_ONLY`` ∪ ``_FTRL_ONLY``).
+_TAKES = {
+    'alg4': frozenset(_ALG4_ONLY),
+    'dp_ftrl': frozenset(_FTRL_ONLY),
+    'alg2': frozenset({'blocks_per_base', 'max_level', 'sampling', 'passes', 'batch_size',
+                       'reproduce_paper'}),
+    'independent_blocks': frozenset({'passes', 'batch_size', 'reproduce_paper'}),
+}
 
 #: Descriptions of every argument of the ERM transforms (``arguments.public``).
 ERM_DOCS = {
@@ -105,7 +117,12 @@ ERM_DOCS = {
     'reproduce_paper': 'the paper\'s constants (γ = 10 > μ, batch 256, 500 iterations, '
                        'data-dependent Yedida L): NOT differentially private; every release and '
                        'ledger row says so in ``privacy``. Default False.',
-    'algorithm': "'alg4' (default: Watson et al.'s continual release, Alg 4 with Alg 2 bases) "
+    'algorithm': "'alg4' (default: Watson et al.'s continual release, Alg 4 with Alg 2 bases), "
+                 "'alg2' (Alg 2 alone: the dyadic multi-resolution release, node (k, q) trained "
+                 'from scratch on the last 2^k·B blocks at t = q·2^k·B and published, a record '
+                 'pays Σ_k ε/2^{k+1} < ε; takes blocks_per_base, max_level, sampling), '
+                 "'independent_blocks' (the baseline of spec 003 §7.1: every block trained "
+                 'alone with the whole ε, one model per block) '
                  "or 'dp_ftrl' (DP-FTRL: each block's grid-rounded gradient sum at the current "
                  'released model is one step of a pure-ε continual counter; the model is '
                  '−S/(μN + 1/η) of its noisy prefix sum S, N = records so far; '
@@ -125,19 +142,37 @@ ERM_DOCS = {
 
 
 def check_algorithm_arguments(owner: str, algorithm: str, given: dict) -> None:
-    """Refuses an argument of the other algorithm (``given``: name → value as passed)."""
+    """Refuses an argument the algorithm does not take (``given``: name → value as passed)."""
     if algorithm not in ALGORITHMS:
         raise InvalidParamsError(f'{owner}: algorithm must be one of {ALGORITHMS}, got '
                                  f'{algorithm!r}.')
-    other = _ALG4_ONLY if algorithm == 'dp_ftrl' else _FTRL_ONLY
-    for name, default in other.items():
-        if name in given and given[name] != default:
-            applies = "'alg4' (Watson et al.)" if algorithm == 'dp_ftrl' else "'dp_ftrl'"
+    takes = _TAKES[algorithm]
+    for name, default in {**_ALG4_ONLY, **_FTRL_ONLY}.items():
+        if name not in takes and name in given and given[name] != default:
+            applies = ' or '.join(repr(a) for a in ALGORITHMS if name in _TAKES[a])
             raise InvalidParamsError(f'{owner}: {name}={given[name]!r} applies to '
                                      f'algorithm={applies} only, not algorithm={algorithm!r}.')
-    if algorithm == 'alg4' and given.get('blocks_per_base') is None:
-        raise InvalidParamsError(f"{owner}: blocks_per_base (B/b0: blocks per Alg 2 base "
-                                 f"model) is required with algorithm='alg4'.")
+    if algorithm in ('alg4', 'alg2') and given.get('blocks_per_base') is None:
+        what = 'Alg 2 base model' if algorithm == 'alg4' else 'level-0 Alg 2 node'
+        raise InvalidParamsError(f"{owner}: blocks_per_base (B/b0: blocks per {what}) is "
+                                 f"required with algorithm={algorithm!r}.")
+
+
+def watson_schedule(algorithm: str, epsilon: float, blocks_per_base: Optional[int],
+                    base_fraction: float, variant: str, max_level: Optional[int],
+                    sampling: bool):
+    """The release schedule of a Watson et al. algorithm (spec 003): 'alg4' Alg 4 with its Alg 2
+    prefix bases; 'alg2' Alg 2 alone (the dyadic multi-resolution release: node (k, q) on the
+    last 2^k·B blocks at t = q·2^k·B, every node published; Alg 6 with ``sampling``);
+    'independent_blocks' the baseline of §7.1 (each block trained alone with the whole ε)."""
+    if algorithm == 'alg2':
+        return DyadicERMSchedule(blocks_per_base=blocks_per_base, epsilon=epsilon,
+                                 max_level=max_level, sampling=sampling)
+    if algorithm == 'independent_blocks':
+        return IndependentBlocks(epsilon=epsilon)
+    return ContinualReleaseSchedule(blocks_per_base=blocks_per_base, epsilon=epsilon,
+                                    base_fraction=base_fraction, variant=variant,
+                                    max_level=max_level, sampling=sampling)
 
 
 def ftrl_mechanism(owner: str, loss: Loss, records_per_block: int, feature_dim: int,
