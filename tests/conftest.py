@@ -10,11 +10,14 @@ Markers (registered in pytest.ini, which runs with ``--strict-markers``):
 * ``statistical``: a statistical test (power against a mis-scaled sampler); applied to
   ``tests/statistical/``, and marked by hand where such a test sits next to the unit tests.
 * ``fuzz``: a property-based (hypothesis) test; applied to every ``@given`` test.
+* ``spec_size``: the variant of a statistical test at the sample size its spec names (next to a
+  faster default variant); skipped unless ``BEAM_DP_SPEC_SIZE=1`` or ``-m spec_size``.
 
 So ``pytest -m "not pipeline and not statistical"`` is the fast pure-Python tier and
 ``pytest -m pipeline`` the Beam tier. Runners are named explicitly (see ``tests/runners.py``).
 """
 
+import os
 import pathlib
 
 import pytest
@@ -42,9 +45,20 @@ def _marks_for(path: pathlib.Path):
     return _MARKS_BY_PATH.get(first, ())
 
 
+def _spec_size_enabled(config) -> bool:
+    """The ``spec_size`` variants run with BEAM_DP_SPEC_SIZE=1 or a -m naming the marker."""
+    return (os.environ.get('BEAM_DP_SPEC_SIZE') == '1'
+            or 'spec_size' in (config.getoption('markexpr', default='') or ''))
+
+
 def pytest_collection_modifyitems(config, items):
-    del config
+    spec_size = _spec_size_enabled(config)
     for item in items:
+        if not spec_size and item.get_closest_marker('spec_size') is not None:
+            # Skipped, not deselected: each audit still collects in full, and its default-size
+            # variant runs (tests/test_audits_run_in_ci.py).
+            item.add_marker(pytest.mark.skip(
+                reason='spec-size variant: set BEAM_DP_SPEC_SIZE=1 or pass -m spec_size'))
         present = {m.name for m in item.iter_markers()}
         wanted = list(_marks_for(pathlib.Path(str(item.fspath))))
         if getattr(getattr(item, 'obj', None), 'is_hypothesis_test', False):

@@ -24,9 +24,13 @@ from beam_dp.queries import LinearQuery
 from tests.statistical import FUDGE_FACTOR
 from tests.statistical import P_THRESHOLD
 from tests.statistical import SAMPLE_SIZE
+from tests.statistical import sizes
 from tests.statistical.stats import variance_pvalue
 
 pytestmark = pytest.mark.statistical
+
+#: Spec 000 §"Noise calibration": ≥ 10⁵ samples (the ``spec_size`` variants).
+SPEC_SAMPLES = 100_000
 
 
 def _assert_laplace_with_power(samples, scale):
@@ -39,31 +43,34 @@ def _assert_laplace_with_power(samples, scale):
     assert np.mean(np.abs(samples)) == pytest.approx(scale, rel=0.03 if samples.size < 10_000 else 0.02)
 
 
-def test_threshold_noise_is_laplace_2():
+@sizes(SAMPLE_SIZE // 2, SPEC_SAMPLES)
+def test_threshold_noise_is_laplace_2(size):
     """η (drawn once per round) has scale ETA_SCALE = 2(1 + 2^-7), the paper's Lap(2)."""
     rng = seeded(100)
     xi_delta = 0.01
     etas = []
-    for _ in range(SAMPLE_SIZE // 2):
+    for _ in range(size):
         rnd = _start_round(SVTRound(), 1000, xi_delta, rng)
         etas.append(math.ldexp(rnd.eta_units, -rnd.eta_bits))
     _assert_laplace_with_power(etas, ETA_SCALE)
 
 
-def test_query_noise_scale_4_over_xi():
+@sizes(SAMPLE_SIZE, SPEC_SAMPLES)
+def test_query_noise_scale_4_over_xi(size):
     """ν ~ Lap(4/ξ_t) on the sensitivity-1/t grid (the call svt_query makes)."""
     rng = seeded(101)
     noise, t = PowerNoise(30.0), 2500
-    released, _ = grid_laplace(rng, np.full(SAMPLE_SIZE, 0.3), NU_SCALE / noise.xi(t), 1 / t)
+    released, _ = grid_laplace(rng, np.full(size, 0.3), NU_SCALE / noise.xi(t), 1 / t)
     _assert_laplace_with_power((released - 0.3) * noise.xi(t) / NU_SCALE, 1.0)
 
 
-def test_numeric_answer_noise_scale_8_over_xi():
+@sizes(SAMPLE_SIZE // 4, SPEC_SAMPLES)
+def test_numeric_answer_noise_scale_8_over_xi(size):
     """NATG's halting answer is f(x_t) + Lap(8/ξ_t) (threshold far below: every query halts)."""
     rng = seeded(102)
     noise, t, value = PowerNoise(30.0), 2500, 0.4
     errors = []
-    for _ in range(SAMPLE_SIZE // 4):
+    for _ in range(size):
         above, numeric, _ = svt_query(SVTRound(), value, t, noise.xi(t), noise.xi_delta(t),
                                       -1e6, True, rng)
         assert above
@@ -83,10 +90,11 @@ def _laplace_box_errors(epsilon, t, runs, rng):
 
 
 @pytest.mark.parametrize('epsilon, t', [(0.0082645, 1000), (0.5, 10**6)])
-def test_laplace_box_noise_per_epoch(epsilon, t):
+@sizes(SAMPLE_SIZE // 20, SPEC_SAMPLES // 10, 'runs')     # 10 coordinates per run
+def test_laplace_box_noise_per_epoch(epsilon, t, runs):
     """Spec criterion 11: (y − Fx)·ε_i t/k is standard Laplace in every epoch."""
     rng = seeded(103)
-    errors, scale = _laplace_box_errors(epsilon, t, SAMPLE_SIZE // 20, rng)
+    errors, scale = _laplace_box_errors(epsilon, t, runs, rng)
     _assert_laplace_with_power(errors.ravel() / scale, 1.0)
 
 
