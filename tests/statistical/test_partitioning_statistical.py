@@ -87,12 +87,16 @@ def test_dense_stream_partitioner_utility(runs):
     # insertion per tick to t = 10^4.
     p = TimePartitioner(1.0, 0.1)
     root = seeded(99)
-    good_count, all_bounds = 0, 0
+    good_count, all_bounds, first_three = 0, 0, 0
     for run in range(runs):
         closes, _ = p.run({t: 1 for t in range(1, 10_001)}, 10_000, root.derive(run))
         closed = [c for c in closes if c.close_tick <= 10_000]
         good_count += 57 <= len(closed) <= 61
-        assert [c.close_tick for c in closed[:3]] == [2, 4, 16]
+        # The deadlines 2, 4, 16 always close a segment; that they are segments 1-3 holds
+        # with high probability only: an SVT halt at tick 1 (noise ≥ θ₁ − 1 ≈ 28) is a valid
+        # outcome (seed 99, run 18 of the 20-run spec_size variant: closes 1, 2, 4, 16).
+        assert {2, 4, 16} <= {c.close_tick for c in closed}
+        first_three += [c.close_tick for c in closed[:3]] == [2, 4, 16]
         ok = True
         for c in closed:
             size = c.close_tick - c.start_tick + 1          # one update per tick
@@ -103,4 +107,5 @@ def test_dense_stream_partitioner_utility(runs):
                 ok = False
         all_bounds += ok
     assert good_count >= 0.95 * runs
+    assert first_three >= 0.95 * runs
     assert all_bounds >= 0.9 * runs
