@@ -57,6 +57,21 @@ def _fns(kw, **fns):
     return {**fns, **kw}
 
 
+def _dyn_bin(r):
+    """A dynamic record's (key, record_id, op) bin label (a public function of its id)."""
+    return BINS[len(str(r[1])) % 2]
+
+
+def _dyn_element(r):
+    """A dynamic record's domain element (a public function of its id)."""
+    return len(str(r[1])) % DOMAIN
+
+
+def _dyn_label(kw, field, fn):
+    """``kw`` plus ``value_fn=fn`` unless ``kw`` names the label's ``field``."""
+    return kw if field in kw else {**kw, 'value_fn': fn}
+
+
 #: name → (kind, factory(**shell kwargs)). Records of the 'records' kind are tuples
 #: (key, value, unit); dynamic: (key, record_id, op); ERM: (stream, feature, unit), label 0;
 #: growing data: domain indices.
@@ -103,19 +118,19 @@ FAMILIES = {
     'DynamicCountPerKey/fenwick': ('records', lambda **kw: DynamicCountPerKey(
         public_keys=list(KEYS), budget=EPS, construction='fenwick', **_CLOCK, **kw)),
     'DynamicHistogramPerKey': ('records', lambda **kw: DynamicHistogramPerKey(
-        public_keys=list(KEYS), bins=list(BINS), budget=EPS,
-        value_fn=lambda r: BINS[len(str(r[1])) % 2], **_CLOCK, **kw)),
+        public_keys=list(KEYS), bins=list(BINS), budget=EPS, **_CLOCK,
+        **_dyn_label(kw, 'bin_field', _dyn_bin))),
     'DynamicHistogramPerKey/fenwick': ('records', lambda **kw: DynamicHistogramPerKey(
-        public_keys=list(KEYS), bins=list(BINS), budget=EPS, construction='fenwick',
-        value_fn=lambda r: BINS[len(str(r[1])) % 2], **_CLOCK, **kw)),
+        public_keys=list(KEYS), bins=list(BINS), budget=EPS, construction='fenwick', **_CLOCK,
+        **_dyn_label(kw, 'bin_field', _dyn_bin))),
     'DynamicLinearQueriesPerKey': ('records', lambda **kw: DynamicLinearQueriesPerKey(
-        public_keys=list(KEYS), budget=EPS, domain_size=DOMAIN, queries=_QUERIES,
-        value_fn=lambda r: len(str(r[1])) % DOMAIN, **_CLOCK, **kw)),
+        public_keys=list(KEYS), budget=EPS, domain_size=DOMAIN, queries=_QUERIES, **_CLOCK,
+        **_dyn_label(kw, 'value_field', _dyn_element))),
     'DynamicLinearQueriesPerKey/laplace_histogram': ('records', lambda **kw: (
         DynamicLinearQueriesPerKey(
             public_keys=list(KEYS), budget=EPS, domain_size=DOMAIN, queries=_QUERIES,
-            static_mechanism='laplace_histogram', value_fn=lambda r: len(str(r[1])) % DOMAIN,
-            **_CLOCK, **kw))),
+            static_mechanism='laplace_histogram', **_CLOCK,
+            **_dyn_label(kw, 'value_field', _dyn_element)))),
     'SelectKeys': ('records', lambda **kw: SelectKeys(
         budget=PrivacyBudget(epsilon=1.0, delta=1e-6), privacy_unit=UserLevel(
             **_fns({k: kw.pop(k) for k in ('privacy_unit_field',) if k in kw},
@@ -173,6 +188,22 @@ FIELDS = {
     'DynamicCountPerKey/fenwick': ({'key_field': 'key', 'record_id_field': 'record_id',
                                     'op_field': 'op'},
                                    lambda r: {'key': r[0], 'record_id': r[1], 'op': r[2]}),
+    'DynamicHistogramPerKey': ({'key_field': 'key', 'record_id_field': 'record_id',
+                                'op_field': 'op', 'bin_field': 'bin'},
+                               lambda r: {'key': r[0], 'record_id': r[1], 'op': r[2],
+                                          'bin': _dyn_bin(r)}),
+    'DynamicHistogramPerKey/fenwick': ({'key_field': 'key', 'record_id_field': 'record_id',
+                                        'op_field': 'op', 'bin_field': 'bin'},
+                                       lambda r: {'key': r[0], 'record_id': r[1], 'op': r[2],
+                                                  'bin': _dyn_bin(r)}),
+    'DynamicLinearQueriesPerKey': ({'key_field': 'key', 'record_id_field': 'record_id',
+                                    'op_field': 'op', 'value_field': 'element'},
+                                   lambda r: {'key': r[0], 'record_id': r[1], 'op': r[2],
+                                              'element': _dyn_element(r)}),
+    'DynamicLinearQueriesPerKey/laplace_histogram': (
+        {'key_field': 'key', 'record_id_field': 'record_id', 'op_field': 'op',
+         'value_field': 'element'},
+        lambda r: {'key': r[0], 'record_id': r[1], 'op': r[2], 'element': _dyn_element(r)}),
     'SelectKeys': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
     'WindowedPMWG': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'BBSchedulerQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),

@@ -143,6 +143,7 @@ class DynamicHistogramPerKey(DynamicCountPerKey):
     """
 
     _metric = 'histogram'
+    FIELD_ALIASES = {'value_fn': 'bin_field'}   # the bin is read by value_fn
 
     def __init__(self, *, bins: Sequence[str], value_fn: Callable[[Any], Any] = _default_label,
                  **kwargs):
