@@ -115,6 +115,18 @@ def _mechanism(owner, value, config):
     return boxes[kind](queries)
 
 
+def _queries(owner, value, config):
+    """A linear-query class as a mapping ``{ranges: [[lo, hi], ...]}`` (range queries over the
+    domain ``domain_size``; ``DynamicLinearQueriesPerKey``)."""
+    if not isinstance(value, dict):
+        return value
+    if set(value) != {'ranges'}:
+        raise InvalidParamsError(f'{owner}: queries must be {{ranges: [[lo, hi], ...]}}, got '
+                                 f'{value!r:.80}.')
+    domain = config.get('domain_size')
+    return tuple(LinearQuery.range(domain, lo, hi) for lo, hi in value['ranges'])
+
+
 def _plain(value):
     """A config value as plain data: a Beam Row or NamedTuple (a mapping sent by another SDK,
     e.g. Java's ``withKwarg("budget", Row...)``) as a dict, recursively."""
@@ -151,6 +163,8 @@ def _convert(owner: str, config: Dict[str, Any]) -> Dict[str, Any]:
         out['noise_key'] = noise.NoiseKeyRef(**out['noise_key'])
     if 'mechanism' in out:
         out['mechanism'] = _mechanism(owner, out['mechanism'], out)
+    if 'queries' in out:
+        out['queries'] = _queries(owner, out['queries'], out)
     return out
 
 
