@@ -137,13 +137,14 @@ FAMILIES = {
                    unit_fn=lambda r: r[-1]), max_keys_per_unit=2, max_steps_per_unit=1),
         **kw)),
     'WindowedPMWG': ('growing', lambda **kw: WindowedPMWG(
-        epsilon=1.0, alpha=0.3, n=30, domain_size=DOMAIN, **_fns(kw, domain_fn=lambda r: r))),
+        budget=EPS, alpha=0.3, n=30, domain_size=DOMAIN,
+        **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
     'BBSchedulerQueries': ('growing', lambda **kw: BBSchedulerQueries(
-        mechanism=LaplaceQueryVector(_QUERIES), epsilon=1.0, beta=0.05, n=100,
-        domain_size=DOMAIN, **_fns(kw, domain_fn=lambda r: r))),
+        mechanism=LaplaceQueryVector(_QUERIES), budget=EPS, beta=0.05, n=100,
+        domain_size=DOMAIN, **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
     'BBImproverQueries': ('growing', lambda **kw: BBImproverQueries(
-        mechanism=LaplaceQueryVector(_QUERIES), epsilon=0.9, delta=1e-6, beta=0.05, n=50,
-        domain_size=DOMAIN, **_fns(kw, domain_fn=lambda r: r))),
+        mechanism=LaplaceQueryVector(_QUERIES), budget=PrivacyBudget(epsilon=0.9, delta=1e-6),
+        beta=0.05, n=50, domain_size=DOMAIN, **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
     'ChooseContributionBounds': ('records', lambda **kw: ChooseContributionBounds(
         budget=EPS, release_budget=EPS, horizon=10, start=0, step=1,
         **_fns(kw, unit_fn=lambda r: r[-1]))),

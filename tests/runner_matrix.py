@@ -163,14 +163,15 @@ def _to_query(name):
 
 
 #: Families with a clock (start 0, step 1 s, end 10 s) that ``offset`` moves.
-CLOCKED = ('BoostQueries', 'ContinualERM', 'SlidingWindowERM')
+CLOCKED = ('BoostQueries', 'ContinualERM', 'SlidingWindowERM', 'WindowedPMWG',
+           'BBSchedulerQueries', 'BBImproverQueries')
 
 
 def _apply(p, lines, name, offset=0):
     label = label_of(name)
     extra = dict(EXTRA.get(name, {}))
     if offset:
-        assert name in CLOCKED or name == 'WindowedPMWG', name
+        assert name in CLOCKED, name
         if name in CLOCKED:
             extra.update(start=offset, end=offset + _STEPS)
     if name in BOUNDED_ONLY:

@@ -28,12 +28,14 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from beam_dp import noise
+from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.protocol import END_OF_TIME_MICROS
 from beam_dp.drivers.protocol import UNCHANGED
 from beam_dp.drivers.protocol import Dead
 from beam_dp.drivers.protocol import Outcome
 from beam_dp.drivers.protocol import RecordText
+from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.epochs import EpochReleaseRecord
 from beam_dp.io.queries import REFUSAL_REASONS
@@ -43,26 +45,33 @@ from beam_dp.mechanisms.bb_scheduler import BBScheduler
 from beam_dp.queries import LinearQuery
 
 __all__ = [
+    'answer_record',
     'BBEngine',
+    'budget_epsilon_delta',
+    'check_domain_index',
+    'ClockState',
+    'closed_reason',
+    'GrowingDriver',
     'GrowingEngine',
+    'GrowingItem',
     'GrowingLoop',
     'GrowingState',
-    'InstanceOutput',
-    'PMWGEngine',
-    'QUERY',
-    'RECORD',
-    'answer_record',
-    'check_domain_index',
-    'closed_reason',
     'halted',
     'instance_rng',
+    'InstanceOutput',
+    'late_query',
     'late_window_reason',
     'normalise_query',
     'order',
+    'PMWGEngine',
     'process',
+    'QUERY',
+    'RECORD',
+    'REFUSALS',
     'refusal_message',
     'run_instance',
     'split_due',
+    'split_refusals',
 ]
 
 RECORD, QUERY = 0, 1
@@ -460,3 +469,123 @@ class GrowingLoop:
         state, _, (answers, dead, tagged) = self._process(state, pending, END_OF_TIME_MICROS,
                                                           noise_root)
         return Outcome(state._replace(armed=None), answers, dead, pending=[], tagged=tagged)
+
+
+#: The tag of the refusals output (``Outcome.tagged``; ``RELEASES``: the epoch runs).
+REFUSALS = 'refusals'
+
+
+class ClockState(NamedTuple):
+    """The loop state of one instance (one key): the user key, the mechanism's state (None
+    before the first release), the instance's query count, the last released step (-1: none)
+    and the step whose release timer is armed (None: none)."""
+    key: Any
+    mechanism: Any
+    queries: int
+    released: int
+    wake: Optional[int]
+
+
+class GrowingItem(NamedTuple):
+    """A loop payload: the user key, the item ``(micros, kind, tie, payload)`` and, for a record
+    of an unbounded input, its rendering (for a late dead letter; never stored)."""
+    key: Any
+    item: tuple
+    text: Optional[str] = None
+
+
+def split_refusals(answers: Sequence[QueryAnswer]) -> Tuple[list, list]:
+    """(answers, refusals): a refused query goes to the ``refusals`` output, never to the
+    answers (the one refusal shape of every query family, README "Refusals")."""
+    kept, refused = [], []
+    for answer in answers:
+        (refused if answer.refusal is not None else kept).append(answer)
+    return kept, refused
+
+
+def late_query(qid: str, mechanism: str, micros: int, clock: StepClock, step: int) -> QueryAnswer:
+    """The refusal of a query whose step was already released ('LATE', the one late wording)."""
+    return answer_record(qid, mechanism, micros, refusal='LATE', message=clock.late_reason(step))
+
+
+class GrowingDriver:
+    """The buffered-loop driver (``beam_dp.drivers.protocol.BufferedDriver``) of the
+    growing-database transforms: one instance per key on the public ``StepClock``.
+
+    ``fold`` keeps an item in the loop's pending bag (a late one — its step already released —
+    is dead-lettered, a record, or refused 'LATE', a query) and arms the release time of the
+    earliest pending step. ``close`` processes every pending item of the steps up to the armed
+    one in ``order`` (``process``: the same answers as ``run_instance``, however the items
+    were bundled), emits the answers (main output), the refusals (``REFUSALS``) and the
+    black-box runs (``RELEASES``), and arms the next pending step. Steps without items are not
+    visited (nothing to release). Noise: the instance's source is ``noise.derive(key, None)``,
+    i.e. ``instance_rng(rng, label, key, None)``: the addresses of the Beam-window version in
+    the global window, unchanged."""
+
+    LOOP = 'buffered'
+
+    def __init__(self, engine: GrowingEngine, clock: StepClock):
+        self.engine = engine
+        self.clock = clock
+
+    def start(self, key, noise_root) -> Outcome:
+        return Outcome(state=None)
+
+    def fold(self, state: Optional[ClockState], key, payload: GrowingItem) -> Outcome:
+        user_key, item, text = payload
+        clock = self.clock
+        micros, kind, _, body = item[:4]
+        step = clock.step_of(micros)
+        if state is not None and step <= state.released:
+            if kind == QUERY:
+                return Outcome(tagged=[(REFUSALS, late_query(body[0], self.engine.name, micros,
+                                                             clock, step))])
+            return Outcome(dead_letters=[Dead(STAGE, clock.late_reason(step),
+                                              body if text is None else RecordText(text),
+                                              micros)])
+        stored = tuple(item[:4])
+        if state is None:
+            state = ClockState(user_key, None, 0, -1, None)
+        if state.wake is None or step < state.wake:
+            return Outcome(state._replace(wake=step), keep=True, stored=stored,
+                           timer_micros=clock.release_time_micros(step))
+        return Outcome(keep=True, stored=stored)
+
+    def close(self, state: Optional[ClockState], key, fired_micros: int, pending,
+              noise_root) -> Outcome:
+        if state is None or state.wake is None:
+            return Outcome()
+        clock, engine, upto, done = self.clock, self.engine, state.wake, state.released
+        # ``fold`` never keeps an item of a released step, so an item of a step ≤ ``done`` in
+        # the bag was already processed (a bag clear lost by the runner): never twice.
+        due = order(i for i in pending if done < clock.step_of(i[0]) <= upto)
+        rest = [i for i in pending if clock.step_of(i[0]) > upto]
+        mechanism = engine.init_state() if state.mechanism is None else state.mechanism
+        mechanism, queries, out = process(engine, mechanism, due,
+                                          noise_root.derive(state.key, None), state.queries,
+                                          state.key, None)
+        answers, refusals = split_refusals(out.answers)
+        wake = min((clock.step_of(i[0]) for i in rest), default=None)
+        dead = [Dead(STAGE, reason, payload, micros) for reason, payload, micros in out.rejected]
+        return Outcome(ClockState(state.key, mechanism, queries, upto, wake),
+                       releases=answers, dead_letters=dead, pending=rest,
+                       timer_micros=None if wake is None else clock.release_time_micros(wake),
+                       tagged=[(REFUSALS, r) for r in refusals]
+                       + [(RELEASES, r) for r in out.releases])
+
+
+def budget_epsilon_delta(owner: str, budget) -> Tuple[float, float]:
+    """(ε, δ) of a ``PrivacyBudget`` for a growing-database mechanism (which is parametrised
+    by ε and δ; a ρ budget is refused).
+
+    Raises:
+      InvalidParamsError: if ``budget`` is not a ``PrivacyBudget(epsilon=..., delta=...)``.
+    """
+    if not isinstance(budget, PrivacyBudget):
+        raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got {budget!r:.80}: '
+                                 f'pass budget=PrivacyBudget(epsilon=..., delta=...).')
+    if budget.is_zcdp:
+        raise InvalidParamsError(f'{owner}: the mechanism is parametrised by (ε, δ), not ρ: pass '
+                                 f'budget=PrivacyBudget(epsilon=..., delta=...), got '
+                                 f'{budget!r}.')
+    return budget.epsilon, budget.delta

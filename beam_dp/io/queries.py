@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 #: Why a mechanism refused to answer; the names match the mechanisms' ``status`` values.
-REFUSAL_REASONS = ('HALTED', 'NOT_STARTED', 'BUDGET_EXHAUSTED', 'UNKNOWN_QUERY', 'INVALID_QUERY')
+REFUSAL_REASONS = ('HALTED', 'NOT_STARTED', 'BUDGET_EXHAUSTED', 'UNKNOWN_QUERY', 'INVALID_QUERY',
+                   'LATE')
 
 _NULLABLE_LONG = ['null', 'long']
 

@@ -1,164 +1,173 @@
 """Shared wiring of the growing-database transforms (``WindowedPMWG``, ``BBSchedulerQueries``,
-``BBImproverQueries``): two tagged inputs, one stateful DoFn per (key, window), event-time order.
+``BBImproverQueries``): two tagged inputs on the public step clock (``start``/``step``/``end``),
+one instance per key on the one release loop (``release_loop.buffered_loop`` running
+``beam_dp.drivers.growing.GrowingDriver``).
 
 Wiring (labels are part of the Dataflow update contract):
 
-  data    | 'TagData'      key_fn, window id, domain_fn → (key, window id), record item;
-                           malformed → dead letter
+  data    | 'TagData'      key_fn, domain_fn, the record's step → (key bytes, GrowingItem);
+                           malformed, before start or after end → dead letter
   queries | 'TagQueries'   (query_id, LinearQuery), a LinearQuery with an id, or an Avro dict →
-                           query item; invalid → dead letter + an INVALID_QUERY refusal
-  each    | '...ToGlobalWindow'  timestamps kept; the window id is part of the key
-  data    | 'GateLateRecords'  with ``start=``, fixed windows and an unbounded input only:
-                           ``lateness.LatenessGate`` on the window deadlines (``_WindowSchedule``)
-                           dead-letters a record of a closed window, whatever the other items
-  queries | 'GateLateQueries'  the same, on the same schedule: a query of a closed window gets
-                           the closed instance's HALTED refusal (on the answers), whatever the
-                           records (else a record opening the instance decided HALTED vs t=0)
+                           (key bytes, GrowingItem); invalid or outside the clock → dead letter
+                           + an INVALID_QUERY refusal
+  data    | 'GateLateRecords'  unbounded input only: ``lateness.LatenessGate`` on the public
+                           step clock dead-letters a record whose step is released, whatever
+                           the other records
+  queries | 'GateLateQueries'  the same: a late query is refused 'LATE' (``refusals``)
   (both)  | 'MergeInputs'  Flatten
-          | 'AnswerQueries'  the release loop (``release_loop.buffered_loop``: cell 'instance',
-                           bag 'pending', timers 'flush' and 'expire') running
-                           ``drivers.growing.GrowingLoop`` per (key, window id): items wait in
-                           the bag and are processed in event-time order on the watermark
+          | 'AnswerQueries'  the buffered release loop keyed by the instance key: items wait in
+                           the 'pending' bag; at the release time of a step (its end plus
+                           ``allowed_lateness``) every pending item of the steps up to it is
+                           processed in event-time order (records before queries at equal
+                           times, then by domain element / query id)
 
-Order: an item stamped τ is processed once the watermark passes τ, together with every pending
-item stamped ≤ τ, sorted by (timestamp, records before queries, tie), where the tie is the record's
-domain element or the query id. So a query stamped τ sees exactly the records stamped ≤ τ that
-were not late; a late record (stamped before an already processed query)
-is counted at the next processing, i.e. in a later t. With bounded inputs (batch) the loop's
-end-of-input timer processes everything, in the same order, in one go.
-
-Lateness: a fixed window's instance is closed by its 'expire' timer, which the instance's first
-item arms, so without the gate another record of the same (key, window) decides whether a record
-arriving after the deadline is dead-lettered or counted (docs/privacy_model.md, "Lateness"). With
-``start=`` the gate decides it first; its passed records reach 'AnswerQueries' before the
-deadline (the argument: ``lateness._DropLateFn``), where the closed-instance check stays as a
-backstop. Queries are gated too ('GateLateQueries'): otherwise a query arriving after its
-window's deadline was refused HALTED when a record had opened the instance and answered by a
-fresh, empty instance (NOT_STARTED, t = 0) when none had. Update note: 'AnswerQueries' is the
-shared release loop (its 'meta' and 'armed' cells went into the 'instance' cell; 'finished' and
-'end_of_input' are new): drain a running job and restart it.
-
-The loop holds state and sets timers; every decision is the driver's
-(``beam_dp.drivers.growing``: ``GrowingLoop``, the engine adapters around the pure mechanisms,
-the order, the answers and refusals); ``beam_dp.testing.replay`` drives ``loop_driver()`` as
-the job does. The schedule is public: a query is answered when it is processed
-(its arrival time is public, docs/privacy_model.md), and the database size t used by the
-mechanisms is public under the swap-one relation the transforms declare.
+So a query stamped τ is answered on exactly the records stamped ≤ τ (none is late: a late record
+is dead-lettered), and its answer is released at the end of its step. The schedule is public:
+the step clock, never the data, decides when a step is released and what is late
+(docs/privacy_model.md, "Lateness"); the database size t used by the mechanisms is public under
+the swap-one relation the transforms declare. Beam windows are not read: the inputs must be in
+the global window (an independent database per period is a key: ``data_key_fn`` /
+``query_key_fn`` returning (key, period)).
 """
 
 import typing
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional
 
 import apache_beam as beam
-from apache_beam.transforms.window import FixedWindows
-from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import GlobalWindows
-from apache_beam.transforms.window import SlidingWindows
 
 from beam_dp.drivers import growing as driver
+from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.growing import QUERY
 from beam_dp.drivers.growing import RECORD
+from beam_dp.drivers.growing import REFUSALS
 from beam_dp.drivers.growing import RELEASES
+from beam_dp.drivers.growing import GrowingDriver
 from beam_dp.drivers.growing import GrowingEngine
-from beam_dp.drivers.growing import GrowingLoop
-from beam_dp.drivers.growing import closed_reason
-from beam_dp.drivers.growing import halted
-from beam_dp.drivers.growing import late_window_reason
+from beam_dp.drivers.growing import GrowingItem
 from beam_dp.errors import InvalidParamsError
+from beam_dp.errors import InvalidRecordError
 from beam_dp.io.queries import QueryAnswer
+from beam_dp.privacy_unit import EventLevel
 from beam_dp.queries import LinearQuery
-from beam_dp.drivers.clock import StepClock
-from beam_dp.drivers.clock import format_micros
-from beam_dp.drivers.clock import refuse_milliseconds
+from beam_dp.transforms import arguments
+from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import LatenessGate
-from beam_dp.transforms.release_loop import buffered_loop
+from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.shell import DEAD_LETTER
-from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import RecordText
+from beam_dp.transforms.shell import dead_letter
 
 __all__ = [
+    'GROWING_DOCS',
+    'GROWING_HINTS',
     'GrowingDatabaseOutputs',
     'GrowingDatabaseTransform',
 ]
 
-_REFUSED = 'refused'
-# Instances are keyed by the deterministic encoding of (key, window id) (``shell.key_bytes``).
-_INSTANCE_ELEMENT = typing.Tuple[bytes, typing.Any]
+_LOOP_ELEMENT = typing.Tuple[bytes, typing.Any]
+
+#: Descriptions of the growing-database arguments (``arguments.public``).
+GROWING_DOCS = {
+    **arguments.COMMON_DOCS,
+    'budget': '``PrivacyBudget(epsilon=ε)`` (pure ε) or ``PrivacyBudget(epsilon=ε, '
+              'delta=δ)``: the whole release of every instance (each record is in one '
+              'instance: parallel composition over keys). Not ``rho``.',
+    'privacy_unit': 'only ``EventLevel()`` (the default): one record, swap-one (the database '
+                    'size is public). User level is refused: bound each user to one record '
+                    'upstream, and event level is then user level.',
+    'start': 'event time of the start of step 0 (seconds since the epoch, a Beam Timestamp or '
+             'a timezone-aware datetime): records and queries before it are dead-lettered.',
+    'step': 'the length of a step (seconds, a Beam Duration or a timedelta): the records and '
+            'queries of a step are processed, and the answers released, when the watermark '
+            'passes its end plus ``allowed_lateness``.',
+    'allowed_lateness': 'how long (seconds) a step waits for late records and queries after '
+                        "its end; later records are dead-lettered, later queries refused 'LATE' "
+                        '(default 0).',
+    'domain_fn': 'record → its domain element, an integer in [0, domain_size).',
+    'data_key_fn': 'record → key (one key = one database; None, the default: one database).',
+    'query_key_fn': 'query → key (None, the default: one database).',
+    'n': 'the initial size: queries before an instance has n records are refused '
+         "'NOT_STARTED'.",
+    'domain_size': 'N, the size of the public data domain {0, ..., N-1}.',
+    'alpha': "the accuracy target α of PMWG's answers.",
+    'p': 'PMWG: the failure probability (default 1/N); the BB transforms: as their mechanism.',
+    'mechanism': 'the static black box (``LaplaceQueryVector``, ``StaticPMWBox``, '
+                 '``CallableBlackBox``), pure ε_i-DP for sensitivity 1/t.',
+    'beta': 'the failure probability of the accuracy bound of each run.',
+    'g': 'BBScheduler: the epoch growth γ ∈ (0, 1) (default the mechanism\'s).',
+    'lazy': 'BBScheduler: False (default) runs the box eagerly at each epoch start; True at '
+            "the first query of an epoch. BBImprover: only True.",
+    'c': 'BBImprover: the decay exponent c of ε_t (default 0.1).',
+    'p1': 'BBImprover: as ``BBImprover`` (default the mechanism\'s).',
+    'p2': 'BBImprover: as ``BBImprover`` (default 0).',
+}
+
+#: What to write instead of the arguments of the Beam-window version.
+GROWING_HINTS = {
+    'timer_granularity': 'answers are released at the end of each step of the public clock: '
+                         'pass step=<seconds> (and start=, end=) instead',
+    'window': 'Beam windows are not read: an independent database per period is a key, '
+              'data_key_fn=lambda r: (key, period) and query_key_fn likewise',
+    'unit_fn': 'only privacy_unit=EventLevel() is supported',
+}
 
 
 class GrowingDatabaseOutputs(NamedTuple):
-    """Outputs of a growing-database transform: ``answers`` (``QueryAnswer``, one per valid or
-    invalid query with an id, refusals included), ``releases`` (``EpochReleaseRecord`` of the
-    scheduler transforms; empty for PMWG) and ``dead_letter`` (``DeadLetter``)."""
+    """Outputs of a growing-database transform: ``answers`` (``QueryAnswer`` with a value, or a
+    sparse-vector ⊥), ``refusals`` (``QueryAnswer`` with ``refusal`` set: one per refused
+    query), ``releases`` (``EpochReleaseRecord`` of the scheduler transforms; empty for PMWG)
+    and ``dead_letter`` (``DeadLetter``)."""
     answers: beam.PCollection
+    refusals: beam.PCollection
     releases: beam.PCollection
     dead_letter: beam.PCollection
 
 
-def window_id_of(window) -> Optional[Tuple[int, int]]:
-    """None for the global window, else (start, end) in microseconds."""
-    if isinstance(window, GlobalWindow):
-        return None
-    return (window.start.micros, window.end.micros)
+def check_global_window(owner: str, *pcolls) -> None:
+    """Refuses inputs in Beam windows other than the global window (the step clock replaced
+    them).
 
-
-def check_windowing(owner: str, *pcolls) -> bool:
-    """Returns True for fixed windows, False for the global window; refuses anything else.
-
-    Sliding windows are refused: a record would belong to size/period overlapping instances, each
-    spending the full budget on it (the budget would multiply), and a query would get one answer
-    per window. Sessions (and other merging windows) are refused because their boundaries depend
-    on the data. Apply one transform per FixedWindows offset with a split budget instead.
+    Raises:
+      InvalidParamsError: saying what to write instead.
     """
-    fns = [p.windowing.windowfn for p in pcolls]
-    for fn in fns:
-        if isinstance(fn, SlidingWindows):
+    for pcoll in pcolls:
+        fn = pcoll.windowing.windowfn
+        if not isinstance(fn, GlobalWindows):
             raise InvalidParamsError(
-                f'{owner}: sliding windows are not supported: each record would fall in '
-                f'size/period overlapping windows and every window instance would spend the full '
-                f'budget on it. Use GlobalWindows (one growing database) or FixedWindows '
-                f'(independent instances, parallel composition), or split the budget yourself '
-                f'over FixedWindows offsets.')
-        if not isinstance(fn, (GlobalWindows, FixedWindows)):
-            raise InvalidParamsError(
-                f'{owner}: only GlobalWindows and FixedWindows are supported (window boundaries '
-                f'must not depend on the data), got {type(fn).__name__}.')
-    first = fns[0]
-    for fn in fns[1:]:
-        if type(fn) is not type(first) or (isinstance(fn, FixedWindows) and (
-                fn.size != first.size or fn.offset != first.offset)):
-            raise InvalidParamsError(f'{owner}: the data and query streams must use the same '
-                                     f'windowing, got {first!r} and {fn!r}.')
-    return isinstance(first, FixedWindows)
+                f'{owner}: the inputs must be in the global window, got {type(fn).__name__}: '
+                f'Beam windows are not read (the public step clock start=/step=/end= decides '
+                f'when answers are released). For an independent database per period, key by '
+                f'the period: data_key_fn=lambda r: (<key>, <period of r>) and query_key_fn '
+                f'likewise (each record is in one instance: parallel composition).')
 
 
 @beam.typehints.with_input_types(typing.Any)
-@beam.typehints.with_output_types(_INSTANCE_ELEMENT)
+@beam.typehints.with_output_types(_LOOP_ELEMENT)
 class _TagFn(beam.DoFn):
-    """Validates one input and keys it by ``key_bytes((key, window id))``, carrying (key,
-    window id) and the item; runs in the input's windows."""
+    """Validates one input and keys it by ``key_bytes(key)``, as a ``GrowingItem``."""
 
     def __init__(self, kind: int, label: str, mechanism: str, key_fn: Optional[Callable],
-                 domain_fn: Optional[Callable], domain_size: int, keep_records: bool = False):
+                 domain_fn: Optional[Callable], domain_size: int, clock,
+                 keep_records: bool = False):
         self._kind = kind
         self._label = label
         self._mechanism = mechanism
         self._key_fn = key_fn
         self._domain_fn = domain_fn
         self._domain_size = domain_size
-        #: Records before the gate: a 5th item, the input record's rendering, so a late
-        #: record's dead letter holds it ('AnswerQueries' drops it before storing the item).
+        self._clock = clock
+        #: Records on an unbounded input: their rendering, for a late dead letter (never
+        #: stored by 'AnswerQueries').
         self._keep = keep_records
 
-    def process(self, element, timestamp=beam.DoFn.TimestampParam,
-                window=beam.DoFn.WindowParam):
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
         micros = timestamp.micros
         stage = 'TagData' if self._kind == RECORD else 'TagQueries'
-        wid = window_id_of(window)
         try:
             key = None if self._key_fn is None else shell.extract_key(self._key_fn, element)
-            instance = shell.key_bytes((key, wid))
+            instance = shell.key_bytes(key)
         except Exception as e:  # pylint: disable=broad-except
             yield dead_letter(self._label, stage, str(e), element, micros)
             return
@@ -169,13 +178,13 @@ class _TagFn(beam.DoFn):
                 yield dead_letter(self._label, stage, f'domain_fn raised {e!r}', element, micros)
                 return
             reason = driver.check_domain_index(index, self._domain_size)
+            if reason is None:
+                reason = self._outside(micros)
             if reason is not None:
                 yield dead_letter(self._label, stage, reason, element, micros)
                 return
-            item = (micros, RECORD, int(index), int(index))
-            if self._keep:
-                item += (shell.render_record(element),)
-            yield instance, ((key, wid), item)
+            text = shell.render_record(element) if self._keep else None
+            yield instance, GrowingItem(key, (micros, RECORD, int(index), int(index)), text)
             return
         qid, query = driver.normalise_query(element, self._domain_size)
         if not qid:
@@ -184,160 +193,141 @@ class _TagFn(beam.DoFn):
             yield dead_letter(self._label, stage, reason, element, micros)
             return
         if not isinstance(query, LinearQuery):
-            yield dead_letter(self._label, stage, f'invalid query {qid!r}: {query}', element,
-                              micros)
-            yield beam.pvalue.TaggedOutput(_REFUSED, driver.answer_record(
-                qid, self._mechanism, micros, refusal='INVALID_QUERY', message=str(query)))
+            dead = dead_letter(self._label, stage, f'invalid query {qid!r}: {query}', element,
+                               micros)
+        else:
+            outside = self._outside(micros)
+            dead = None if outside is None else dead_letter(self._label, stage, outside,
+                                                            element, micros)
+        if dead is not None:
+            yield dead
+            yield beam.pvalue.TaggedOutput(REFUSALS, driver.answer_record(
+                qid, self._mechanism, micros, refusal='INVALID_QUERY', message=dead.value.reason))
             return
-        yield instance, ((key, wid), (micros, QUERY, qid, (qid, query)))
+        yield instance, GrowingItem(key, (micros, QUERY, qid, (qid, query)))
+
+    def _outside(self, micros: int) -> Optional[str]:
+        """Why an event time is outside the clock (before start, after end), or None."""
+        try:
+            self._clock.checked_step(micros)
+        except InvalidRecordError as e:
+            return str(e)
+        return None
 
 
-class _WindowSchedule:
-    """The public deadlines of ``FixedWindows`` as a ``StepClock`` for ``LatenessGate``: step k
-    is the k-th window from the one holding ``start``, released exactly when its instance's
-    'expire' timer fires (at its end - 1 µs + allowed lateness); a record of a window before
-    it has a negative step and is dead-lettered as before the start."""
+def _item_step(clock):
+    def step(payload: GrowingItem) -> int:
+        return clock.step_of(payload.item[0])
+    return step
 
-    def __init__(self, windowfn: FixedWindows, start_micros: int, lateness_micros: int):
-        size, offset = windowfn.size.micros, windowfn.offset.micros
-        self.first = start_micros - (start_micros - offset) % size
-        self.size = size
-        self.clock = StepClock(max(self.first - 1, 0), size, lateness_micros)  # first ≥ 1: expand
 
-    def step(self, item) -> int:
-        """The window index of a tagged record ``((key, wid), item)``."""
-        return (item[0][1][0] - self.first) // self.size
+def _late_record(clock):
+    def late(unused_key, payload: GrowingItem, step):
+        record = payload.item[3] if payload.text is None else RecordText(payload.text)
+        return clock.late_reason(step), record, payload.item[0]
+    return late
 
-    def _reason(self, wid, step) -> str:
-        if step < 0:
-            return (f'event time is before the release start: window [{wid[0]}, {wid[1]}) us '
-                    f'starts before the window holding start ({format_micros(self.first)})')
-        return closed_reason(wid)
 
-    def late(self, unused_key, item, step):
-        """The dead letter of a gated record: as 'AnswerQueries' words it, holding the input
-        record when the item carries it (``_TagFn``), else its domain index."""
-        (_, wid), (micros, _, _, payload, *text) = item
-        reason = self._reason(wid, step)
-        late = late_window_reason(wid, self.clock.allowed_lateness_micros)
-        record = RecordText(text[0]) if text else payload
-        return (reason if step < 0 else late), record, micros
+def _late_query(clock, mechanism: str):
+    def refuse(unused_key, payload: GrowingItem, step):
+        micros, _, _, (qid, _) = payload.item
+        return driver.late_query(qid, mechanism, micros, clock, step)
+    return refuse
 
-    def refuse(self, mechanism: str):
-        """``refuse_fn`` of the query gate: a late query's HALTED refusal, as a closed
-        instance words it ('AnswerQueries', ``GrowingLoop.fold``)."""
-        def refuse(unused_key, item, step):
-            (_, wid), (micros, _, _, (qid, _)) = item
-            return halted(qid, mechanism, micros, self._reason(wid, step))
-        return refuse
+
+def _strip_text(payload: GrowingItem) -> GrowingItem:
+    return payload._replace(text=None)
 
 
 class GrowingDatabaseTransform(shell.ShellTransform):
     """Base of the public transforms: validation of the shared arguments and the wiring.
 
     Subclasses call ``super().__init__(label, accountant=..., noise_key=..., debug_metrics=...,
-    testing_seed=...)``, build their
-    mechanism inside ``with self.params():``, set ``self._engine`` (a ``GrowingEngine``) and
-    ``self._domain_size``, and call ``_setup``, which checks the budget."""
+    testing_seed=...)``, build their mechanism inside ``with self.params():``, set
+    ``self._engine`` (a ``GrowingEngine``) and ``self._domain_size``, and call ``_setup``,
+    which checks the budget."""
 
-    def _setup(self, domain_fn, data_key_fn, query_key_fn, allowed_lateness,
-               timer_granularity, start=None) -> None:
+    def _setup(self, privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
+               allowed_lateness) -> None:
         owner = self.owner
-        refuse_milliseconds(owner, 'start', start)
-        self._start = None if start is None else shell.to_micros(owner, 'start', start,
-                                                                  allow_zero=False)
+        if privacy_unit is not None and not isinstance(privacy_unit, EventLevel):
+            raise InvalidParamsError(
+                f'{owner}: only privacy_unit=EventLevel() is supported, got {privacy_unit!r}: '
+                f"the mechanism's schedule reads the exact database size (swap-one, sizes "
+                f'public), which a user with several records would change. Keep one record per '
+                f'user upstream (event level is then user level).')
+        self._clock = shell.parse_clock(owner, start=start, step=step, end=end,
+                                        allowed_lateness=allowed_lateness)
         shell.check_callable(owner, 'domain_fn', domain_fn)
         shell.check_callable(owner, 'data_key_fn', data_key_fn, optional=True)
         shell.check_callable(owner, 'query_key_fn', query_key_fn, optional=True)
-        self._lateness = shell.to_micros(owner, 'allowed_lateness', allowed_lateness,
-                                         duration=True)
-        self._granularity = shell.to_micros(owner, 'timer_granularity', timer_granularity,
-                                            duration=True)
         self._domain_fn = domain_fn
         self._data_key_fn = data_key_fn
         self._query_key_fn = query_key_fn
         self.check_budget()
 
     def privacy_costs(self):
-        """The cost per privacy unit (one record): spent once whatever the number of keys or
-        fixed windows (each record is in exactly one instance: parallel composition)."""
+        """The cost per privacy unit (one record): spent once whatever the number of keys (each
+        record is in exactly one instance: parallel composition)."""
         return [(self.label, self._engine.mechanism.privacy_cost())]
 
     @property
     def mechanism(self):
         return self._engine.mechanism
 
-    def loop_driver(self, bounded: bool) -> GrowingLoop:
-        """The driver 'AnswerQueries' runs per (key, window) instance (``bounded``: both
-        inputs are bounded); ``beam_dp.testing.replay`` drives it as the job does."""
-        return GrowingLoop(self._engine, bounded, self._granularity, self._lateness)
-
     @property
     def engine(self) -> GrowingEngine:
-        """The pure driver of one instance (drive it with ``drivers.growing.run_instance``)."""
+        """The pure adapter of one instance (``drivers.growing.run_instance``)."""
         return self._engine
+
+    @property
+    def clock(self):
+        return self._clock
+
+    def loop_driver(self) -> GrowingDriver:
+        """What the release loop runs per key (``beam_dp.testing.replay`` drives it too)."""
+        return GrowingDriver(self._engine, self._clock)
 
     def expand(self, inputs):
         if isinstance(inputs, dict):
             data, queries = inputs['data'], inputs['queries']
         else:
             data, queries = inputs
-        fixed = check_windowing(self.owner, data, queries)
+        check_global_window(self.owner, data, queries)
+        require_public_end(self.owner, bool(data.is_bounded and queries.is_bounded),
+                           self._clock)
         noise_label = self.spend_budget((data, queries))
-        label, name, n_dom = self.label, self._engine.name, self._domain_size
-        bounded = bool(data.is_bounded and queries.is_bounded)
-        tagged_data = data | 'TagData' >> beam.ParDo(_TagFn(
-            RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom,
-            keep_records=fixed and not bounded)).with_outputs(DEAD_LETTER, main='items')
-        tagged_queries = queries | 'TagQueries' >> beam.ParDo(_TagFn(
-            QUERY, label, name, self._query_key_fn, None, n_dom)).with_outputs(
-                DEAD_LETTER, _REFUSED, main='items')
-        records = tagged_data.items | 'DataToGlobalWindow' >> beam.WindowInto(GlobalWindows())
-        asked = tagged_queries.items | 'QueriesToGlobalWindow' >> beam.WindowInto(
-            GlobalWindows())
-        refused = tagged_queries[_REFUSED] | 'RefusedToGlobalWindow' >> beam.WindowInto(
-            GlobalWindows())
-        refusals, gate_dead = [refused], []
-        if fixed and not bounded and self._start is None:
-            raise InvalidParamsError(
-                f'{self.owner}: start must be set for an unbounded input in fixed windows: '
-                f'without a public start the stage cannot learn when each window is released '
-                f'independently of the data, and whether a late record is counted would depend '
-                f'on other records of its window (not private). Pass start= (a datetime or '
-                f'epoch seconds at or before the first window to answer).')
-        if fixed and not bounded:
-            # Whether a record's instance is closed depends on its (key, window)'s other items
-            # (the first one arms 'expire'): the gate decides it on the public deadlines first.
-            schedule = _WindowSchedule(data.windowing.windowfn, self._start, self._lateness)
-            if schedule.first < 1:
-                raise InvalidParamsError(
-                    f'{self.owner}: start must fall in a window that begins after the epoch '
-                    f'(the window holding start={self._start / 1e6:g} s begins at '
-                    f'{schedule.first / 1e6:g} s): the deadlines would then run later than the '
-                    f"windows' own.")
-            gated = records | 'GateLateRecords' >> LatenessGate(
-                schedule.clock, label, 'AnswerQueries', schedule.step, schedule.late)
-            records, gate_dead = gated.passed, [gated.dead_letter]
-            # A query's fate must not depend on records either: a closed instance refuses it
-            # HALTED, an unopened one would answer it (t = 0). The same schedule decides it.
-            gated_queries = asked | 'GateLateQueries' >> LatenessGate(
-                schedule.clock, label, 'AnswerQueries', schedule.step, schedule.late,
-                refuse_fn=schedule.refuse(name))
-            asked = gated_queries.passed
+        label, name, n_dom, clock = self.label, self._engine.name, self._domain_size, self._clock
+        gate = not (batch_input(data) and batch_input(queries))
+        records = data | 'TagData' >> beam.ParDo(_TagFn(
+            RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom, clock,
+            keep_records=gate)).with_outputs(DEAD_LETTER, main='items')
+        asked = queries | 'TagQueries' >> beam.ParDo(_TagFn(
+            QUERY, label, name, self._query_key_fn, None, n_dom, clock)).with_outputs(
+                DEAD_LETTER, REFUSALS, main='items')
+        items = [records.items, asked.items]
+        refusals, dead = [asked[REFUSALS]], [records[DEAD_LETTER], asked[DEAD_LETTER]]
+        if gate:
+            # Whether an item is late is decided on the public deadlines, never by another
+            # record of its key (docs/privacy_model.md, "Lateness").
+            step_fn = _item_step(clock)
+            gated = items[0] | 'GateLateRecords' >> LatenessGate(
+                clock, label, driver.STAGE, step_fn, _late_record(clock), pass_fn=_strip_text)
+            gated_queries = items[1] | 'GateLateQueries' >> LatenessGate(
+                clock, label, driver.STAGE, step_fn, _late_record(clock),
+                refuse_fn=_late_query(clock, name))
+            items = [gated.passed, gated_queries.passed]
             refusals.append(gated_queries.refused)
-            gate_dead.append(gated_queries.dead_letter)
-        items = ((records, asked)
-                 | 'MergeInputs' >> beam.Flatten().with_output_types(_INSTANCE_ELEMENT))
-        processed = items | 'AnswerQueries' >> beam.ParDo(buffered_loop(
-            self.loop_driver(bounded), label, self.rng, cell='instance', timer='flush',
-            expiry='expire', noise_label=noise_label)).with_outputs(
-                DEAD_LETTER, RELEASES, main='answers')
-        answers = (processed.answers, *refusals) | 'MergeAnswers' >> beam.Flatten()
-        answers.element_type = QueryAnswer
-        dead = shell.merge_dead_letters([
-            tagged_data[DEAD_LETTER]
-            | 'DataDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
-            tagged_queries[DEAD_LETTER]
-            | 'QueryDeadLettersToGlobalWindow' >> beam.WindowInto(GlobalWindows()),
-            processed[DEAD_LETTER]] + gate_dead, self.debug_metrics, label)
-        return GrowingDatabaseOutputs(answers, processed[RELEASES], dead)
+            dead += [gated.dead_letter, gated_queries.dead_letter]
+        merged = items | 'MergeInputs' >> beam.Flatten().with_output_types(_LOOP_ELEMENT)
+        processed = merged | 'AnswerQueries' >> beam.ParDo(release_loop.buffered_loop(
+            self.loop_driver(), label, self.rng, cell='key_state',
+            noise_label=noise_label)).with_outputs(DEAD_LETTER, REFUSALS, RELEASES,
+                                                   main='answers')
+        processed.answers.element_type = QueryAnswer
+        refused = (processed[REFUSALS], *refusals) | 'MergeRefusals' >> beam.Flatten()
+        refused.element_type = QueryAnswer
+        dead_letters = shell.merge_dead_letters(dead + [processed[DEAD_LETTER]],
+                                                self.debug_metrics, label)
+        return GrowingDatabaseOutputs(processed.answers, refused, processed[RELEASES],
+                                      dead_letters)

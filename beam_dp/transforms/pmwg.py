@@ -1,15 +1,24 @@
 """``WindowedPMWG``: PMWG (private multiplicative weights for growing databases) on two Beam
-streams — data records and a public stream of linear queries — per key and per window.
+streams — data records and a public stream of linear queries — per key, on the public step
+clock.
 
-The wiring (tagging, timers, dead letters) is in ``growing_database.py``; the per-instance logic
-is ``PMWGEngine`` (``beam_dp.drivers.growing``) around ``beam_dp.mechanisms.PMWG`` unchanged:
-the DoFn stores its ``PMWGState``, the driver calls ``add_data`` and ``answer``.
+The wiring (tagging, lateness gate, the release loop) is in ``growing_database.py``; the
+per-instance logic is ``PMWGEngine`` (``beam_dp.drivers.growing``) around
+``beam_dp.mechanisms.PMWG`` unchanged, run by ``GrowingDriver`` on the one release loop.
 """
 
 from typing import Any, Callable, Optional
 
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.growing import PMWGEngine
+from beam_dp.drivers.growing import budget_epsilon_delta
 from beam_dp.mechanisms.pmwg import PMWG
+from beam_dp.privacy_unit import EventLevel
+from beam_dp.privacy_unit import PrivacyUnit
+from beam_dp.transforms import arguments
+from beam_dp.transforms.growing_database import GROWING_DOCS
+from beam_dp.transforms.growing_database import GROWING_HINTS
 from beam_dp.transforms.growing_database import GrowingDatabaseTransform
 
 __all__ = [
@@ -17,49 +26,50 @@ __all__ = [
 ]
 
 
+@arguments.public(docs=GROWING_DOCS, hints=GROWING_HINTS)
 class WindowedPMWG(GrowingDatabaseTransform):
-    """Answers a public stream of linear queries on a growing database with PMWG, per key and
-    per window, in event time.
+    """Answers a public stream of linear queries on a growing database with PMWG, per key, on
+    the public step clock.
 
-    Apply it to a pair ``(data, queries)`` (or a dict with keys 'data' and 'queries'):
+    Apply it to a pair ``(data, queries)`` (or a dict with keys 'data' and 'queries'), both in
+    the global window:
 
     * ``data``: records, mapped to a domain element in [0, N) by ``domain_fn``;
     * ``queries``: ``(query_id, LinearQuery)`` pairs, ``LinearQuery`` objects with a
       ``query_id``, or Avro dicts of ``beam_dp.io.queries.QUERY_SCHEMA``.
 
-    Instances: one PMWG per (key, window). ``data_key_fn`` / ``query_key_fn`` give the key (one
-    key = one database; default: a single database). In the global window the database grows
-    for ever (the paper's setting). With ``FixedWindows`` (applied to both inputs before this
-    transform) every window runs an independent instance, started empty, finalised when the
-    watermark passes its end plus ``allowed_lateness``; later queries of that window are refused
-    (HALTED, "window closed") and later records dead-lettered. Sliding windows are refused with
-    an error (a record would be in size/period instances, each spending the full budget on it),
-    as are sessions (data-dependent boundaries).
+    Instances: one PMWG per key (``data_key_fn`` / ``query_key_fn``; default a single
+    database), growing for ever (the paper's setting). For an independent database per period,
+    put the period in the key. Beam windows are refused (the name is historical).
 
-    Order: each instance processes its records and queries in event-time order when the
-    watermark passes them — at equal timestamps records before queries, then by domain element /
-    query id — so a query stamped τ is answered on exactly the records stamped ≤ τ (late records
-    count in a later t). The answer is released when the query is processed: the query's
-    arrival time is public (docs/privacy_model.md).
+    Order and schedule: the records and queries of step k ([start + k·step, start +
+    (k+1)·step)) are processed when the watermark passes the step's end plus
+    ``allowed_lateness``, in event-time order — at equal timestamps records before queries,
+    then by domain element / query id — so a query stamped τ is answered on exactly the
+    records stamped ≤ τ, and released at the end of its step. A record of a released step is
+    dead-lettered (late), a query of one refused 'LATE', decided on the public deadlines
+    (docs/privacy_model.md, "Lateness"); records and queries before ``start`` or after ``end``
+    are dead-lettered (the queries also refused INVALID_QUERY).
 
-    Privacy unit and neighbouring relation: one record, under the paper's swap-one model (two
-    streams are neighbours if, from some time on, one record differs and the sizes stay equal).
-    The number of records per key and window, and therefore the database size t at every query,
-    is PUBLIC: PMWG's schedule (the uniform update, ξ_t, Δ_t = 1/t, the hard-query cap) reads the
-    exact t, which answers also carry. Do not use this transform where the record count is
-    private (add/remove neighbours) (docs/privacy_model.md); which key and window a record
-    belongs to is public too. Event-level, or user-level if each user adds one record.
+    Privacy unit and neighbouring relation: one record (``EventLevel()``), under the paper's
+    swap-one model (two streams are neighbours if, from some time on, one record differs and
+    the sizes stay equal). The number of records per key, and therefore the database size t at
+    every query, is PUBLIC: PMWG's schedule (the uniform update, ξ_t, Δ_t = 1/t, the hard-query
+    cap) reads the exact t, which answers also carry. Do not use this transform where the
+    record count is private (add/remove neighbours) (docs/privacy_model.md); which key a record
+    belongs to is public too. User level is refused (keep one record per user upstream).
 
     Sensitivity and guarantee: queries f ∈ [0, 1]^N (validated); every instance is
-    ε-DP (δ = 0, Theorem 14/18) or (ε, δ)-DP (Theorem 17/24) for its records. Each record is in
-    one instance, so the whole output is (ε, δ)-DP (parallel composition over keys and fixed
-    windows); ``privacy_cost()`` is spent once on ``accountant`` at construction.
+    ε-DP (``budget.delta`` = 0, Theorem 14/18) or (ε, δ)-DP (Theorem 17/24) for its records.
+    Each record is in one instance, so the whole output is (ε, δ)-DP (parallel composition over
+    keys); ``privacy_cost()`` is spent once on ``accountant`` at construction.
 
-    Releases: one ``QueryAnswer`` per query with an id: a value ('easy': the public estimate;
-    'hard': a noisy answer, ``hard=True``), or a refusal with reason — NOT_STARTED (t < n),
-    HALTED (hard-query cap or ledger exhausted, for ever; or window closed), INVALID_QUERY (also
-    dead-lettered). Records whose ``domain_fn`` fails, and queries without an id, go to the
-    dead-letter output only.
+    Outputs: ``answers``: one ``QueryAnswer`` per answered query ('easy': the public estimate;
+    'hard': a noisy answer, ``hard=True``); ``refusals``: one ``QueryAnswer`` with ``refusal``
+    set per refused query — NOT_STARTED (t < n), HALTED (hard-query cap or ledger exhausted,
+    for ever), LATE, INVALID_QUERY (also dead-lettered) — the one refusal shape of every query
+    family (README, "Refusals"). Records whose ``domain_fn`` fails, and queries without an
+    id, go to the dead-letter output only.
 
     Not guaranteed: accuracy, which needs α above Theorem 14/17's bound (vacuous below
     n ≈ 10⁷-10⁸ at ε = 1; measured: docs/growing_databases.md) and a query budget the
@@ -68,50 +78,35 @@ class WindowedPMWG(GrowingDatabaseTransform):
     Cite: Cummings, Krehbiel, Lai, Tantipongpipat, "Differential Privacy for Growing Databases",
     NeurIPS 2018, Alg 3; docs/growing_databases.md.
 
-    Args:
-      epsilon, delta, alpha, n, domain_size, p: ``PMWG``'s parameters (validated by it).
-      domain_fn: record → domain element index in [0, domain_size).
-      data_key_fn, query_key_fn: record / query → key (None: one database).
-      accountant: a ``BudgetAccountant`` to spend the cost from (raises at construction).
-      allowed_lateness: seconds a fixed window's instance waits after the window's end.
-      timer_granularity: seconds; 0 processes every distinct timestamp (exact latency), larger
-        values batch processing to the end of each granule (same order and answers, fewer
-        timers).
-      start: with fixed windows on an unbounded input, the public start of the windows (seconds
-        since the epoch): a lateness gate then decides on the public deadlines that a record
-        is late, never another record of its window (docs/privacy_model.md, "Lateness"), and
-        records of windows before it are dead-lettered. None (default): no gate.
-      noise_key, debug_metrics, testing_seed: as ``ContinualCountPerKey`` (a reference to the
-        secret noise key: replayed answers are bit-identical; SENSITIVE exact dead-letter
-        counts; seeds for tests only).
-      label: the transform's label (also its ledger label and noise address).
-
     Returns:
-      ``GrowingDatabaseOutputs(answers, releases (empty), dead_letter)``.
+      ``GrowingDatabaseOutputs(answers, refusals, releases (empty), dead_letter)``.
 
     Raises:
-      InvalidParamsError: on a bad parameter (or, when applied, unsupported windowing).
+      InvalidParamsError: on a bad parameter (or, when applied, Beam windows or a bounded input
+        without ``end``).
       BudgetExceededError: if ``accountant`` cannot pay for the cost.
     """
 
-    def __init__(self, *, epsilon: float, alpha: float, n: int, domain_size: int,
-                 domain_fn: Callable[[Any], int], delta: float = 0.0, p: Optional[float] = None,
+    def __init__(self, *, budget: PrivacyBudget, alpha: float, n: int, domain_size: int,
+                 domain_fn: Callable[[Any], int], start, step, end=None, allowed_lateness=0,
+                 p: Optional[float] = None, privacy_unit: PrivacyUnit = EventLevel(),
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant=None, allowed_lateness=0, timer_granularity=0, start=None,
-                 noise_key: Optional[str] = None, debug_metrics: bool = False,
-                 testing_seed: Optional[int] = None, label: Optional[str] = None):
+                 accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
+                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
+                 label: Optional[str] = None):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
                          noise_key=noise_key, debug_metrics=debug_metrics)
         with self.params():
+            epsilon, delta = budget_epsilon_delta(self.owner, budget)
             self._mechanism = PMWG(epsilon=epsilon, alpha=alpha, n=n, domain_size=domain_size,
                                    delta=delta, p=p)
         self._engine = PMWGEngine(self._mechanism)
         self._domain_size = self._mechanism.domain_size
-        self._setup(domain_fn, data_key_fn, query_key_fn, allowed_lateness, timer_granularity,
-                    start)
+        self._setup(privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
+                    allowed_lateness)
 
     def display_data(self):
         m = self._mechanism
         return {'mechanism': 'pmwg', 'epsilon': str(m.epsilon), 'delta': str(m.delta),
                 'alpha': str(m.alpha), 'n': str(m.n), 'domain_size': str(m.domain_size),
-                'privacy_unit': 'one record (swap-one; sizes public)'}
+                'privacy_unit': 'one record (swap-one; sizes public)', **self._clock.describe()}

@@ -11,37 +11,17 @@ if __package__ in (None, ''):
         __file__)))))
 
 # pylint: disable=wrong-import-position
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
-
 from pipelines.boost_queries import pipeline as job
 from pipelines.boost_queries import summary
 from pipelines.boost_queries.options import parse_args
+from pipelines.common.job import run_job
 from pipelines.common.launch import configure_logging
-from pipelines.common.launch import is_dry_run
-from pipelines.common.launch import run_pipeline
-from pipelines.common.launch import runner_name
-from pipelines.common.launch import waits_for_job
-from pipelines.common.launch import with_default_runner
-from pipelines.common.ledger import guard_stream
 
 
 def main(argv=None) -> None:
     configure_logging(argv)
-    args, beam_args = parse_args(argv)
-    options = PipelineOptions(with_default_runner(beam_args))
-    streaming = bool(args.data_subscription) or options.view_as(StandardOptions).streaming
-    runner = runner_name(options)
-    accountants = job.job_accountants(args)
-    pipeline = job.build_pipeline(args, options, accountants=accountants)
-    start, end = job.release_schedule(args)
-    guard_stream(args, beam_args, job='boost_queries', accountants=accountants, start=start,
-                 end=end, dry_run=is_dry_run(options) and not waits_for_job(options, runner))
-    if not run_pipeline(pipeline, runner):
-        return
-    if streaming or not args.output_avro:
-        return
-    print(summary.summarize(args).text())
+    run_job(argv, name='boost_queries', parse_args=parse_args, job=job,
+            subscribed=lambda args: args.data_subscription, summarize=summary.summarize)
 
 
 if __name__ == '__main__':

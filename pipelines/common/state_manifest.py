@@ -47,7 +47,7 @@ JOB_ARGS: Dict[str, List[str]] = {
         f'--data_subscription={_PROJECT}/subscriptions/data',
         f'--query_subscription={_PROJECT}/subscriptions/queries',
         f'--output_topic={_PROJECT}/topics/answers',
-        f'--dead_letter_topic={_PROJECT}/topics/dead-letters'],
+        f'--dead_letter_topic={_PROJECT}/topics/dead-letters', '--start=2026-01-01T00:00:00Z'],
     'boost_queries': [
         f'--data_subscription={_PROJECT}/subscriptions/rows',
         f'--query_subscription={_PROJECT}/subscriptions/queries',

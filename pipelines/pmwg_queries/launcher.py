@@ -1,19 +1,12 @@
 """Runs the PMWG-queries job: parses the command line (``options``), builds the graph
 (``pipeline``), runs it; after a local batch run prints a summary (answers and refusals; the
-error against the true answers only when evaluation is on; ``summary``).
+error against the true answers only when evaluation is on; ``summary``). The sequence is
+``pipelines.common.job.run_job``.
 """
 
 from typing import List, Optional
 
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
-
-from pipelines.common.launch import is_dry_run
-from pipelines.common.launch import run_pipeline
-from pipelines.common.launch import runner_name
-from pipelines.common.launch import waits_for_job
-from pipelines.common.launch import with_default_runner
-from pipelines.common.ledger import guard_stream
+from pipelines.common.job import run_job
 from pipelines.pmwg_queries import pipeline as job
 from pipelines.pmwg_queries import summary
 from pipelines.pmwg_queries.options import parse_args
@@ -22,17 +15,5 @@ __all__ = ['run']
 
 
 def run(argv: Optional[List[str]] = None) -> None:
-    args, beam_args = parse_args(argv)
-    options = PipelineOptions(with_default_runner(beam_args))
-    streaming = bool(args.data_subscription) or options.view_as(StandardOptions).streaming
-    runner = runner_name(options)
-    accountants = job.job_accountants(args)
-    pipeline = job.build_pipeline(args, options, accountants=accountants)
-    start, end = job.release_schedule(args)
-    guard_stream(args, beam_args, job='pmwg_queries', accountants=accountants, start=start,
-                 end=end, dry_run=is_dry_run(options) and not waits_for_job(options, runner))
-    if not run_pipeline(pipeline, runner):
-        return
-    if streaming or not args.output_avro:
-        return
-    print(summary.summarize(args).text())
+    run_job(argv, name='pmwg_queries', parse_args=parse_args, job=job,
+            subscribed=lambda args: args.data_subscription, summarize=summary.summarize)

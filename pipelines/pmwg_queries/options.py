@@ -56,13 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help='Cells: 4 payment types × domain_size/4 two-minute duration bins '
                          f'(default {sample_data.DOMAIN_SIZE}).')
     dp.add_argument('--window_seconds', type=int, default=0,
-                    help='Fixed event-time windows (independent databases); 0: one growing '
-                         'database (default).')
+                    help='Independent databases per fixed event-time period of this many seconds '
+                         '(the period is the key: each trip is in one database, parallel '
+                         'composition); 0: one growing database (default).')
     dp.add_argument('--start', type=time_arg, default=None,
-                    help='Public start of the windows (RFC 3339 or epoch seconds): required with '
-                         '--window_seconds on Pub/Sub input, so that when each window closes is '
-                         'decided by the public schedule and never by other records (records '
-                         'before it are dead-lettered). Default: none (batch input needs none).')
+                    help='Public start of the step clock (RFC 3339 or epoch seconds): records '
+                         'and queries before it are dead-lettered. Required except on the '
+                         'embedded sample (default there: its start).')
+    dp.add_argument('--step_seconds', type=float, default=60.0,
+                    help='Public step: the trips and queries of a step are processed, and the '
+                         'answers released, when the watermark passes its end (default 60).')
+    dp.add_argument('--end', type=time_arg, default=None,
+                    help='Public end (RFC 3339 or epoch seconds): nothing after it is answered. '
+                         'Required for Avro (batch) input; optional on Pub/Sub. Default on the '
+                         'embedded sample: its end.')
     add_noise_key_argument(dp)
     add_ledger_arguments(dp)
     add_debug_metrics_argument(dp)
@@ -82,10 +89,20 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Li
         parser.error('--domain_size must be a positive multiple of 4 (payment types)')
     if args.window_seconds < 0:
         parser.error('--window_seconds must be >= 0')
-    if args.window_seconds and args.data_subscription and args.start is None:
-        parser.error('--start is required with --window_seconds on Pub/Sub input (the public '
-                     'start of the windows: RFC 3339 or epoch seconds)')
+    if args.step_seconds <= 0:
+        parser.error('--step_seconds must be > 0')
+    sample = not args.data_avro and not args.data_subscription
+    if sample:
+        start = sample_data.SAMPLE_START.timestamp()
+        args.start = start if args.start is None else args.start
+        args.end = start + sample_data.SPAN_SECONDS if args.end is None else args.end
+    if args.start is None:
+        parser.error('--start is required (the public start of the step clock: RFC 3339 or '
+                     'epoch seconds, at or before the first trip to count)')
+    if args.data_avro and args.end is None:
+        parser.error('--end is required with --data_avro (batch input): the public end of the '
+                     'period to answer, so that the releases do not depend on the data')
     resolve_output_defaults(args, DEFAULT_OUTPUT)
     # The queries are public; the data decides whether this is the demo.
-    evaluation.resolve(args, demo_data=not args.data_avro and not args.data_subscription)
+    evaluation.resolve(args, demo_data=sample)
     return args, beam_args

@@ -2,9 +2,11 @@
 
   data source    ReadFromAvro (batch) / ReadFromPubSub (streaming) | 'ParseTrips'
   query source   ReadFromAvro / ReadFromPubSub                      | 'ParseQueries'
-  (optional)     'WindowTrips' / 'WindowQueries'  FixedWindows(--window_seconds)
-  (both)         'AnswerWithPMWG'  beam_dp WindowedPMWG (domain element = duration bin · 4 + payment)
+  (both)         'AnswerWithPMWG'  beam_dp WindowedPMWG on the public step clock (--start,
+                 --step_seconds, --end; domain element = duration bin · 4 + payment; with
+                 --window_seconds the period is the key: one database per period)
   answers        → 'WriteAnswersAvro' / 'PublishAnswers'  (beam_dp.io.queries.ANSWER_SCHEMA)
+  refusals       → 'WriteRefusalsAvro' / 'PublishRefusals'  (the same schema, ``refusal`` set)
   dead letters   → 'WriteDeadLettersAvro' / 'PublishDeadLetters'
 
 No DP logic lives here: the parameters go to beam_dp, which validates them when the graph is built.
@@ -38,6 +40,7 @@ __all__ = [
     'JobOutputs',
     'build_pipeline',
     'domain_fn',
+    'period_fn',
     'job_accountants',
     'release_schedule',
 ]
@@ -47,13 +50,28 @@ _LOG = logging.getLogger(__name__)
 #: template parameter (metadata.json is fixed); public, data-independent.
 INITIAL_SIZE = 1000
 ANSWERS_PREFIX = 'answers'
+REFUSALS_PREFIX = 'refusals'
 DEAD_LETTERS_PREFIX = 'dead_letters'
 STREAMING_FILE_WINDOW_SECONDS = 60
 
 
 class JobOutputs(NamedTuple):
     answers: beam.PCollection
+    refusals: beam.PCollection
     dead_letters: beam.PCollection
+
+
+def period_fn(window_seconds: int) -> Optional[Callable]:
+    """trip or query record → its fixed event-time period (the key of its database), or None
+    (one database)."""
+    if not window_seconds:
+        return None
+    micros = int(window_seconds) * 1_000_000
+
+    def period(record):
+        return int(record['event_time_micros']) // micros
+
+    return period
 
 
 def domain_fn(domain_size: int) -> Callable:
@@ -114,8 +132,8 @@ def job_accountants(args) -> Dict[str, BudgetAccountant]:
 
 
 def release_schedule(args) -> Tuple[Optional[float], Optional[float]]:
-    """The public event-time range: --start (None for one global window), no end."""
-    return args.start, None
+    """The public event-time range: --start and --end (None on an open stream)."""
+    return args.start, args.end
 
 
 def build_job(pipeline, args, accountants: Optional[Dict[str, BudgetAccountant]] = None
@@ -125,21 +143,18 @@ def build_job(pipeline, args, accountants: Optional[Dict[str, BudgetAccountant]]
     queries, dead_queries = _read(pipeline, 'Queries', args.query_subscription,
                                   args.query_avro or sample_data.QUERIES_PATH,
                                   sample_data.query_record_schema())
-    if args.window_seconds:
-        trips = trips | 'WindowTrips' >> beam.WindowInto(window.FixedWindows(args.window_seconds))
-        queries = queries | 'WindowQueries' >> beam.WindowInto(
-            window.FixedWindows(args.window_seconds))
     accountant = (accountants or job_accountants(args))['trips']
+    period = period_fn(args.window_seconds)
     with noise_key_scope(args):
         pmwg = WindowedPMWG(
-            epsilon=args.epsilon, delta=args.delta, alpha=args.alpha, n=INITIAL_SIZE,
-            domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),
-            accountant=accountant, timer_granularity=1, start=args.start,
-            debug_metrics=args.debug_metrics)
+            budget=PrivacyBudget(epsilon=args.epsilon, delta=args.delta), alpha=args.alpha,
+            n=INITIAL_SIZE, domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),
+            start=args.start, step=args.step_seconds, end=args.end, data_key_fn=period,
+            query_key_fn=period, accountant=accountant, debug_metrics=args.debug_metrics)
     out = (trips, queries) | 'AnswerWithPMWG' >> pmwg
     dead = ((dead_trips, dead_queries, out.dead_letter)
             | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
-    return JobOutputs(out.answers, dead)
+    return JobOutputs(out.answers, out.refusals, dead)
 
 
 def _streaming_file_window() -> beam.PTransform:
@@ -169,6 +184,8 @@ def build_pipeline(args, options: PipelineOptions, *,
     answer_schema = fastavro.parse_schema(dict(ANSWER_SCHEMA))
     _write(outputs.answers, ANSWERS_PREFIX, args.output_avro, args.output_topic,
            answer_schema, answer_to_avro, 'Answers')
+    _write(outputs.refusals, REFUSALS_PREFIX, args.output_avro, args.output_topic,
+           answer_schema, answer_to_avro, 'Refusals')
     _write(outputs.dead_letters, DEAD_LETTERS_PREFIX, args.dead_letter_avro,
            args.dead_letter_topic, DEAD_LETTER_SCHEMA, dead_letter_to_avro, 'DeadLetters')
     if outputs_fn is not None:

@@ -36,15 +36,15 @@ STATUS_MEANINGS = {
     'hard': 'answered with fresh noise, then used to update the histogram (spends budget; at '
             'most a public cap of hard queries)',
     'NOT_STARTED': 'refused: fewer trips than the initial size n had arrived when the query did',
-    'HALTED': 'refused: the hard-query cap or the budget is used up (for ever), or the window '
-              'closed',
+    'HALTED': 'refused: the hard-query cap or the budget is used up (for ever)',
+    'LATE': 'refused: the query arrived after its step was released (the public clock)',
     'BUDGET_EXHAUSTED': 'refused: the privacy budget of this instance is used up',
     'UNKNOWN_QUERY': 'refused: the mechanism cannot answer this query',
     'INVALID_QUERY': 'refused: the query record is malformed (it is also a dead letter)',
     'below': 'no value: below the sparse-vector threshold',
 }
 _ORDER = ('easy', 'hard', 'below', 'NOT_STARTED', 'HALTED', 'BUDGET_EXHAUSTED', 'UNKNOWN_QUERY',
-          'INVALID_QUERY')
+          'INVALID_QUERY', 'LATE')
 
 
 @dataclasses.dataclass
@@ -58,6 +58,7 @@ class Summary:
     dead_letters: Optional[int]
     windowed: bool
     answers_path: str = ''
+    refusals_path: str = ''
     dead_letters_path: str = ''
     epsilon: float = 0.0
     initial_size: int = 0
@@ -70,6 +71,8 @@ class Summary:
         if self.banner:
             lines.append(f'  {self.banner}')
         lines.append(f'  answers written to  : {self.answers_path}')
+        if self.refusals_path:
+            lines.append(f'  refusals written to : {self.refusals_path}')
         if self.dead_letters is None:
             lines.append(f'  dead letters        : written to {self.dead_letters_path} '
                          f'(malformed trips or queries; as sensitive as the input; not counted '
@@ -147,7 +150,8 @@ def _errors(args, answers):
 def summarize(args) -> Summary:
     """The summary of a finished local run; reads the input and counts the dead letters only
     when evaluation is on (``args.evaluate``)."""
-    answers = [answer_from_avro(r) for r in _read(os.path.join(args.output_avro, 'answers*'))]
+    answers = [answer_from_avro(r) for prefix in (job.ANSWERS_PREFIX, job.REFUSALS_PREFIX)
+               for r in _read(os.path.join(args.output_avro, f'{prefix}*'))]
     out = args.dead_letter_avro or args.output_avro
     errors, baseline, dead = [], [], None
     if getattr(args, 'evaluate', False):
@@ -156,6 +160,7 @@ def summarize(args) -> Summary:
     return Summary(_statuses(answers), errors, baseline, args.alpha, dead,
                    bool(args.window_seconds),
                    answers_path=os.path.join(args.output_avro, f'{job.ANSWERS_PREFIX}-*.avro'),
+                   refusals_path=os.path.join(args.output_avro, f'{job.REFUSALS_PREFIX}-*.avro'),
                    dead_letters_path=os.path.join(out, f'{job.DEAD_LETTERS_PREFIX}-*.avro'),
                    epsilon=args.epsilon, initial_size=job.INITIAL_SIZE,
                    banner=evaluation.banner(args))

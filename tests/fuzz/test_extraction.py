@@ -230,13 +230,15 @@ GROWING = ['WindowedPMWG', 'BBSchedulerQueries', 'BBImproverQueries']
 
 
 def check_growing_data(name, transform, fn, index, micros):
-    del name, transform
+    del name
     valid, dead, other = run_entry(fn, index, micros)
     _check_one_outcome(valid, dead, other, stage='TagData')
+    clock = transform.clock
     if isinstance(index, numbers.Integral) and not isinstance(index, bool) and \
-            0 <= index < families.DOMAIN:
+            0 <= index < families.DOMAIN and 0 <= clock.step_of(micros) <= clock.last_step:
         assert valid, (index, dead)
-    for instance, ((_, _), (t, kind, i, _)) in valid:
+    for instance, payload in valid:
+        t, kind, i, _ = payload.item
         assert isinstance(instance, bytes) and t == micros and kind == RECORD
         assert type(i) is int and 0 <= i < families.DOMAIN
     return len(valid), len(dead)

@@ -97,7 +97,8 @@ def _run(specs, transform, growing=False, batch=False):
                                                                                families.DOMAIN))])
                        | 'At9s' >> beam.Map(lambda q: TimestampedValue(q, 9.5)))
             out = (records, queries) | transform
-            return {'answers': out.answers, 'dead': out.dead_letter}
+            answers = (out.answers, out.refusals) | 'AnswersAndRefusals' >> beam.Flatten()
+            return {'answers': answers, 'dead': out.dead_letter}
         out = records | transform
         return {'releases': out.releases if hasattr(out, 'releases') else out.keys,
                 'dead': out.dead_letter}
@@ -281,8 +282,9 @@ def test_growing_database_accounts_for_every_record():
                     min_size=200, max_size=300))
     def check(specs):
         _, domain_fn, _ = _lookups(specs)
-        t = WindowedPMWG(epsilon=1.0, alpha=0.3, n=21, domain_size=families.DOMAIN,
-                         domain_fn=domain_fn)
+        t = WindowedPMWG(budget=PrivacyBudget(epsilon=1.0), alpha=0.3, n=21,
+                         domain_size=families.DOMAIN, domain_fn=domain_fn, start=0, step=1,
+                         end=10)
         _, dead, answers = _run(specs, t, growing=True)
         (answer,) = answers
         data_dead = [d for d in dead if d.stage in ('TagData', 'AnswerQueries')]

@@ -11,6 +11,7 @@ import pytest
 from beam_dp.io.queries import answer_from_avro
 from pipelines.pmwg_queries import options as job_options
 from pipelines.pmwg_queries import pipeline as job
+from pipelines.pmwg_queries import sample_data
 
 pytestmark = pytest.mark.pipeline
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,14 +35,20 @@ def test_default_run_answers_every_valid_query_and_reports_refusals(tmp_path):
     assert f'answers written to  : {out / "answers-*.avro"}' in proc.stdout
     # Quiet by default: no Beam INFO logs (only the job's own lines).
     assert ' INFO apache_beam' not in proc.stderr and ' INFO root' not in proc.stderr, proc.stderr
-    answers = []
+    assert f'refusals written to : {out / "refusals-*.avro"}' in proc.stdout
+    written = {'answers': [], 'refusals': []}
     for name in os.listdir(out):
-        if name.startswith('answers'):
-            with open(out / name, 'rb') as f:
-                answers.extend(answer_from_avro(r) for r in fastavro.reader(f))
-    assert len(answers) == 1201          # 1,200 valid queries + 1 invalid (refused, not dropped)
-    assert sum(a.refusal == 'INVALID_QUERY' for a in answers) == 1
-    assert all(a.t is None or a.t <= 12_000 for a in answers)
+        for prefix, records in written.items():
+            if name.startswith(prefix):
+                with open(out / name, 'rb') as f:
+                    records.extend(answer_from_avro(r) for r in fastavro.reader(f))
+    answers, refusals = written['answers'], written['refusals']
+    # 1,200 valid queries + 1 invalid (refused, not dropped); refusals on their own output.
+    assert len(answers) + len(refusals) == 1201
+    assert all(a.refusal is None for a in answers)
+    assert refusals and all(a.refusal is not None for a in refusals)
+    assert sum(a.refusal == 'INVALID_QUERY' for a in refusals) == 1
+    assert all(a.t is None or a.t <= 12_000 for a in answers + refusals)
 
 
 def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
@@ -51,7 +58,7 @@ def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
         '--output_topic=projects/test-project/topics/answers',
         '--dead_letter_topic=projects/test-project/topics/dead',
         '--epsilon=1.0', '--delta=0', '--alpha=0.2', '--beta=0.05', '--domain_size=128',
-        '--window_seconds=3600', '--start=2026-01-01T00:00:00Z',
+        '--window_seconds=3600', '--start=2026-01-01T00:00:00Z', '--step_seconds=60',
         '--dry_run=True', '--project=test-project',
         '--region=us-central1', '--temp_location=gs://b/tmp', '--staging_location=gs://b/staging',
         '--streaming'])
@@ -69,7 +76,8 @@ def test_dataflow_translation_of_the_pubsub_configuration(tmp_path):
         'visit_transform': lambda self, n: labels.add(n.full_label),
         'visit_value': lambda self, v, n: None})())
     assert 'AnswerWithPMWG/AnswerQueries' in labels
-    assert 'PublishAnswers' in labels and 'ReadTrips' in labels
+    assert 'PublishAnswers' in labels and 'PublishRefusals' in labels and 'ReadTrips' in labels
+    assert 'AnswerWithPMWG/GateLateRecords' in labels
 
 
 def test_launcher_rejects_half_a_pubsub_configuration():
@@ -100,13 +108,24 @@ def test_every_option_has_help_and_beam_logs_stay_quiet_unless_verbose():
     assert with_default_runner(explicit) == explicit
 
 
-def test_windows_on_pubsub_need_a_public_start():
+def test_the_step_clock_options():
+    """Pub/Sub and Avro input need a public --start; Avro (batch) input an --end too; the
+    embedded sample defaults to its own period; --window_seconds keys a database per period."""
     with pytest.raises(SystemExit):
         job_options.parse_args([
             '--data_subscription=projects/p/subscriptions/trips',
-            '--query_subscription=projects/p/subscriptions/queries', '--window_seconds=3600'])
+            '--query_subscription=projects/p/subscriptions/queries'])
+    with pytest.raises(SystemExit):
+        job_options.parse_args(['--data_avro=trips.avro', '--start=1767225600'])
     args, _ = job_options.parse_args([
         '--data_subscription=projects/p/subscriptions/trips',
         '--query_subscription=projects/p/subscriptions/queries', '--window_seconds=3600',
         '--start=1767225600'])
-    assert args.start == 1767225600.0
+    assert (args.start, args.end, args.step_seconds) == (1767225600.0, None, 60.0)
+    assert job.release_schedule(args) == (1767225600.0, None)
+    sample, _ = job_options.parse_args([])
+    start = sample_data.SAMPLE_START.timestamp()
+    assert (sample.start, sample.end) == (start, start + sample_data.SPAN_SECONDS)
+    period = job.period_fn(3600)
+    assert period({'event_time_micros': 3_600_000_000 * 5 + 1}) == 5
+    assert job.period_fn(0) is None

@@ -234,11 +234,12 @@ def test_yaml_outputs_are_schemad_rows_for_growing_databases_too():
     ``QueryAnswerRow``; a growing database's releases are typed ``EpochReleaseRecord``."""
     p = beam.Pipeline(runner='FnApiRunner', options=PipelineOptions(beam_dp_epsilon=5.0))
     transform = yaml_provider.TRANSFORMS['WindowedPMWG'](
-        epsilon=1.0, alpha=0.3, n=30, domain_size=4, domain_field='index')
+        budget={'epsilon': 1.0}, alpha=0.3, n=30, domain_size=4, domain_field='index',
+        **_CLOCK)
     out = {'data': p | 'D' >> beam.Create([{'index': 1}]),
            'queries': p | 'Q' >> beam.Create([{'query_id': 'q', 'lo': 0, 'hi': 2,
                                                 'domain_size': 4}])} | transform
-    assert set(out) == {'answers', 'releases', 'dead_letter'}
+    assert set(out) == {'answers', 'refusals', 'releases', 'dead_letter'}
     for name, pcoll in out.items():
         coder = beam.coders.registry.get_coder(pcoll.element_type)
         assert isinstance(coder, beam.coders.RowCoder), (name, pcoll.element_type)
@@ -288,15 +289,16 @@ YAML_CONFIGS = {
                              features_field='features', label_field='label', **_CLOCK),
     'BoostQueries': dict(public_datasets=['d'], shape=[2, 4], budget={'epsilon': 1.0},
                          dataset_field='dataset', attributes_field='attributes', **_CLOCK),
-    'WindowedPMWG': dict(epsilon=1.0, alpha=0.3, n=30, domain_size=4, domain_field='index'),
+    'WindowedPMWG': dict(budget={'epsilon': 1.0}, alpha=0.3, n=30, domain_size=4,
+                         domain_field='index', **_CLOCK),
     'BBSchedulerQueries': dict(mechanism={'type': 'laplace_query_vector',
                                           'ranges': [[0, 1], [0, 2]]},
-                               epsilon=1.0, beta=0.05, n=100, domain_size=4,
-                               domain_field='index'),
+                               budget={'epsilon': 1.0}, beta=0.05, n=100, domain_size=4,
+                               domain_field='index', **_CLOCK),
     'BBImproverQueries': dict(mechanism={'type': 'laplace_query_vector',
                                          'ranges': [[0, 1], [0, 2]]},
-                              epsilon=0.9, delta=1e-6, beta=0.05, n=50, domain_size=4,
-                              domain_field='index'),
+                              budget={'epsilon': 0.9, 'delta': 1e-6}, beta=0.05, n=50,
+                              domain_size=4, domain_field='index', **_CLOCK),
 }
 _GROWING = ('BoostQueries', 'WindowedPMWG', 'BBSchedulerQueries', 'BBImproverQueries')
 

@@ -32,7 +32,8 @@ EXPECTED_PARAMETERS = {
     },
     "pmwg_queries": {
         "data_subscription", "query_subscription", "output_topic", "dead_letter_topic", "epsilon",
-        "delta", "alpha", "beta", "domain_size", "window_seconds", "start", "data_avro",
+        "delta", "alpha", "beta", "domain_size", "window_seconds", "start", "step_seconds", "end",
+        "data_avro",
         "query_avro", "output_avro", "dead_letter_avro", "noise_key", "stream_id",
     },
     "erm_digits": {
@@ -57,7 +58,8 @@ OPTIONAL_PARAMETERS = {
                          "dead_letter_topic", "public_keys", "input_avro", "output_avro",
                          "dead_letter_avro", "public_keys_file", "start", "end", "num_shards",
                          "progress_every", "noise_key", "stream_id", "lateness"},
-    "pmwg_queries": {"window_seconds", "start", "data_subscription", "query_subscription",
+    "pmwg_queries": {"window_seconds", "start", "step_seconds", "end", "data_subscription",
+                     "query_subscription",
                      "output_topic",
                      "dead_letter_topic", "data_avro", "query_avro", "output_avro",
                      "dead_letter_avro", "noise_key", "stream_id"},
@@ -272,6 +274,8 @@ CASES = {
         "domain_size": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "window_seconds": (NONNEG_INT_GOOD, NONNEG_INT_BAD),
         "start": (TIME_GOOD, TIME_BAD),
+        "step_seconds": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
+        "end": (TIME_GOOD, TIME_BAD),
         "data_avro": (GCS_GOOD, GCS_BAD),
         "query_avro": (GCS_GOOD, GCS_BAD),
         "output_avro": (GCS_GOOD, GCS_BAD),

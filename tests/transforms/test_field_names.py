@@ -222,11 +222,13 @@ def test_multi_field_callable_needs_all_its_fields():
 
 def test_undecorated_families_check_fields_too():
     with pytest.raises(InvalidParamsError, match='give either domain_fn or domain_field'):
-        beam_dp.WindowedPMWG(epsilon=1.0, alpha=0.3, n=30, domain_size=4, domain_fn=lambda r: r,
-                             domain_field='index')
+        beam_dp.WindowedPMWG(budget=beam_dp.PrivacyBudget(epsilon=1.0), alpha=0.3, n=30,
+                             domain_size=4, domain_fn=lambda r: r, domain_field='index',
+                             start=0, step=1)
     with pytest.raises(InvalidParamsError, match='value_field is not an argument of WindowedPMWG'):
-        beam_dp.WindowedPMWG(epsilon=1.0, alpha=0.3, n=30, domain_size=4, value_field='v',
-                             domain_field='index')
+        beam_dp.WindowedPMWG(budget=beam_dp.PrivacyBudget(epsilon=1.0), alpha=0.3, n=30,
+                             domain_size=4, value_field='v', domain_field='index', start=0,
+                             step=1)
     with pytest.raises(InvalidParamsError, match='unit_fn or privacy_unit_field, not both'):
         beam_dp.UserLevel(unit_fn=lambda r: r, privacy_unit_field='u', max_steps_per_unit=1)
     with pytest.raises(InvalidParamsError, match='privacy_unit_field must be a field name'):

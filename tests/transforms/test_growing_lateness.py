@@ -1,15 +1,14 @@
 """Lateness before 'AnswerQueries' (``WindowedPMWG``, ``BBSchedulerQueries``,
-``BBImproverQueries``, fixed windows) is decided by the public window deadlines, never by
-another record of the same (key, window), once the transform has a public ``start``.
+``BBImproverQueries``) is decided by the public step clock, never by another record of the same
+key.
 
-A fixed window's instance is closed by its 'expire' timer (window end - 1 µs + allowed
-lateness), armed by the instance's first item: without the gate, a record arriving after the
-deadline was dead-lettered when an earlier record had opened the instance (it is closed) and
-counted when none had (it opens the instance). With ``start=`` a 'GateLateRecords' stage
-(``beam_dp.transforms.lateness``) dead-letters it in both cases, at stage 'AnswerQueries' with
-the same reason; DirectRunner (streaming, TestStream) and Prism. Likewise a query arriving
-after its window's deadline was refused HALTED when a record had opened the instance and
-answered at t = 0 (NOT_STARTED) when none had: 'GateLateQueries' refuses it HALTED in both.
+The release loop learns that a key's step is released from the key's own timer, which its first
+item arms: without the gate, a record arriving after its step's deadline would be dead-lettered
+when an earlier record of its key had armed (and fired) the step, and counted when none had. The
+'GateLateRecords' stage (``beam_dp.transforms.lateness``) dead-letters it in both cases, at
+stage 'AnswerQueries' with the one late reason; DirectRunner (streaming, TestStream) and Prism.
+Likewise a query arriving after its step's deadline: 'GateLateQueries' refuses it 'LATE' (on
+the ``refusals`` output) in both cases.
 """
 
 import apache_beam as beam
@@ -17,14 +16,12 @@ import pytest
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
-from apache_beam.transforms import window
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_dp import InvalidParamsError
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
-from beam_dp.drivers.growing import closed_reason as _closed_reason
-from beam_dp.drivers.growing import late_window_reason as _late_reason
+from beam_dp.drivers.clock import late_reason
 from tests import runners
 from tests.transforms.test_bb_transforms import N as BB_DOMAIN
 from tests.transforms.test_bb_transforms import scheduler_args
@@ -34,9 +31,9 @@ from tests.transforms.test_pmwg_transform import pmwg
 from tests.transforms.test_segment_lateness import direct_pipeline
 from tests.transforms.test_segment_lateness import prism_pipeline
 
-#: Windows of 100 s from t = 100 s: [100, 200) is the window of the records below.
-START_S, WID = 100, (100_000_000, 200_000_000)
-LATE = ('AnswerQueries', _late_reason(WID, 0))           # allowed_lateness 0 (default)
+#: Steps of 100 s from t = 100 s: [100, 200) is step 0, the step of the records below.
+START_S, STEP_S, END_S = 100, 100, 1000
+LATE = ('AnswerQueries', late_reason(0, 0))           # allowed_lateness 0 (default)
 
 
 def _batches(with_other):
@@ -47,10 +44,17 @@ def _batches(with_other):
 
 
 def _bb(**kwargs):
-    return BBSchedulerQueries(**scheduler_args(domain_fn=lambda r: r, **kwargs))
+    return BBSchedulerQueries(**scheduler_args(domain_fn=lambda r: r, **{**_CLOCK, **kwargs}))
 
 
-FAMILIES = {'pmwg': pmwg, 'bb_scheduler': _bb}
+def _pmwg(**kwargs):
+    return pmwg(**{**_CLOCK, **kwargs})
+
+
+_CLOCK = dict(start=START_S, step=STEP_S, end=END_S)
+
+
+FAMILIES = {'pmwg': _pmwg, 'bb_scheduler': _bb}
 
 
 def _records(with_other):
@@ -71,8 +75,6 @@ def _pipeline(pipeline, family, with_other, start=START_S, tagged=True):
             data, queries = streams['data'], streams['queries']
         else:
             data, queries = p | _records(with_other), p | 'NoQueries' >> beam.Create([])
-        data = data | 'WD' >> beam.WindowInto(window.FixedWindows(100))
-        queries = queries | 'WQ' >> beam.WindowInto(window.FixedWindows(100))
         out = (data, queries) | 'T' >> FAMILIES[family](start=start)
         assert_that(out.dead_letter | beam.Map(lambda d: (d.stage, d.reason)), equal_to([LATE]))
 
@@ -85,7 +87,7 @@ ON_PRISM = pytest.param('prism', 'pmwg', id='prism-pmwg', marks=[
 @pytest.mark.parametrize('runner, family', [('direct', f) for f in sorted(FAMILIES)]
                          + [ON_PRISM])
 @pytest.mark.parametrize('with_other', [False, True])
-def test_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_window(
+def test_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_key(
         runner, family, with_other):
     if runner == 'direct':
         _pipeline(direct_pipeline(), family, with_other)
@@ -94,20 +96,18 @@ def test_a_late_record_is_dead_lettered_with_or_without_another_record_of_its_wi
 
 
 @pytest.mark.pipeline
-def test_a_record_of_a_window_before_start_is_dead_lettered_as_before_the_start():
+def test_a_record_before_start_is_dead_lettered_as_before_the_start():
     with direct_pipeline() as p:
         streams = p | make_stream([(10, [('data', 1, 50.0), ('data', 2, 150.0)])])
-        data = streams['data'] | 'WD' >> beam.WindowInto(window.FixedWindows(100))
-        queries = streams['queries'] | 'WQ' >> beam.WindowInto(window.FixedWindows(100))
-        out = (data, queries) | 'T' >> pmwg(start=START_S)
+        out = (streams['data'], streams['queries']) | 'T' >> _pmwg()
         assert_that(out.dead_letter | beam.Map(lambda d: (d.stage, d.reason.split(':')[0])),
-                    equal_to([('AnswerQueries', 'event time is before the release start')]))
+                    equal_to([('TagData', 'event time is before the release start')]))
 
 
 def _labels(pcoll_of, **kwargs):
     pipeline = beam.Pipeline(runner=runners.DIRECT_RUNNER)
     data, queries = pcoll_of(pipeline)
-    _ = (data, queries) | 'T' >> pmwg(**kwargs)
+    _ = (data, queries) | 'T' >> _pmwg(**kwargs)
     labels = []
 
     class _Labels(beam.pipeline.PipelineVisitor):
@@ -118,24 +118,20 @@ def _labels(pcoll_of, **kwargs):
     return {label for label in labels if label.startswith('T/')}
 
 
-def test_the_gate_runs_with_start_fixed_windows_and_an_unbounded_input_only():
+def test_the_gate_runs_on_an_unbounded_input_only():
     def streamed(p):
         streams = p | make_stream([(10, [('data', 1, 150.0)])])
-        return tuple(streams[t] | f'W{t}' >> beam.WindowInto(window.FixedWindows(100))
-                     for t in ('data', 'queries'))
+        return streams['data'], streams['queries']
 
     def batch(p):
-        return tuple(p | f'C{t}' >> beam.Create([]) | f'W{t}' >> beam.WindowInto(
-            window.FixedWindows(100)) for t in ('data', 'queries'))
+        return tuple(p | f'C{t}' >> beam.Create([]) for t in ('data', 'queries'))
 
-    assert 'T/GateLateRecords' in _labels(streamed, start=START_S)
-    with pytest.raises(InvalidParamsError, match='start must be set for an unbounded input'):
-        _labels(streamed)
-    assert not any('GateLateRecords' in label for label in _labels(batch, start=START_S))
+    assert {'T/GateLateRecords', 'T/GateLateQueries'} <= _labels(streamed)
+    assert not any('GateLate' in label for label in _labels(batch))
 
 
 @pytest.mark.parametrize('start, match', [('soon', 'start must be a time'),
-                                          (-5, 'start must be positive'),
+                                          (-5, 'start must be non-negative'),
                                           (1_700_000_000_000, 'looks like milliseconds')])
 def test_a_bad_start_is_refused_at_construction_naming_it(start, match):
     for family in FAMILIES.values():
@@ -155,8 +151,8 @@ def _late_query_batches(family, with_record):
 
 
 def _late_query_inputs(p, family, with_record, tagged):
-    """(data, queries) in fixed windows: from a multi-output TestStream, or (Prism) from one
-    TestStream of (tag, value) split in two."""
+    """(data, queries): from a multi-output TestStream, or (Prism) from one TestStream of
+    (tag, value) split in two."""
     batches = _late_query_batches(family, with_record)
     if tagged:
         streams = p | make_stream(batches)
@@ -171,23 +167,23 @@ def _late_query_inputs(p, family, with_record, tagged):
         both = p | stream.advance_watermark_to_infinity()
         data, queries = (both | f'Split{tag}' >> beam.FlatMap(
             lambda e, tag=tag: [e[1]] if e[0] == tag else []) for tag in ('data', 'queries'))
-    return (data | 'WD' >> beam.WindowInto(window.FixedWindows(100)),
-            queries | 'WQ' >> beam.WindowInto(window.FixedWindows(100)))
+    return data, queries
 
 
 @pytest.mark.pipeline
 @pytest.mark.parametrize('runner, family', [('direct', f) for f in sorted(FAMILIES)]
                          + [ON_PRISM])
 @pytest.mark.parametrize('with_record', [False, True])
-def test_a_late_query_is_refused_halted_with_or_without_a_record_of_its_window(
+def test_a_late_query_is_refused_late_with_or_without_a_record_of_its_key(
         runner, family, with_record):
-    # Before 'GateLateQueries': HALTED with the record (it opened the instance, closed at the
-    # deadline), NOT_STARTED at t = 0 without (the query opened a fresh instance).
-    halted = ('late_q', 'HALTED', _closed_reason(WID), 160_000_000, 0.0)
+    # Without 'GateLateQueries': refused with the record (its step was released), answered
+    # (NOT_STARTED at t = 0) without (the query would open the key's first step).
+    halted = ('late_q', 'LATE', late_reason(0, 0), 160_000_000, 0.0)
     direct = runner == 'direct'
     with (direct_pipeline() if direct else prism_pipeline()) as p:
         inputs = _late_query_inputs(p, family, with_record, tagged=direct)
         out = inputs | 'T' >> FAMILIES[family](start=START_S)
-        assert_that(out.answers | beam.Map(lambda a: (
+        assert_that(out.answers, equal_to([]), label='NoAnswers')
+        assert_that(out.refusals | beam.Map(lambda a: (
             a.query_id, a.refusal, a.message, a.timestamp, a.epsilon_spent)), equal_to([halted]))
         assert_that(out.dead_letter, equal_to([]), label='NoDeadLetters')

@@ -221,9 +221,8 @@ def test_segment_gate_dead_letters_each_late_record_as_it_was_at_its_own_time(fa
 
 @pytest.mark.parametrize('with_other', [False, True])
 def test_growing_database_gate_dead_letters_the_late_record_as_it_was(with_other):
-    """BB / PMWG in fixed windows with ``start``: 'GateLateRecords' dead-letters a late record
-    holding the input record (was: its domain index), at its own time."""
-    from apache_beam.transforms import window
+    """BB / PMWG on the step clock: 'GateLateRecords' dead-letters a late record holding the
+    input record (not its domain index), at its own time."""
     from beam_dp.transforms.bb_scheduler import BBSchedulerQueries
     from tests.transforms.test_bb_transforms import scheduler_args
     from tests.transforms.test_pmwg_transform import make_stream
@@ -232,10 +231,8 @@ def test_growing_database_gate_dead_letters_the_late_record_as_it_was(with_other
     batches = [(120, first), (250, []), (260, [('data', (3, 'late'), 160.0)])]
     with beam.Pipeline(runner=DIRECT_RUNNER, options=streaming_options()) as p:
         streams = p | make_stream(batches)
-        data = streams['data'] | 'WD' >> beam.WindowInto(window.FixedWindows(100))
-        queries = streams['queries'] | 'WQ' >> beam.WindowInto(window.FixedWindows(100))
-        out = (data, queries) | 'T' >> BBSchedulerQueries(
-            **scheduler_args(domain_fn=lambda r: r[0], start=100))
+        out = (streams['data'], streams['queries']) | 'T' >> BBSchedulerQueries(
+            **scheduler_args(domain_fn=lambda r: r[0], start=100, step=100, end=1000))
         assert_that(out.dead_letter | beam.Map(lambda d: (d.record, d.event_time_micros)),
                     lambda got: sorted(got) == [("(3, 'late')", 160_000_000)] or
                     pytest.fail(repr(got)))

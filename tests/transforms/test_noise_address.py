@@ -132,18 +132,19 @@ def test_growing_database_instance_keys_are_canonical():
     (two state keys) whose noise addresses encoded alike, so they answered with identical noise.
     Now they are one instance; a key with no canonical form is a dead letter."""
     import numpy as np                               # pylint: disable=import-outside-toplevel
-    from apache_beam.transforms.window import GlobalWindow  # pylint: disable=import-outside-toplevel
     from apache_beam.utils.timestamp import Timestamp  # pylint: disable=import-outside-toplevel
+    from beam_dp.drivers.clock import StepClock     # pylint: disable=import-outside-toplevel
     from beam_dp.drivers.growing import RECORD      # pylint: disable=import-outside-toplevel
     from beam_dp.transforms.growing_database import _TagFn  # pylint: disable=import-outside-toplevel
 
     def tag(key):
-        fn = _TagFn(RECORD, 'PMWG', 'pmwg', lambda r: r[0], lambda r: r[1], 4)
-        return list(fn.process((key, 1), Timestamp(micros=10), GlobalWindow()))
+        fn = _TagFn(RECORD, 'PMWG', 'pmwg', lambda r: r[0], lambda r: r[1], 4,
+                    StepClock(0, 1_000_000))
+        return list(fn.process((key, 1), Timestamp(micros=10)))
 
     def instance(key):
-        [(state_key, ((canonical, _), _))] = tag(key)
-        return state_key, canonical
+        [(state_key, item)] = tag(key)
+        return state_key, item.key
 
     assert instance(('k', 1)) == instance(['k', 1]) == (instance(('k', 1))[0], ('k', 1))
     assert instance(1) == instance(np.int64(1))

@@ -1,6 +1,8 @@
 """Pipeline tier: ``WindowedPMWG`` on TestStream in streaming mode (DirectRunner named
-explicitly): parity with the pure PMWG under a seed, refusals, dead letters, keys, fixed windows,
-sliding windows refused, budgets at construction."""
+explicitly): parity with the pure PMWG under a seed (the noise addresses of the Beam-window
+version: ``instance_rng(rng, label, key, None)``), refusals on their own output, dead letters,
+keys, the step clock (late records and queries), Beam windows and the old arguments refused
+with what to write, budgets at construction."""
 
 import apache_beam as beam
 import numpy as np
@@ -56,7 +58,9 @@ def make_stream(batches):
 
 
 def run(batches, transform, check_answers=None, check_dead=None, windowfn=None,
-        streaming=True):
+        streaming=True, check_refusals=None):
+    """``check_answers`` sees answers and refusals together (a refusal has ``refusal`` set);
+    ``check_refusals`` the refusals output alone."""
     options = streaming_options() if streaming else PipelineOptions()
     with beam.Pipeline(runner=DIRECT_RUNNER if streaming else BATCH_RUNNER, options=options) as p:
         if streaming:
@@ -74,14 +78,30 @@ def run(batches, transform, check_answers=None, check_dead=None, windowfn=None,
             queries = queries | 'WindowQueries' >> beam.WindowInto(windowfn)
         out = (data, queries) | LABEL >> transform
         if check_answers is not None:
-            assert_that(out.answers, check_answers, label='CheckAnswers')
+            both = (out.answers, out.refusals) | 'Both' >> beam.Flatten()
+            assert_that(both, check_answers, label='CheckAnswers')
+            assert_that(out.answers, _no_refusal, label='CheckAnswersHaveNoRefusal')
+            assert_that(out.refusals, _only_refusals, label='CheckRefusalsAreRefusals')
+        if check_refusals is not None:
+            assert_that(out.refusals, check_refusals, label='CheckRefusals')
         if check_dead is not None:
             assert_that(out.dead_letter, check_dead, label='CheckDead')
 
 
+def _no_refusal(answers):
+    assert all(a.refusal is None for a in answers)
+
+
+def _only_refusals(refusals):
+    assert all(a.refusal is not None and a.value is None for a in refusals)
+
+
+CLOCK = dict(start=0, step=10, end=200)
+
+
 def pmwg(**kwargs):
-    params = dict(epsilon=50.0, alpha=0.3, n=30, domain_size=N, domain_fn=lambda r: r,
-                  testing_seed=SEED)
+    params = dict(budget=PrivacyBudget(epsilon=50.0), alpha=0.3, n=30, domain_size=N,
+                  domain_fn=lambda r: r, testing_seed=SEED, **CLOCK)
     params.update(kwargs)
     return WindowedPMWG(**params)
 
@@ -159,26 +179,53 @@ def _eq(actual, expected):
     assert actual == expected
 
 
-def test_late_records_count_in_a_later_t_and_queries_see_only_earlier_records():
+def test_late_records_are_dead_lettered_and_late_queries_refused_on_the_public_clock():
     q = LinearQuery.range(N, 0, N)
     batches = [
         (10, [('data', i % N, 1 + i * 0.1) for i in range(40)] + [('queries', ('a', q), 9)]),
-        (20, [('data', 3, 5.0), ('queries', ('b', q), 15)]),    # the record is late (ts 5 < 10)
+        # Step 0 ([0, 10)) is released: the record and the query stamped 5 are late.
+        (20, [('data', 3, 5.0), ('queries', ('late', q), 5), ('queries', ('b', q), 15)]),
     ]
 
     def check(answers):
-        got = {a.query_id: a.t for a in answers}
-        assert got == {'a': 40, 'b': 41}
+        got = {a.query_id: (a.refusal, a.t) for a in answers}
+        assert got == {'a': (None, 40), 'b': (None, 40), 'late': ('LATE', None)}
 
-    run(batches, pmwg(), check)
+    def check_refusals(refusals):
+        (late,) = refusals
+        assert late.message == 'late: step 0 was already released (allowed lateness 0s)'
+
+    def check_dead(dead):
+        assert [d.reason for d in dead] == [
+            'late: step 0 was already released (allowed lateness 0s)']
+        assert dead[0].stage == 'AnswerQueries' and dead[0].record == '3'
+
+    run(batches, pmwg(), check, check_dead, check_refusals=check_refusals)
+
+
+def test_records_and_queries_outside_the_clock_are_dead_lettered():
+    q = LinearQuery.range(N, 0, N)
+    events = [('data', 1, 0.5), ('data', 2, 105.0), ('queries', ('after', q), 150.0)]
+
+    def check(answers):
+        assert [(a.query_id, a.refusal) for a in answers] == [('after', 'INVALID_QUERY')]
+
+    def check_dead(dead):
+        reasons = sorted(d.reason for d in dead)
+        assert [d.stage for d in sorted(dead, key=lambda d: d.reason)] == [
+            'TagData', 'TagQueries', 'TagData']
+        assert all('after the last released step' in r for r in reasons[:2])
+        assert 'before the release start' in reasons[2]
+
+    run([(300, events)], pmwg(start=1, step=10, end=101), check, check_dead)
 
 
 def test_halted_instance_refuses_every_later_query():
-    mech_args = dict(epsilon=1e-3, alpha=1.0, n=21, domain_size=3)
+    mech_args = dict(alpha=1.0, n=21, domain_size=3)
     events = [('data', i % 3, 1 + i * 0.01) for i in range(21)]
     events += [('queries', (f'q{j:03d}', LinearQuery.range(3, 0, 1 + j % 2)), 5 + j * 0.01)
                for j in range(100)]
-    expected = reference(PMWG(**mech_args), events)
+    expected = reference(PMWG(epsilon=1e-3, **mech_args), events)
     statuses = [expected[f'q{j:03d}'][0] for j in range(100)]
     first = statuses.index('HALTED')
     assert set(statuses[first:]) == {'HALTED'}
@@ -187,7 +234,7 @@ def test_halted_instance_refuses_every_later_query():
         assert as_dict(answers) == expected
         assert all('hard-query cap' in a.message for a in answers if a.refusal == 'HALTED')
 
-    run(split(events, [4, 100]), pmwg(**mech_args, domain_fn=lambda r: r), check)
+    run(split(events, [4, 100]), pmwg(**mech_args, budget=PrivacyBudget(epsilon=1e-3)), check)
 
 
 def test_invalid_queries_and_records_are_dead_lettered_with_a_reason():
@@ -232,63 +279,64 @@ def test_keys_run_independent_instances():
                                   query_key_fn=lambda qv: 'a' if qv[0] == 'qa' else 'b'), check)
 
 
-def test_fixed_windows_run_independent_instances_and_close():
-    q = LinearQuery.range(N, 0, 4)
-    w1 = [('data', i % N, 1001 + i * 0.1) for i in range(40)]     # window [1000, 1100)
-    w2 = [('data', i % N, 1101 + i * 0.1) for i in range(35)]     # window [1100, 1200)
-    queries = [('queries', ('w1', q), 1050), ('queries', ('w2', q), 1150)]
-    late = [('queries', ('late', q), 1060), ('data', 1, 1061)]     # window 1 is closed
-    mech = PMWG(epsilon=50.0, alpha=0.3, n=30, domain_size=N)
-    exp1 = reference(mech, w1 + queries[:1], wid=(1_000_000_000, 1_100_000_000))
-    exp2 = reference(mech, w2 + queries[1:], wid=(1_100_000_000, 1_200_000_000))
-
-    def check(answers):
-        got = as_dict(answers)
-        assert got['w1'] == exp1['w1'] and got['w1'][2] == 40
-        assert got['w2'] == exp2['w2'] and got['w2'][2] == 35
-        late_answer = [a for a in answers if a.query_id == 'late'][0]
-        assert late_answer.refusal == 'HALTED' and 'is closed' in late_answer.message
-
-    def check_dead(dead):
-        assert [d.reason.startswith('late: window') for d in dead] == [True]
-
-    run([(1060, w1 + queries[:1]), (1250, w2 + queries[1:]), (1300, late)], pmwg(start=1000),
-        check, check_dead, windowfn=window.FixedWindows(100))
-
-
-def test_unbounded_fixed_windows_without_start_are_refused():
-    with pytest.raises(InvalidParamsError, match='start must be set for an unbounded input'):
-        run([(60, [('data', 1, 1.0)])], pmwg(), None, None, windowfn=window.FixedWindows(100))
-
-
-def test_sliding_windows_are_refused_with_a_clear_error():
-    with pytest.raises(InvalidParamsError, match='sliding windows are not supported'):
+@pytest.mark.parametrize('windowfn', [window.FixedWindows(100),
+                                      window.SlidingWindows(100, 50), window.Sessions(10)])
+def test_beam_windows_are_refused_with_what_to_write(windowfn):
+    with pytest.raises(InvalidParamsError, match=r'global window.*data_key_fn=lambda r: '):
         with beam.Pipeline(runner=BATCH_RUNNER) as p:
-            data = p | 'D' >> beam.Create([1]) | 'WD' >> beam.WindowInto(
-                window.SlidingWindows(100, 50))
-            queries = p | 'Q' >> beam.Create([]) | 'WQ' >> beam.WindowInto(
-                window.SlidingWindows(100, 50))
+            data = p | 'D' >> beam.Create([1]) | 'WD' >> beam.WindowInto(windowfn)
+            queries = p | 'Q' >> beam.Create([]) | 'WQ' >> beam.WindowInto(windowfn)
             _ = (data, queries) | pmwg()
 
 
-def test_mismatched_windowing_is_refused():
-    with pytest.raises(InvalidParamsError, match='same windowing'):
-        with beam.Pipeline(runner=BATCH_RUNNER) as p:
-            data = p | 'D' >> beam.Create([1]) | 'WD' >> beam.WindowInto(window.FixedWindows(10))
-            queries = p | 'Q' >> beam.Create([])
-            _ = (data, queries) | pmwg()
+@pytest.mark.parametrize('kwargs, match', [
+    ({'epsilon': 1.0}, r'epsilon is not an argument: use budget=PrivacyBudget\(epsilon=1.0\)'),
+    ({'epsilon': 1.0, 'delta': 1e-6},
+     r'epsilon/delta is not an argument: use budget=PrivacyBudget\(epsilon=1.0, delta=1e-06\)'),
+    ({'timer_granularity': 5}, r'timer_granularity is not an argument of WindowedPMWG: .*'
+                               r'step=<seconds>'),
+])
+def test_the_old_arguments_are_refused_with_what_to_write(kwargs, match):
+    args = dict(alpha=0.3, n=30, domain_size=N, domain_fn=lambda r: r, **CLOCK)
+    if 'epsilon' not in kwargs:
+        args['budget'] = PrivacyBudget(epsilon=1.0)
+    with pytest.raises(InvalidParamsError, match=match):
+        WindowedPMWG(**args, **kwargs)
+
+
+def test_user_level_and_rho_budgets_are_refused():
+    from beam_dp.privacy_unit import UserLevel
+    with pytest.raises(InvalidParamsError, match='only privacy_unit=EventLevel'):
+        pmwg(privacy_unit=UserLevel(lambda r: r, max_keys_per_unit=1,
+                                    max_contributions_per_step=1, max_steps_per_unit=1))
+    with pytest.raises(InvalidParamsError, match='not ρ'):
+        pmwg(budget=PrivacyBudget(rho=0.5))
+
+
+def test_a_bounded_input_without_end_is_refused():
+    with pytest.raises(InvalidParamsError, match='no end was given'):
+        run([(60, [('data', 1, 1.0)])], pmwg(end=None), streaming=False)
+
+
+def test_the_signature_is_public():
+    import inspect
+    params = inspect.signature(WindowedPMWG).parameters
+    assert {'budget', 'privacy_unit', 'start', 'step', 'end', 'allowed_lateness'} <= set(params)
+    assert not {'epsilon', 'delta', 'timer_granularity'} & set(params)
+    assert 'budget: Required.' in WindowedPMWG.__doc__
 
 
 def test_budget_exceeded_at_construction_before_any_data():
     accountant = BudgetAccountant(PrivacyBudget(epsilon=1.0), relation=SWAP_ONE)
-    pmwg(epsilon=0.6, accountant=accountant, label='First')   # fits: checked, not yet spent
+    pmwg(budget=PrivacyBudget(epsilon=0.6), accountant=accountant, label='First')   # fits
     accountant.spend('other', PrivacyCost(epsilon=0.6, relation=SWAP_ONE))
     with pytest.raises(BudgetExceededError):
-        pmwg(epsilon=0.6, accountant=accountant)
+        pmwg(budget=PrivacyBudget(epsilon=0.6), accountant=accountant)
 
 
 @pytest.mark.parametrize('kwargs, match', [
-    ({'epsilon': -1}, 'epsilon must be positive'),
+    ({'alpha': -1}, 'alpha'),
+    ({'step': 0}, 'step'),
     ({'domain_size': 2}, 'domain_size must be at least 3'),
     ({'domain_fn': 3}, 'domain_fn must be callable'),
     ({'data_key_fn': 'x'}, 'data_key_fn must be callable'),
@@ -297,9 +345,3 @@ def test_budget_exceeded_at_construction_before_any_data():
 def test_constructor_validation(kwargs, match):
     with pytest.raises(InvalidParamsError, match=match):
         pmwg(**kwargs)
-
-
-def test_a_start_in_the_window_at_the_epoch_is_refused():
-    with pytest.raises(InvalidParamsError, match='begins after the epoch'):
-        run([(60, [('data', 1, 1.0)])], pmwg(start=50), None, None,
-            windowfn=window.FixedWindows(100))

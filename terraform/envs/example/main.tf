@@ -274,6 +274,8 @@ module "pmwg_queries_job" {
     domain_size        = tostring(var.pmwg_queries.domain_size)
     window_seconds     = tostring(var.pmwg_queries.window_seconds)
     start              = var.pmwg_queries.start
+    step_seconds       = tostring(var.pmwg_queries.step_seconds)
+    end                = var.pmwg_queries.end
     data_avro          = var.pmwg_queries.data_avro
     query_avro         = var.pmwg_queries.query_avro
     output_avro        = var.pmwg_queries.output_avro

@@ -244,6 +244,8 @@ variable "pmwg_queries" {
     domain_size      = number
     window_seconds   = optional(number, 0)
     start            = optional(string)
+    step_seconds     = optional(number, 60)
+    end              = optional(string)
     output_avro      = optional(string)
     dead_letter_avro = optional(string)
     data_avro        = optional(string)
@@ -254,7 +256,7 @@ variable "pmwg_queries" {
     lifetime_delta   = optional(number)
     lifetime_rho     = optional(number)
   })
-  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. window_seconds 0 means one global window; window_seconds > 0 needs start (the public start of the windows, RFC 3339 or epoch seconds). data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks. The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again), false records a run as counted even under an in-place update, null (default) lets --update decide."
+  description = "Template parameters of the pmwg_queries job (see pipelines/pmwg_queries/metadata.json); used only when enable_pmwg_queries is true. start (required by the job: the public start of its step clock, RFC 3339 or epoch seconds), step_seconds (default 60: answers are released at the end of each step) and end (null: unbounded) are the public step clock; window_seconds 0 means one growing database, > 0 one database per period of that many seconds. data_avro/query_avro must stay null here (this example reads the Pub/Sub subscriptions it creates); output_avro/dead_letter_avro (gs:// directories) add Avro sinks. The privacy ledger (docs/privacy_model.md) is the job's prefix of the ledger bucket: lifetime_epsilon/lifetime_delta or lifetime_rho (null: the run's own budget) bound the stream's total over all counted runs; resume = true relaunches as a continuation of the stream's latest run (not counted again), false records a run as counted even under an in-place update, null (default) lets --update decide."
   default = {
     epsilon        = 1
     delta          = 0.000001
@@ -286,11 +288,11 @@ variable "pmwg_queries" {
   }
   validation {
     condition     = var.pmwg_queries.window_seconds >= 0 && floor(var.pmwg_queries.window_seconds) == var.pmwg_queries.window_seconds
-    error_message = "pmwg_queries.window_seconds must be a non-negative integer (0 = global window)."
+    error_message = "pmwg_queries.window_seconds must be a non-negative integer (0 = one growing database)."
   }
   validation {
-    condition     = var.pmwg_queries.window_seconds == 0 || var.pmwg_queries.start != null
-    error_message = "pmwg_queries.start (the public start of the windows) is required when window_seconds > 0."
+    condition     = var.pmwg_queries.step_seconds >= 1 && floor(var.pmwg_queries.step_seconds) == var.pmwg_queries.step_seconds
+    error_message = "pmwg_queries.step_seconds must be a positive integer."
   }
   validation {
     condition     = var.pmwg_queries.data_avro == null && var.pmwg_queries.query_avro == null
