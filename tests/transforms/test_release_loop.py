@@ -15,6 +15,7 @@ def test_loop_keeps_the_state_and_timer_names_of_the_update_contract():
     single = release_loop.single_cell_loop(None, 'L', None)
     assert (single.CELL.name, single.RELEASE_TIMER.name, single.END_TIMER.name) == (
         'shard_state', 'ts-release', 'ts-end_of_input')
+    assert single.COLD_CELL.name == 'pending'      # the public shards' pending sums (issue 29)
     for cell, timer in (('shard_state', 'release'), ('key_state', 'release'),
                         ('stream_state', 'release'), ('driver_state', 'wake')):
         fn = release_loop.buffered_loop(None, 'L', None, cell=cell, timer=timer)
