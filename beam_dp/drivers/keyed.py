@@ -63,6 +63,7 @@ __all__ = [
     'PrivatePartial',
     'PrivateShardLoop',
     'PublicShardLoop',
+    'PendingSums',
     'PublicShardState',
     'ShardPartial',
     'text_key',
@@ -70,6 +71,66 @@ __all__ = [
 
 METRICS = ('count', 'sum', 'histogram') + ratio.RATIO_METRICS
 _STDDEV_CACHE = 4096
+_NO_INTS = np.zeros(0, dtype=np.int64)
+
+
+class PendingSums:
+    """A public shard's pre-aggregated contributions waiting for their step (immutable).
+
+    Why not a tuple of partials: the pending contributions of a batch run hold every step's
+    data, and a value that grows with the pending steps and is rewritten at every release makes
+    the cost per release grow with the horizon (issue 29). Here, partials are appended to a
+    short ``tail`` and compacted, now and then, into three flat arrays sorted by step (entries
+    of released steps dropped): appending costs O(tail), a step's lookup a binary search, and
+    the value pickles as a few arrays. A release does not change it (released steps are
+    skipped by their number), so the loop keeps it in its own state cell that a release never
+    rewrites. Beam's state cache sizes it by walking three arrays and the short tail.
+    """
+
+    __slots__ = ('steps', 'positions', 'values', 'tail')
+
+    def __init__(self, steps=_NO_INTS, positions=_NO_INTS, values=_NO_INTS, tail=()):
+        self.steps = steps
+        self.positions = positions
+        self.values = values
+        self.tail = tail
+
+    def __reduce__(self):
+        return type(self), (self.steps, self.positions, self.values, self.tail)
+
+    def add(self, item, floor: int) -> 'PendingSums':
+        """With the partial ``(step, positions, values)`` appended; a compaction (when the
+        tail is long) drops every entry of a step below ``floor`` (released)."""
+        tail = self.tail + (item,)
+        if len(tail) < 32 + (len(self.steps) >> 6):
+            return PendingSums(self.steps, self.positions, self.values, tail)
+        return self._compact(tail, floor)
+
+    def _compact(self, tail, floor: int) -> 'PendingSums':
+        steps, positions, values = [self.steps], [self.positions], [self.values]
+        for step, p, v in tail:
+            p = np.asarray(p, dtype=np.int64).reshape(-1)
+            steps.append(np.full(p.size, step, dtype=np.int64))
+            positions.append(p)
+            values.append(np.asarray(v).reshape(-1))
+        steps = np.concatenate(steps)
+        positions = np.concatenate(positions)
+        values = np.concatenate(values)
+        keep = steps >= floor
+        order = np.argsort(steps[keep], kind='stable')
+        return PendingSums(steps[keep][order], positions[keep][order], values[keep][order])
+
+    def due(self, step: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """The (positions, values) pairs of ``step``."""
+        lo, hi = np.searchsorted(self.steps, [step, step + 1])
+        out = [(self.positions[lo:hi], self.values[lo:hi])] if hi > lo else []
+        out.extend((p, v) for s, p, v in self.tail if s == step)
+        return out
+
+    def count_from(self, step: int) -> int:
+        """How many partials (compacted entries + tail items) are of ``step`` or later."""
+        lo = np.searchsorted(self.steps, step)
+        return int(len(self.steps) - lo) + sum(1 for s, _, _ in self.tail if s >= step)
 
 
 OUTPUTS = ('cumulative', 'per_step', "('window', W)")
@@ -102,8 +163,20 @@ class PublicShardState:
     """
     next_step: int
     counter_state: object
-    pending_contributions: tuple = ()
+    pending_contributions: PendingSums = PendingSums()
     input_ended: bool = False
+
+    @property
+    def pending_count(self) -> int:
+        """Partials (compacted entries + appended items) waiting for a step not released."""
+        return _pending_sums(self.pending_contributions).count_from(self.next_step)
+
+
+def _pending_sums(pending) -> PendingSums:
+    """A ``PendingSums`` (a state written before issue 29 held a tuple of partials)."""
+    if type(pending) is PendingSums:  # pylint: disable=unidiomatic-typecheck
+        return pending
+    return PendingSums(tail=tuple(pending))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -547,8 +620,8 @@ class KeyedReleaseDriver:
         None if that step was already released (the contribution is late)."""
         if contribution[0] < state.next_step:
             return None
-        return dataclasses.replace(
-            state, pending_contributions=state.pending_contributions + (contribution,))
+        return dataclasses.replace(state, pending_contributions=_pending_sums(
+            state.pending_contributions).add(tuple(contribution[:3]), state.next_step))
 
     def late_contributions(self, shard: int, positions, values) -> Iterator[Tuple[str, int]]:
         """(key, units) of a pre-aggregated contribution that came after its step's release
@@ -575,12 +648,13 @@ class KeyedReleaseDriver:
         """``release_public_step`` without the per-key rows: (the shard's keys, their
         estimates of shape (keys, bins) in value units, the noise sd, the new state)."""
         step = state.next_step
-        due, rest = [], []
-        for item in state.pending_contributions:
-            (due if item[0] == step else rest).append(item)
-        released, new_state = self.release_step(shard, state, [(p[1], p[2]) for p in due], rng)
+        # The pending sums stay as they are (the same object): entries of released steps are
+        # skipped by step and dropped at the next compaction, so a release never rewrites them.
+        pending = state.pending_contributions
+        released, new_state = self.release_step(shard, state, _pending_sums(pending).due(step),
+                                                rng)
         return (self.layout.shard_keys(shard), released, self.noise_stddev(step),
-                dataclasses.replace(new_state, pending_contributions=tuple(rest)))
+                dataclasses.replace(new_state, pending_contributions=pending))
 
     def release_step(self, shard: int, state: PublicShardState,
                      contributions: Sequence[Tuple[np.ndarray, np.ndarray]],
@@ -698,6 +772,19 @@ class PublicShardLoop:
     def end_of_input(state: PublicShardState) -> PublicShardState:
         return dataclasses.replace(state, input_ended=True)
 
+    # The loop keeps the pending sums in their own cell ('pending'), rewritten only by a fold
+    # (a release keeps the same object): ``_SingleCellFn``.
+    @staticmethod
+    def split(state: PublicShardState) -> Tuple[PublicShardState, PendingSums]:
+        return (dataclasses.replace(state, pending_contributions=_NO_PENDING),
+                state.pending_contributions)
+
+    @staticmethod
+    def join(hot: PublicShardState, cold: Optional[PendingSums]) -> PublicShardState:
+        if cold is None:    # nothing folded yet (or a state written before the split)
+            return hot
+        return dataclasses.replace(hot, pending_contributions=cold)
+
 
 class PrivateShardLoop:
     """``BufferedDriver`` of a private-keys shard (``PrivateKeysShard``): the shard state in
@@ -784,6 +871,7 @@ class KeySetShardLoop(PrivateShardLoop):
 
 _NOTHING = Outcome()
 _KEEP = Outcome(keep=True)
+_NO_PENDING = PendingSums()
 
 
 def add_units(sums, slot: int, units) -> None:

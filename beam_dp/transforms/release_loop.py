@@ -8,9 +8,11 @@ when the next timer fires, which noise address each draw uses) is the driver's, 
 
 Two variants of the same loop:
 
-* ``single_cell_loop`` (the keyed fast path): the driver's whole state, pending contributions
-  included, in ONE ReadModifyWrite cell — one read and one write per element (every cell write
-  costs the SDK a deep-size measurement of the value for its state cache);
+* ``single_cell_loop`` (the keyed fast path): the driver's state in ONE ReadModifyWrite cell —
+  one read and one write per element (every cell written costs the SDK a pickling and a
+  deep-size measurement of the value for its state cache at the bundle's commit); a driver
+  with ``split``/``join`` keeps its pending contributions in a second cell ('pending') that
+  only a fold rewrites;
 * ``buffered_loop``: the driver's state in one cell, payloads in a pending bag (state too large
   to rewrite per element), an end-of-input flag. With a driver that gives ``state_size`` /
   ``payload_size`` estimates, cell and bag values are wrapped so that Beam's state cache sizes
@@ -126,35 +128,64 @@ class _LoopFn(beam.DoFn):
 
 
 class _SingleCellFn(_LoopFn):
-    """Base of the single-cell loops (``single_cell_loop``): subclasses bind the specs."""
+    """Base of the single-cell loops (``single_cell_loop``): subclasses bind the specs.
 
-    def _process(self, element, cell, release_timer, end_timer):
+    A driver with ``split(state) -> (hot, cold)`` and ``join(hot, cold) -> state`` keeps the
+    cold part in a second cell ('pending'), written only when the driver returns a different
+    cold object: a release that leaves the pending contributions alone then rewrites (and Beam
+    pickles and sizes, at every bundle's commit) only the small hot part, so the cost of a
+    release does not grow with the pending steps (issue 29)."""
+
+    def setup(self):
+        super().setup()
+        self._split = getattr(self._driver, 'split', None)
+        self._join = getattr(self._driver, 'join', None)
+
+    def _read(self, cell, cold_cell):
+        hot = cell.read()
+        if self._split is None or hot is None:
+            return hot, None
+        cold = cold_cell.read()
+        return self._join(hot, cold), cold
+
+    def _write(self, state, cell, cold_cell, cold_read):
+        if self._split is None:
+            cell.write(state)
+            return
+        hot, cold = self._split(state)
+        cell.write(hot)
+        if cold is not cold_read:
+            cold_cell.write(cold)
+
+    def _process(self, element, cell, release_timer, end_timer, cold_cell=None):
         key, payload = element
-        state = cell.read()
+        state, cold = self._read(cell, cold_cell)
         driver = self._driver
         if state is None:
             out = driver.start(key, self._noise)
             state = out.state
             self._start_timers(release_timer, end_timer, out.timer_micros)
             if payload is None:
-                cell.write(state)
+                self._write(state, cell, cold_cell, cold)
         if payload is None:
             return ()
         out = driver.fold(state, key, payload)
         if out.state is not UNCHANGED:
-            cell.write(out.state)
+            self._write(out.state, cell, cold_cell, cold)
         self._arm(release_timer, out.timer_micros)
         return self._outputs(out)
 
-    def _release(self, key, fired, cell, release_timer):
-        out = self._driver.close(cell.read(), key, fired.micros, (), self._noise)
+    def _release(self, key, fired, cell, release_timer, cold_cell=None):
+        state, cold = self._read(cell, cold_cell)
+        out = self._driver.close(state, key, fired.micros, (), self._noise)
         if out.state is not UNCHANGED:
-            cell.write(out.state)
+            self._write(out.state, cell, cold_cell, cold)
         self._arm(release_timer, out.timer_micros)
         return self._outputs(out)
 
-    def _end(self, cell, release_timer):
-        cell.write(self._driver.end_of_input(cell.read()))
+    def _end(self, cell, release_timer, cold_cell=None):
+        state, cold = self._read(cell, cold_cell)
+        self._write(self._driver.end_of_input(state), cell, cold_cell, cold)
         release_timer.clear()
 
 
@@ -227,30 +258,35 @@ class _BufferedFn(_LoopFn):
 
 def _single_cell_class(cell_name: str):
     cell_spec = ReadModifyWriteStateSpec(cell_name, PickleCoder())
+    cold_spec = ReadModifyWriteStateSpec('pending', PickleCoder())
     release_spec = TimerSpec('release', TimeDomain.WATERMARK)
     end_spec = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     class SingleCellLoop(_SingleCellFn):
-        """The single-cell release loop (state cell '%s')."""
+        """The single-cell release loop (state cell '%s'; 'pending' for a split driver)."""
         CELL = cell_spec
+        COLD_CELL = cold_spec
         RELEASE_TIMER = release_spec
         END_TIMER = end_spec
 
         def process(self, element, cell=beam.DoFn.StateParam(cell_spec),
                     release_timer=beam.DoFn.TimerParam(release_spec),
-                    end_timer=beam.DoFn.TimerParam(end_spec)):
-            return self._process(element, cell, release_timer, end_timer)
+                    end_timer=beam.DoFn.TimerParam(end_spec),
+                    cold_cell=beam.DoFn.StateParam(cold_spec)):
+            return self._process(element, cell, release_timer, end_timer, cold_cell)
 
         @on_timer(release_spec)
         def release(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
                     cell=beam.DoFn.StateParam(cell_spec),
-                    release_timer=beam.DoFn.TimerParam(release_spec)):
-            return self._release(key, fired, cell, release_timer)
+                    release_timer=beam.DoFn.TimerParam(release_spec),
+                    cold_cell=beam.DoFn.StateParam(cold_spec)):
+            return self._release(key, fired, cell, release_timer, cold_cell)
 
         @on_timer(end_spec)
         def end_of_input(self, cell=beam.DoFn.StateParam(cell_spec),
-                         release_timer=beam.DoFn.TimerParam(release_spec)):
-            self._end(cell, release_timer)
+                         release_timer=beam.DoFn.TimerParam(release_spec),
+                         cold_cell=beam.DoFn.StateParam(cold_spec)):
+            self._end(cell, release_timer, cold_cell)
 
     return SingleCellLoop
 

@@ -146,7 +146,8 @@ def build(name, args):
 
 
 def counter_value(result, name):
-    found = result.metrics().query(MetricsFilter().with_name(name))['counters']
+    from beam_dp.transforms.job_metrics import query_metrics   # result.metrics() fails after ~1k steps
+    found = query_metrics(result, MetricsFilter().with_name(name))['counters']
     return sum(c.committed for c in found) if found else 0
 
 

@@ -82,12 +82,39 @@ def test_public_shard_keeps_pending_contributions_until_their_step_and_refuses_l
     rows, state = s.release_public_step(1, state, noise.seeded(0))
     assert [(k, round(v[0], 6)) for k, v, _ in rows] == [('b', 2.0), ('d', 0.0)]
     assert rows[0][2] == pytest.approx(s.noise_stddev(0))
-    assert len(state.pending_contributions) == 1
+    assert state.pending_count == 1
     assert s.add_pending(state, (0, np.array([0]), np.array([1]))) is None      # late
     assert list(s.late_contributions(1, np.array([1]), np.array([3]))) == [('d', 3)]
     rows, state = s.release_public_step(1, state, noise.seeded(1))
     assert [(k, round(v[0], 6)) for k, v, _ in rows] == [('b', 2.0), ('d', 4.0)]
-    assert state.pending_contributions == () and state.next_step == 2
+    assert state.pending_count == 0 and state.next_step == 2
+
+
+def test_pending_sums_give_each_steps_partials_across_compactions_and_drop_released_steps():
+    from beam_dp.drivers.keyed import PendingSums
+    gen = np.random.default_rng(3)
+    pending, items, floor = PendingSums(), [], 0
+    for i in range(3000):
+        step = int(gen.integers(floor, floor + 40))
+        item = (step, gen.integers(0, 50, size=3), gen.integers(-5, 6, size=3))
+        items.append(item)
+        pending = pending.add(item, floor)
+        if i % 100 == 99:
+            floor += 5
+    assert len(pending.steps) > 0 and len(pending.tail) < 100   # compacted along the way
+    assert pending.steps.min() >= floor - 5                         # released steps dropped
+    for step in range(floor, floor + 40):
+        got = np.zeros(50, dtype=np.int64)
+        for p, v in pending.due(step):
+            np.add.at(got, p, v)
+        want = np.zeros(50, dtype=np.int64)
+        for s_, p, v in items:
+            if s_ == step:
+                np.add.at(want, p, v)
+        np.testing.assert_array_equal(got, want)
+    assert pending.count_from(floor) == sum(
+        (3 if i >= 0 else 0) for s_, _, _ in items if s_ >= floor) - sum(
+        2 for s_, _, _ in pending.tail if s_ >= floor)
 
 
 def test_costs_and_release_metadata():
