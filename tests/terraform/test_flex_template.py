@@ -150,7 +150,8 @@ def test_dockerfile_copies_launcher_and_installs_package_with_pip_check():
     assert any(c.startswith("beam_dp/") for c in copies)
     assert any(c.startswith("pipelines/ ") for c in copies)
     runs = " && ".join(arg for kw, arg in instructions if kw == "RUN")
-    assert re.search(r"pip install --no-cache-dir [^&]*\"?\.\[gcp\]\"?", runs)
+    # The package with its gcp extra (and yaml, for the YAML job's provider).
+    assert re.search(r"pip install --no-cache-dir [^&]*\"?\.\[gcp(,[a-z]+)*\]\"?", runs)
     assert "pip install --no-cache-dir -r pipelines/requirements.txt" in runs
     # pip check runs after the last install.
     assert runs.rfind("pip check") > runs.rfind("pip install")
