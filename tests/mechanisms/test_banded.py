@@ -203,3 +203,26 @@ def test_forced_mechanisms(mechanism):
 def test_banded_needs_a_gaussian_budget():
     with pytest.raises(InvalidParamsError, match="mechanism='banded' needs a zCDP budget"):
         choose_counter('banded', None, PrivacyBudget(epsilon=1.0), 100, None, 4.0, 2.0, 1, None)
+
+
+def test_forced_banded_without_horizon_or_participation_builds_in_bounded_memory():
+    """Review h2: event level (or private keys) and no end listed the bands with a pattern of
+    2^30 steps, whose BLT candidate allocated a 2^30 × buffers array (32 GiB: MemoryError)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        counter = choose_counter('banded', None, PrivacyBudget(rho=0.5), None, None, 1.0, 1.0,
+                                 1, None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counter.participation is None and counter.effective_l2 == 1.0
+    assert peak < 1 << 30          # the 2^20-step error curves of every candidate: ~300 MB
+
+
+def test_banded_effective_participations_for_huge_steps_is_the_band_closed_form():
+    m = BandedCounter(rho=1.0, bands=8, l1_sensitivity=1e12,
+                      participation=Participation(1, 10 ** 12, 1.0, 1e12))
+    g, s = m.overlaps, 10 ** 12
+    u = s * g[0] + 2 * sum((s - d) * g[d] for d in range(1, len(g)))
+    assert m.effective_participations() == pytest.approx(math.sqrt(u / g[0]), rel=1e-9)
