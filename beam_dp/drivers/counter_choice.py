@@ -163,9 +163,11 @@ def _best_banded(budget, horizon, common, participation):
 
 
 def _no_participation(common) -> Participation:
-    """A pattern that adds nothing to the per-key totals' bound (used only to list the bands)."""
+    """A pattern that adds nothing to the per-key totals' bound (used only to list the bands):
+    one group, one step, at most l1 — every candidate's bound is then min(l2, l1) = its own.
+    (One step, not "unlimited" steps: the BLT candidate's bound sums the overlaps over S.)"""
     l1 = common['l1_sensitivity']
-    return Participation(1 << 30, 1 << 30, l1, l1)
+    return Participation(1, 1, l1, l1)
 
 
 def _explicit(mechanism, estimator, budget, horizon, common, participation=None):

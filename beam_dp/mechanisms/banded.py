@@ -232,10 +232,8 @@ class BandedCounter:
         """r_S = √(U(S)/g_0) ≤ S (S = the participation's steps, capped at the horizon)."""
         p = self.participation
         steps = p.max_steps if self.horizon is None else min(p.max_steps, self.horizon)
-        g = np.zeros(steps)
-        n = min(steps, len(self.overlaps))
-        g[:n] = self.overlaps[:n]
-        return min(float(steps), math.sqrt(banded_bound(g) / g[0] * _INFLATION))
+        g = self.overlaps                 # zero beyond the band: O(p) for any S
+        return min(float(steps), math.sqrt(banded_bound(g, steps) / g[0] * _INFLATION))
 
     @functools.cached_property
     def effective_l2(self) -> float:

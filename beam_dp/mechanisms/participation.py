@@ -39,7 +39,7 @@ multi-participation refinement.
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -48,6 +48,7 @@ from beam_dp import _validation as v
 __all__ = [
     'Participation',
     'banded_bound',
+    'blt_bound',
     'capped_l2',
     'toeplitz_overlaps',
 ]
@@ -67,11 +68,13 @@ def capped_l2(total: float, cap: float, groups: Optional[int] = None) -> float:
     return math.sqrt(full * cap * cap + rest * rest)
 
 
-def toeplitz_overlaps(theta, w, horizon: Optional[int], count: int) -> np.ndarray:
-    """g_0..g_{count-1}, g_d = Σ_{m=0}^{T-1-d} c_m c_{m+d} for the BLT coefficients c_0 = 1,
-    c_m = Σ_i w_i θ_i^(m-1) (m ≥ 1), in closed form (T = None: the infinite sums); d < T."""
+def toeplitz_overlaps(theta, w, horizon: Optional[int], count: int,
+                      start: int = 0) -> np.ndarray:
+    """g_start..g_{start+count-1}, g_d = Σ_{m=0}^{T-1-d} c_m c_{m+d} for the BLT coefficients
+    c_0 = 1, c_m = Σ_i w_i θ_i^(m-1) (m ≥ 1), in closed form (T = None: the infinite sums);
+    d < T."""
     theta, w = np.asarray(theta, float), np.asarray(w, float)
-    d = np.arange(count, dtype=float)
+    d = np.arange(start, start + count, dtype=float)
     q = np.outer(theta, theta)                                     # θ_i θ_j
     ww = np.outer(w, w)
     c_d = np.where(d == 0, 1.0, (w[None, :] * theta[None, :] ** (np.maximum(d, 1) - 1)[:, None])
@@ -86,12 +89,43 @@ def toeplitz_overlaps(theta, w, horizon: Optional[int], count: int) -> np.ndarra
     return c_d + cross
 
 
-def banded_bound(overlaps: np.ndarray) -> float:
-    """U(S) = S·g_0 + 2·Σ_{d=1}^{S-1} (S-d)·g_d for S = len(overlaps)."""
-    s = len(overlaps)
-    weights = 2.0 * (s - np.arange(s, dtype=float))
+def banded_bound(overlaps: np.ndarray, steps: Optional[int] = None) -> float:
+    """U(S) = S·g_0 + 2·Σ_{d=1}^{S-1} (S-d)·g_d for S = ``steps`` (default len(overlaps)),
+    g_d = overlaps[d] and zero beyond them (a band)."""
+    s = len(overlaps) if steps is None else int(steps)
+    g = np.asarray(overlaps, dtype=float)[:s]
+    weights = 2.0 * (s - np.arange(len(g), dtype=float))
     weights[0] = s
-    return float(np.dot(weights, overlaps))
+    return float(np.dot(weights, g))
+
+
+#: ``blt_bound`` sums the overlaps g_d exactly for d below this, in chunks of ``_CHUNK``.
+EXACT_OVERLAPS = 1 << 20
+_CHUNK = 1 << 14
+
+
+def blt_bound(theta, w, horizon: Optional[int], steps: int) -> Tuple[float, float]:
+    """(U(S), g_0) for the BLT (θ, w) (non-increasing overlaps), in O(``_CHUNK``) memory for
+    any S: the overlaps are summed exactly for d < ``EXACT_OVERLAPS`` (the same U(S) as
+    ``banded_bound(toeplitz_overlaps(..., S))`` up to float summation order), and beyond
+    every g_d is replaced by the last exact one, its upper bound (g non-increasing): still an
+    upper bound of U(S), so the sensitivity stays valid."""
+    exact = min(steps, EXACT_OVERLAPS)
+    total, g0, last = 0.0, None, 0.0
+    for start in range(0, exact, _CHUNK):
+        count = min(_CHUNK, exact - start)
+        g = toeplitz_overlaps(theta, w, horizon, count, start)
+        d = np.arange(start, start + count, dtype=float)
+        weights = 2.0 * (steps - d)
+        if start == 0:
+            weights[0] = steps
+            g0 = float(g[0])
+        total += float(np.dot(weights, g))
+        last = float(g[-1])
+    rest = steps - exact           # Σ_{d=exact}^{S-1} 2(S-d) = rest·(rest + 1)
+    if rest > 0:
+        total += max(last, 0.0) * float(rest) * float(rest + 1)
+    return total, g0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,8 +159,8 @@ class Participation:
         steps = self.max_steps if horizon is None else min(self.max_steps, horizon)
         if float(np.sum(w)) > 1.0:
             return float(steps)
-        g = toeplitz_overlaps(theta, w, horizon, steps)
-        return min(float(steps), math.sqrt(banded_bound(g) / g[0] * _INFLATION))
+        bound, g0 = blt_bound(theta, w, horizon, steps)
+        return min(float(steps), math.sqrt(bound / g0 * _INFLATION))
 
     def l2_factor(self, theta, w, horizon: Optional[int]) -> float:
         """capped_l2(total, step_bound·r_S, groups): the main sensitivity term over √g_0."""

@@ -22,6 +22,7 @@ import dataclasses
 from typing import Optional
 
 from beam_dp.errors import InvalidParamsError
+from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms.participation import Participation
 from beam_dp.mechanisms.participation import capped_l2
 from beam_dp.mechanisms.per_step import PerStepCounter
@@ -43,21 +44,30 @@ class PerCellCounter(PerStepCounter):
     """``PerStepCounter`` with its Gaussian calibrated to one unit's cells (module docstring).
 
     Args: as ``PerStepCounter``, plus ``participation`` (a ``Participation`` or None). The
-    constructor lowers ``l2_sensitivity`` to ``cell_l2(participation)`` when that is smaller
-    (idempotent: ``dataclasses.replace`` keeps it).
+    Gaussian runs at ``cell_sensitivity`` = min(l2, ``cell_l2(participation)``); the fields
+    keep what was declared, so ``dataclasses.replace`` (another participation, dimension, ...)
+    recalibrates from them.
     """
     participation: Optional[Participation] = None
 
     def __post_init__(self):
-        if self.participation is not None:
-            if not isinstance(self.participation, Participation):
-                raise InvalidParamsError(f'PerCellCounter: participation must be a '
-                                         f'Participation, got {self.participation!r}.')
-            if self.rho is not None:
-                l2 = self.l1_sensitivity if self.l2_sensitivity is None else self.l2_sensitivity
-                try:
-                    l2 = min(float(l2), cell_l2(self.participation))
-                except (TypeError, ValueError):
-                    pass                      # a bad l2 is named by the checks below
-                object.__setattr__(self, 'l2_sensitivity', l2)
+        if self.participation is not None and not isinstance(self.participation,
+                                                             Participation):
+            raise InvalidParamsError(f'PerCellCounter: participation must be a '
+                                     f'Participation, got {self.participation!r}.')
         super().__post_init__()
+
+    @property
+    def cell_sensitivity(self) -> float:
+        """The L2 the Gaussian is calibrated to: l2 (default l1), lowered to
+        ``cell_l2(participation)`` when that is smaller."""
+        l2 = self.l1_sensitivity if self.l2_sensitivity is None else self.l2_sensitivity
+        if self.participation is None:
+            return l2
+        return min(float(l2), cell_l2(self.participation))
+
+    def noise_for_share(self, share: float) -> _dyadic.NodeNoise:
+        if self.rho is None:                  # pure ε: the L1 over cells is the totals' L1
+            return super().noise_for_share(share)
+        return _dyadic.node_noise(None, self.rho, share, self.l1_sensitivity,
+                                  self.cell_sensitivity)

@@ -152,3 +152,20 @@ def test_blt_loss_of_a_displacing_unit_is_within_rho_with_the_cap_only(total):
 def test_describe_names_the_cap():
     assert 'N=640 units, calibrated to 2 units per change' in _capped().describe()
     assert _unit(max_units=None).describe() == _unit().describe()
+
+
+@pytest.mark.parametrize('total', [None, 8])
+@pytest.mark.parametrize('mechanism', ['per_cell', 'banded'])
+def test_participation_counters_loss_of_a_displacing_unit_is_within_rho_with_the_cap(
+        mechanism, total):
+    """Review h2: the per-cell and banded calibrations double exactly with the cap (their
+    bounds are positively homogeneous in m·B and C·B), and that covers the two-unit change."""
+    from tests.drivers.test_participation_audit import _banded_loss
+    from tests.drivers.test_participation_audit import _per_cell_loss
+    loss = _per_cell_loss if mechanism == 'per_cell' else _banded_loss
+    unit = _capped(max_total_contributions=total)
+    capped = _driver(unit, RHO, mechanism=mechanism)
+    assert capped.mechanism_name.startswith(mechanism)
+    assert loss(capped, _two_unit_neighbours(capped, unit)) <= 0.5 * (1 + 1e-9)
+    one = _driver(_unit(max_total_contributions=total), RHO, mechanism=mechanism)
+    assert loss(one, _two_unit_neighbours(one, unit)) > 0.5 * 1.1

@@ -120,9 +120,11 @@ def test_cell_l2_is_the_brute_force_supremum(steps, pattern):
 
 def test_per_cell_lowers_only_the_gaussian_l2():
     m = PerCellCounter(rho=0.5, l1_sensitivity=8.0, l2_sensitivity=6.0, participation=PATTERN)
-    assert m.l2_sensitivity == pytest.approx(math.sqrt(2 * 4 + 2 * 4))   # 4 cells at a=2
+    assert m.cell_sensitivity == pytest.approx(math.sqrt(2 * 4 + 2 * 4))   # 4 cells at a=2
+    assert m.step_noise.param == pytest.approx(16.0 / (2 * 0.5))
+    assert m.l2_sensitivity == 6.0                                   # the declared bound
     pure = PerCellCounter(epsilon=1.0, l1_sensitivity=8.0, participation=PATTERN)
-    assert pure.l2_sensitivity is None
+    assert pure.l2_sensitivity is None and pure.step_noise.param == 8.0
 
 
 # -- closed forms -----------------------------------------------------------------------------
@@ -203,3 +205,43 @@ def test_forced_mechanisms(mechanism):
 def test_banded_needs_a_gaussian_budget():
     with pytest.raises(InvalidParamsError, match="mechanism='banded' needs a zCDP budget"):
         choose_counter('banded', None, PrivacyBudget(epsilon=1.0), 100, None, 4.0, 2.0, 1, None)
+
+
+def test_forced_banded_without_horizon_or_participation_builds_in_bounded_memory():
+    """Review h2: event level (or private keys) and no end listed the bands with a pattern of
+    2^30 steps, whose BLT candidate allocated a 2^30 × buffers array (32 GiB: MemoryError)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        counter = choose_counter('banded', None, PrivacyBudget(rho=0.5), None, None, 1.0, 1.0,
+                                 1, None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counter.participation is None and counter.effective_l2 == 1.0
+    assert peak < 1 << 30          # the 2^20-step error curves of every candidate: ~300 MB
+
+
+def test_banded_effective_participations_for_huge_steps_is_the_band_closed_form():
+    m = BandedCounter(rho=1.0, bands=8, l1_sensitivity=1e12,
+                      participation=Participation(1, 10 ** 12, 1.0, 1e12))
+    g, s = m.overlaps, 10 ** 12
+    u = s * g[0] + 2 * sum((s - d) * g[d] for d in range(1, len(g)))
+    assert m.effective_participations() == pytest.approx(math.sqrt(u / g[0]), rel=1e-9)
+
+
+def test_per_cell_replace_recalibrates_to_the_new_participation():
+    """Review h2: the constructor wrote the lowered L2 into ``l2_sensitivity``, so
+    ``dataclasses.replace(counter, participation=<a larger pattern>)`` kept the smaller
+    pattern's noise (under-calibrated for the pattern it then declared)."""
+    import dataclasses
+    small = Participation(max_groups=1, max_steps=1, step_bound=1.0, total_bound=1.0)
+    large = Participation(max_groups=2, max_steps=3, step_bound=2.0, total_bound=8.0)
+    direct = PerCellCounter(rho=0.5, l1_sensitivity=8.0, l2_sensitivity=6.0, participation=large)
+    replaced = dataclasses.replace(
+        PerCellCounter(rho=0.5, l1_sensitivity=8.0, l2_sensitivity=6.0, participation=small),
+        participation=large)
+    assert replaced.step_noise == direct.step_noise
+    assert dataclasses.replace(direct, participation=None).step_noise.param == pytest.approx(
+        36.0 / (2 * 0.5))
+    assert dataclasses.replace(direct, dimension=5).step_noise == direct.step_noise

@@ -11,6 +11,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import blt_optimize
 from beam_dp.mechanisms import blt_tables
 from beam_dp.mechanisms.blt import BLTCounter
+from beam_dp.mechanisms import participation
 from beam_dp.mechanisms.participation import Participation
 from beam_dp.mechanisms.participation import banded_bound
 from beam_dp.mechanisms.participation import capped_l2
@@ -120,3 +121,36 @@ def test_participation_parameters_are_named():
         Participation(max_groups=1, max_steps=0, step_bound=1, total_bound=1)
     with pytest.raises(InvalidParamsError, match='participation'):
         BLTCounter(rho=1.0, horizon=8, participation=(1, 2, 3, 4))
+
+
+# -- any S in bounded memory (review h2: S = 2^30 allocated 32 GiB at construction) ---------------
+
+def test_blt_bound_is_the_exact_sum_below_the_cutoff():
+    theta, w = [0.99, 0.6], [0.3, 0.2]
+    for horizon in (None, 5000):
+        g = toeplitz_overlaps(theta, w, horizon, 3000)
+        bound, g0 = participation.blt_bound(theta, w, horizon, 3000)
+        assert bound == pytest.approx(banded_bound(g), rel=1e-12)
+        assert g0 == g[0]
+
+
+def test_blt_bound_beyond_the_cutoff_is_an_upper_bound(monkeypatch):
+    theta, w = [0.999, 0.6], [0.3, 0.2]
+    exact = banded_bound(toeplitz_overlaps(theta, w, None, 6000))
+    monkeypatch.setattr(participation, 'EXACT_OVERLAPS', 1 << 12)
+    monkeypatch.setattr(participation, '_CHUNK', 1 << 10)
+    bound, _ = participation.blt_bound(theta, w, None, 6000)
+    assert exact <= bound <= exact * 1.05
+
+
+def test_huge_steps_per_unit_build_in_bounded_memory():
+    import tracemalloc
+    theta, w = [0.999, 0.6], [0.3, 0.2]
+    tracemalloc.start()
+    try:
+        r = Participation(3, 10 ** 12, 1.0, 1e12).effective_participations(theta, w, None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert 1.0 <= r <= 10 ** 12
+    assert peak < 64 << 20
