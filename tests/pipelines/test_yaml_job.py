@@ -147,8 +147,9 @@ def test_pubsub_config_translates_for_dataflow():
     args, beam_args = job_options.parse_args([
         f'--config={CONFIGS / "pubsub_counts.yaml"}', f'--jinja_variables={variables}',
         '--epsilon=1', '--ledger=none', '--runner=DataflowRunner', '--dry_run=True',
-        '--project=test-project', '--region=us-central1', '--temp_location=gs://b/tmp',
-        '--staging_location=gs://b/staging'])
+        '--project=test-project', '--region=us-central1',
+        '--temp_location=gs://test-bucket/tmp',
+        '--staging_location=gs://test-bucket/staging'])
     pipeline, spec = launcher.build(args, beam_args)
     assert pipeline.options.get_all_options()['streaming'] is True
     assert launcher.release_schedule(spec) == (1767225600.0, 1767830400.0)
