@@ -159,3 +159,13 @@ def test_pubsub_config_translates_for_dataflow():
     reads = [t for t in proto.components.transforms.values()
              if t.spec.urn == 'beam:transform:pubsub_read:v1']
     assert reads, 'no Pub/Sub read in the Dataflow graph'
+
+
+def test_flex_template_entry_point_runs_as_a_script():
+    """The Flex Template launcher runs pipelines/yaml/main.py by path: its directory (named like
+    PyYAML) must not shadow ``import yaml``."""
+    result = subprocess.run([sys.executable, str(ROOT / 'pipelines' / 'yaml' / 'main.py'),
+                             '--help'], cwd='/', capture_output=True, text=True, timeout=300,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert '--config' in result.stdout

@@ -46,6 +46,7 @@ EXPECTED_PARAMETERS = {
         "dead_letter_avro", "noise_key", "stream_id", "noise", "delta", "cache_capacity",
         "retention_blocks", "replay_retention_seconds",
     },
+    "yaml": {"config", "jinja_variables", "epsilon", "delta", "rho", "noise_key", "stream_id"},
 }
 # The privacy ledger's parameters (every job; pipelines/common/ledger.py), all optional.
 LEDGER_PARAMETERS = {"ledger", "resume", "lifetime_epsilon", "lifetime_delta", "lifetime_rho"}
@@ -70,6 +71,7 @@ OPTIONAL_PARAMETERS = {
                       "query_avro", "output_avro", "dead_letter_avro", "noise_key", "stream_id",
                       "noise", "delta", "cache_capacity", "retention_blocks",
                       "replay_retention_seconds"},
+    "yaml": {"jinja_variables", "epsilon", "delta", "rho", "noise_key", "stream_id"},
 }
 for _job in OPTIONAL_PARAMETERS:
     OPTIONAL_PARAMETERS[_job] |= LEDGER_PARAMETERS
@@ -317,6 +319,16 @@ CASES = {
         "cache_capacity": (["2", "9", "10", "100000"], ["", "0", "1", "-2", "02", "1.5", "1e3"]),
         "retention_blocks": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
         "replay_retention_seconds": (POSITIVE_INT_GOOD, POSITIVE_INT_BAD),
+    },
+    "yaml": {
+        "config": (GCS_GOOD, GCS_BAD),
+        "jinja_variables": (['{}', '{"input": "gs://b/x.avro", "output": "gs://b/out/"}'],
+                            ["", "input=x", "[1]", '{"a": 1'],),
+        "epsilon": (POSITIVE_DECIMAL_GOOD, POSITIVE_DECIMAL_BAD),
+        "delta": (DELTA_GOOD, DELTA_BAD),
+        "rho": (POSITIVE_DECIMAL_GOOD, POSITIVE_DECIMAL_BAD),
+        "noise_key": (NOISE_KEY_GOOD, NOISE_KEY_BAD),
+        "stream_id": (STREAM_ID_GOOD, STREAM_ID_BAD),
     },
 }
 
