@@ -171,7 +171,7 @@ def test_dockerfile_flex_template_environment():
     assert "${JOB}" in py_file, "the entrypoint must follow the JOB build arg"
     assert setup_file.replace("${WORKDIR}", args["WORKDIR"]) == f"{args['WORKDIR']}/setup.py"
     for job in EXPECTED_PARAMETERS:
-        assert (PIPELINES / job).is_dir()
+        assert (PIPELINES / job / "main.py").is_file(), job    # FLEX_TEMPLATE_PYTHON_PY_FILE
     entrypoint = [arg for kw, arg in instructions if kw == "ENTRYPOINT"]
     assert entrypoint == ['["/opt/apache/beam/boot"]']
 
