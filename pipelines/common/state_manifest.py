@@ -57,6 +57,14 @@ JOB_ARGS: Dict[str, List[str]] = {
         f'--input_subscription={_PROJECT}/subscriptions/examples',
         f'--output_topic={_PROJECT}/topics/models',
         f'--dead_letter_topic={_PROJECT}/topics/dead-letters', '--epsilon=10'],
+    # The generic job with its streaming Pub/Sub example config (one representative graph: the
+    # state of another config is that config's own).
+    'yaml': [
+        f'--config={ROOT}/pipelines/yaml/configs/pubsub_counts.yaml',
+        '--jinja_variables={"subscription": "' + _PROJECT + '/subscriptions/views", '
+        '"output_topic": "' + _PROJECT + '/topics/releases", "dead_letter_topic": "'
+        + _PROJECT + '/topics/dead-letters", "start": "2026-01-01T00:00:00Z", '
+        '"end": "2026-01-08T00:00:00Z"}', '--epsilon=1', '--ledger=none'],
 }
 
 

@@ -13,12 +13,9 @@ import yaml
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_dp.errors import BudgetExceededError
-from beam_dp.errors import InvalidParamsError
 from beam_dp.transforms import shell
 from beam_dp.transforms import yaml_provider
 from pipelines.common.launch import is_dry_run
-from pipelines.common.launch import noise_key_scope
 from pipelines.common.launch import run_pipeline
 from pipelines.common.launch import runner_name
 from pipelines.common.launch import waits_for_job
@@ -26,7 +23,8 @@ from pipelines.common.launch import with_default_runner
 from pipelines.common.ledger import guard_stream
 from pipelines.yaml.options import parse_args
 
-__all__ = ['JOB', 'build', 'load_spec', 'release_schedule', 'run']
+__all__ = ['JOB', 'build', 'check_noise_keys', 'dp_transforms', 'load_spec', 'release_schedule',
+           'run']
 
 _LOG = logging.getLogger(__name__)
 JOB = 'yaml'
@@ -108,7 +106,7 @@ def release_schedule(spec) -> Tuple[Optional[float], Optional[float]]:
     return start, end
 
 
-def _check_noise_keys(spec, args) -> None:
+def check_noise_keys(spec, args) -> None:
     """The job's --noise_key/--stream_id are the noise key of every beam_dp transform (the one
     the ledger fingerprints): a config may only repeat them."""
     for t in dp_transforms(spec):
@@ -127,27 +125,10 @@ def _check_noise_keys(spec, args) -> None:
 def build(args, beam_args: List[str]) -> Tuple[beam.Pipeline, Dict[str, Any]]:
     """The pipeline, built (every beam_dp transform has charged the pipeline's accountant), and
     the spec. Exits with the refusal of an over-spending or malformed config."""
-    from apache_beam.yaml import yaml_transform  # pylint: disable=import-outside-toplevel
+    from pipelines.yaml import pipeline as job  # pylint: disable=import-outside-toplevel
     spec = load_spec(args)
-    _check_noise_keys(spec, args)
-    options = PipelineOptions(with_default_runner(beam_args), pickle_library='cloudpickle',
-                              **spec['options'])
-    pipeline = beam.Pipeline(options=options)
-    try:
-        with noise_key_scope(args):
-            yaml_transform.expand_pipeline(pipeline, spec, validate_schema='generic',
-                                           pipeline_path=args.config)
-    except Exception as e:  # pylint: disable=broad-except
-        cause = e
-        while cause is not None and not isinstance(cause, (BudgetExceededError,
-                                                           InvalidParamsError)):
-            cause = cause.__cause__ or cause.__context__
-        if cause is None:
-            raise
-        raise SystemExit(f'error: the config is refused: {cause}') from None
-    if shell.pipeline_accountant(pipeline) is None or not dp_transforms(spec):
-        raise SystemExit('error: the config applies no beam_dp transform.')
-    return pipeline, spec
+    check_noise_keys(spec, args)
+    return job.build_spec(args, spec, PipelineOptions(with_default_runner(beam_args))), spec
 
 
 def run(argv=None) -> None:
