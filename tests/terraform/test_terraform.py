@@ -183,7 +183,7 @@ def test_safe_defaults():
 
 
 #: Every job in pipelines/ with a Flex Template; each is deployed by envs/example.
-JOBS = ["continual_counts", "pmwg_queries", "boost_queries", "erm_digits"]
+JOBS = ["continual_counts", "pmwg_queries", "boost_queries", "erm_digits", "yaml"]
 
 
 def _dp_parameter_names(call):

@@ -24,6 +24,8 @@ locals {
   boost_queries_template    = "${module.buckets.templates_url}/templates/boost_queries.json"
   erm_digits_image          = "${local.image_repo}/erm-digits:${var.image_tag}"
   erm_digits_template       = "${module.buckets.templates_url}/templates/erm_digits.json"
+  yaml_image                = "${local.image_repo}/yaml:${var.image_tag}"
+  yaml_template             = "${module.buckets.templates_url}/templates/yaml.json"
 
   # Each job's worker reads and writes only staging and temp, and reads only the templates bucket.
   read_write_buckets = {
@@ -506,4 +508,118 @@ module "erm_digits_job" {
   }
 
   depends_on = [module.erm_digits_worker, google_storage_bucket_object.erm_digits_ledger]
+}
+
+# ---------------------------------------------------------------------------------------------
+# yaml: the generic job (optional): any beam_dp transform from a YAML config
+# ---------------------------------------------------------------------------------------------
+
+module "yaml_pubsub" {
+  source = "../../modules/pubsub"
+  count  = var.enable_yaml_job ? 1 : 0
+
+  project_id  = var.project_id
+  name_prefix = "${var.name_prefix}-yaml"
+  input_names = ["input"]
+  labels      = var.labels
+}
+
+resource "google_secret_manager_secret" "yaml_noise_key" {
+  count = var.enable_yaml_job ? 1 : 0
+
+  project   = var.project_id
+  secret_id = "${var.name_prefix}-yaml-noise-key"
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+}
+
+resource "google_storage_bucket_object" "yaml_ledger" {
+  count = var.enable_yaml_job ? 1 : 0
+
+  bucket       = module.buckets.ledger_bucket
+  name         = "yaml/beam_dp_ledger.json"
+  content      = jsonencode({ format = "beam_dp.privacy_ledger", version = 1 })
+  content_type = "application/json"
+}
+
+# The config, uploaded to the templates bucket (which the worker reads) unless yaml.config
+# already names a gs:// file.
+resource "google_storage_bucket_object" "yaml_config" {
+  count = var.enable_yaml_job && var.yaml.config == null ? 1 : 0
+
+  bucket       = module.buckets.bucket_names["templates"]
+  name         = "yaml/${basename(var.yaml.config_file)}"
+  source       = "${path.module}/${var.yaml.config_file}"
+  content_type = "application/yaml"
+}
+
+module "yaml_worker" {
+  source = "../../modules/worker_service_account"
+  count  = var.enable_yaml_job ? 1 : 0
+
+  project_id         = var.project_id
+  account_id         = "${var.name_prefix}-yaml-worker"
+  display_name       = "beam_dp yaml worker"
+  read_write_buckets = local.read_write_buckets
+  read_only_buckets  = local.read_only_buckets
+  subscriptions = {
+    input = module.yaml_pubsub[0].input_subscription_ids["input"]
+  }
+  publish_topics = {
+    output      = module.yaml_pubsub[0].output_topic_id
+    dead_letter = module.yaml_pubsub[0].dead_letter_topic_id
+  }
+  secrets = {
+    noise_key = google_secret_manager_secret.yaml_noise_key[0].id
+  }
+  ledger = {
+    bucket = module.buckets.ledger_bucket
+    prefix = "yaml"
+  }
+  artifact_registry_repository = local.repository
+  deployer_member              = var.deployer_member
+}
+
+module "yaml_job" {
+  source = "../../modules/dataflow_flex_job"
+  count  = var.enable_yaml_job && var.launch_jobs ? 1 : 0
+
+  project_id              = var.project_id
+  region                  = var.region
+  name                    = "${var.name_prefix}-yaml"
+  container_spec_gcs_path = local.yaml_template
+  sdk_container_image     = local.yaml_image
+  service_account_email   = module.yaml_worker[0].email
+  subnetwork              = var.subnetwork
+  use_public_ips          = false
+  on_delete               = "drain"
+  temp_location           = module.buckets.temp_location
+  staging_location        = module.buckets.staging_location
+  max_workers             = var.max_workers
+  labels                  = var.labels
+
+  epsilon = var.yaml.epsilon
+  delta   = var.yaml.delta
+  parameters = {
+    config = coalesce(var.yaml.config, "gs://${module.buckets.bucket_names["templates"]}/yaml/${basename(var.yaml.config_file)}")
+    # The config's Jinja variables: this example's subscription and topics, then yours.
+    jinja_variables = jsonencode(merge({
+      subscription      = module.yaml_pubsub[0].input_subscription_ids["input"]
+      output_topic      = module.yaml_pubsub[0].output_topic_id
+      dead_letter_topic = module.yaml_pubsub[0].dead_letter_topic_id
+    }, var.yaml.jinja_variables))
+    rho              = var.yaml.rho == null ? null : tostring(var.yaml.rho)
+    noise_key        = "gcpsm:${google_secret_manager_secret.yaml_noise_key[0].id}/versions/${var.noise_key_versions.yaml}"
+    stream_id        = coalesce(var.yaml.stream_id, "${var.project_id}/${var.name_prefix}/yaml")
+    ledger           = "${module.buckets.ledger_url}/yaml"
+    resume           = var.yaml.resume == null ? null : tostring(var.yaml.resume)
+    lifetime_epsilon = var.yaml.lifetime_epsilon == null ? null : tostring(var.yaml.lifetime_epsilon)
+    lifetime_delta   = var.yaml.lifetime_delta == null ? null : tostring(var.yaml.lifetime_delta)
+    lifetime_rho     = var.yaml.lifetime_rho == null ? null : tostring(var.yaml.lifetime_rho)
+  }
+
+  depends_on = [module.yaml_worker, google_storage_bucket_object.yaml_ledger, google_storage_bucket_object.yaml_config]
 }

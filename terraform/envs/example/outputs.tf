@@ -85,6 +85,7 @@ output "noise_key_secrets" {
     pmwg_queries     = var.enable_pmwg_queries ? google_secret_manager_secret.pmwg_queries_noise_key[0].id : null
     boost_queries    = var.enable_boost_queries ? google_secret_manager_secret.boost_queries_noise_key[0].id : null
     erm_digits       = var.enable_erm_digits ? google_secret_manager_secret.erm_digits_noise_key[0].id : null
+    yaml             = var.enable_yaml_job ? google_secret_manager_secret.yaml_noise_key[0].id : null
   }
 }
 
@@ -95,6 +96,7 @@ output "ledgers" {
     pmwg_queries     = var.enable_pmwg_queries ? "${module.buckets.ledger_url}/pmwg_queries" : null
     boost_queries    = var.enable_boost_queries ? "${module.buckets.ledger_url}/boost_queries" : null
     erm_digits       = var.enable_erm_digits ? "${module.buckets.ledger_url}/erm_digits" : null
+    yaml             = var.enable_yaml_job ? "${module.buckets.ledger_url}/yaml" : null
   }
 }
 
@@ -146,4 +148,29 @@ output "erm_digits_output_subscription" {
 output "erm_digits_job_id" {
   description = "Dataflow job ID of erm_digits (null unless enabled and launched)."
   value       = one(module.erm_digits_job[*].job_id)
+}
+
+output "yaml_image" {
+  description = "Image reference the yaml template and workers use."
+  value       = local.yaml_image
+}
+
+output "yaml_template_path" {
+  description = "gs:// path to write the yaml Flex Template spec to."
+  value       = local.yaml_template
+}
+
+output "yaml_topics" {
+  description = "Topics to publish the yaml job's input to (null unless enable_yaml_job)."
+  value       = one(module.yaml_pubsub[*].input_topic_ids)
+}
+
+output "yaml_output_subscription" {
+  description = "Subscription to pull the yaml job's releases from (null unless enable_yaml_job)."
+  value       = one(module.yaml_pubsub[*].output_subscription_name)
+}
+
+output "yaml_job_id" {
+  description = "Dataflow job ID of the yaml job (null unless enabled and launched)."
+  value       = one(module.yaml_job[*].job_id)
 }

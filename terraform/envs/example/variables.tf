@@ -90,6 +90,12 @@ variable "enable_boost_queries" {
   default     = false
 }
 
+variable "enable_yaml_job" {
+  type        = bool
+  description = "Also deploy the generic yaml job (pipelines/yaml: any beam_dp transform from a YAML config; its own topics, subscription, noise-key secret, ledger prefix and worker service account)."
+  default     = false
+}
+
 variable "enable_erm_digits" {
   type        = bool
   description = "Also deploy the erm_digits job (its own topics, subscription and worker service account)."
@@ -324,6 +330,7 @@ variable "noise_key_versions" {
     pmwg_queries     = optional(number, 1)
     boost_queries    = optional(number, 1)
     erm_digits       = optional(number, 1)
+    yaml             = optional(number, 1)
   })
   default     = {}
   description = "The Secret Manager version number of each job's noise key (the version you added with gcloud secrets versions add). Pinned: an alias such as latest could resolve to another key on a restarted worker, which would draw other noise at the same addresses. Keep it for the stream's lifetime."
@@ -474,5 +481,55 @@ variable "erm_digits" {
     condition = alltrue([for v in [var.erm_digits.output_avro, var.erm_digits.dead_letter_avro] :
     v == null || can(regex("^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\\s]*)?$", v))])
     error_message = "erm_digits.output_avro and dead_letter_avro must be null or gs:// paths."
+  }
+}
+
+variable "yaml" {
+  type = object({
+    epsilon          = number
+    delta            = optional(number, 0)
+    rho              = optional(number)
+    config           = optional(string)
+    config_file      = optional(string, "../../../pipelines/yaml/configs/pubsub_counts.yaml")
+    jinja_variables  = optional(map(string), {})
+    stream_id        = optional(string)
+    resume           = optional(bool)
+    lifetime_epsilon = optional(number)
+    lifetime_delta   = optional(number)
+    lifetime_rho     = optional(number)
+  })
+  description = "Template parameters of the generic yaml job (see pipelines/yaml/metadata.json and docs/deploy.md 5b); used only when enable_yaml_job is true. epsilon (and delta) is the pipeline budget every beam_dp transform of the config is charged to; a config that asks for more is refused at launch. config is a gs:// YAML file of yours; when null, config_file (relative to this directory; default the streaming Pub/Sub example) is uploaded to the templates bucket. jinja_variables are added to the subscription, output_topic and dead_letter_topic this example creates (the example config also needs start and end). Ledger parameters as for pmwg_queries."
+  default = {
+    epsilon = 1
+  }
+
+  validation {
+    condition     = var.yaml.epsilon > 0
+    error_message = "yaml.epsilon must be positive."
+  }
+  validation {
+    condition     = var.yaml.delta >= 0 && var.yaml.delta < 1
+    error_message = "yaml.delta must be in [0, 1)."
+  }
+  validation {
+    condition     = var.yaml.rho == null
+    error_message = "yaml.rho: this example passes the (epsilon, delta) budget; use the template directly for a rho budget."
+  }
+  validation {
+    condition     = var.yaml.config == null || can(regex("^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\\s]*)?$", var.yaml.config))
+    error_message = "yaml.config must be null or a gs:// path."
+  }
+  validation {
+    condition = alltrue([for n in [var.yaml.lifetime_epsilon, var.yaml.lifetime_rho] :
+    n == null || try(n > 0, false)])
+    error_message = "yaml.lifetime_epsilon and lifetime_rho must be null or positive."
+  }
+  validation {
+    condition     = var.yaml.lifetime_delta == null || try(var.yaml.lifetime_delta >= 0 && var.yaml.lifetime_delta < 1 && var.yaml.lifetime_epsilon != null, false)
+    error_message = "yaml.lifetime_delta must be null, or in [0, 1) with lifetime_epsilon."
+  }
+  validation {
+    condition     = var.yaml.lifetime_rho == null || (var.yaml.lifetime_epsilon == null && var.yaml.lifetime_delta == null)
+    error_message = "yaml: give either lifetime_rho or lifetime_epsilon/lifetime_delta."
   }
 }
