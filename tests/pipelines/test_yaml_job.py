@@ -60,17 +60,17 @@ def test_help_explains_the_job():
         assert action.help, action.option_strings
 
 
-def test_aggregates_config_releases_sums_histograms_quantiles(views, tmp_path):
+def test_aggregates_config_releases_sums_histograms_quantiles_means(views, tmp_path):
     out = f'{tmp_path}/'
-    launcher.run(_argv('aggregates.yaml', views, out, '--epsilon=3', '--ledger=none'))
+    launcher.run(_argv('aggregates.yaml', views, out, '--epsilon=4', '--ledger=none'))
     for name, metric in (('seconds', 'sum'), ('buckets', 'histogram'),
-                         ('quantiles', 'quantiles')):
+                         ('quantiles', 'quantiles'), ('means', 'mean')):
         rows = _rows(out, name)
         assert {(r['key'], r['step']) for r in rows} == {(k, s) for k in PAGES
                                                          for s in range(5)}, name
         assert {r['metric'] for r in rows} == {metric}, name
     dead = _rows(out, 'dead_letters')
-    assert sorted(r['transform'] for r in dead) == ['Buckets', 'Quantiles', 'Seconds']
+    assert sorted(r['transform'] for r in dead) == ['Buckets', 'MeanSeconds', 'Quantiles', 'Seconds']
     assert {r['reason'] for r in dead} == {"key 'checkout' is not in the public key set"}
 
 
@@ -88,10 +88,10 @@ def test_keys_and_sparse_config(views, tmp_path):
 
 def test_over_spending_config_is_refused_before_it_runs(views, tmp_path):
     with pytest.raises(SystemExit) as info:
-        launcher.run(_argv('aggregates.yaml', views, f'{tmp_path}/', '--epsilon=2.5',
+        launcher.run(_argv('aggregates.yaml', views, f'{tmp_path}/', '--epsilon=3.5',
                            '--ledger=none'))
     assert 'the config is refused' in str(info.value.code)
-    assert 'ε=2.5' in str(info.value.code) or '2.5' in str(info.value.code)
+    assert 'ε=3.5' in str(info.value.code), info.value.code
     assert not list(tmp_path.iterdir())
 
 
@@ -106,7 +106,7 @@ def test_run_is_recorded_in_the_ledger_and_a_rerun_refused(views, tmp_path, monk
     monkeypatch.setattr(launcher, 'run_pipeline', lambda pipeline, runner: ran.append(runner))
     ledger = str(tmp_path / 'ledger')
     init_ledger(ledger)
-    argv = _argv('aggregates.yaml', views, f'{tmp_path}/out/', '--epsilon=3',
+    argv = _argv('aggregates.yaml', views, f'{tmp_path}/out/', '--epsilon=4',
                  f'--noise_key=env:{KEY_VAR}', '--stream_id=views-agg', f'--ledger={ledger}')
     launcher.run(argv)
     (record,) = open_ledger(ledger).history('views-agg')
@@ -122,7 +122,7 @@ def test_run_is_recorded_in_the_ledger_and_a_rerun_refused(views, tmp_path, monk
 def test_noise_key_without_ledger_is_refused(views, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_VAR, 'a' * 64)
     with pytest.raises(SystemExit, match='--ledger'):
-        launcher.run(_argv('aggregates.yaml', views, f'{tmp_path}/', '--epsilon=3',
+        launcher.run(_argv('aggregates.yaml', views, f'{tmp_path}/', '--epsilon=4',
                            f'--noise_key=env:{KEY_VAR}', '--stream_id=s'))
 
 
