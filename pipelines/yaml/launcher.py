@@ -82,7 +82,8 @@ def _transforms(node) -> Iterator[Dict[str, Any]]:
 
 
 def dp_transforms(spec) -> List[Dict[str, Any]]:
-    return [t for t in _transforms(spec.get('pipeline')) if t.get('type') in yaml_provider.TRANSFORMS]
+    return [t for t in _transforms(spec.get('pipeline'))
+            if t.get('type') in yaml_provider.TRANSFORMS]
 
 
 def _seconds(value) -> Optional[float]:

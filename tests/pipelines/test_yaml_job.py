@@ -70,7 +70,8 @@ def test_aggregates_config_releases_sums_histograms_quantiles_means(views, tmp_p
                                                          for s in range(5)}, name
         assert {r['metric'] for r in rows} == {metric}, name
     dead = _rows(out, 'dead_letters')
-    assert sorted(r['transform'] for r in dead) == ['Buckets', 'MeanSeconds', 'Quantiles', 'Seconds']
+    assert sorted(r['transform'] for r in dead) == ['Buckets', 'MeanSeconds', 'Quantiles',
+                                                    'Seconds']
     assert {r['reason'] for r in dead} == {"key 'checkout' is not in the public key set"}
 
 
