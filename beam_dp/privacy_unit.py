@@ -155,7 +155,9 @@ class UserLevel(PrivacyUnit):
     def __post_init__(self):
         owner = 'UserLevel'
         if self.privacy_unit_field is not None:
-            if self.unit_fn is not None:
+            already = (isinstance(self.unit_fn, Field)
+                       and self.unit_fn == Field(self.privacy_unit_field))  # dataclasses.replace
+            if self.unit_fn is not None and not already:
                 raise InvalidParamsError(f'{owner}: give either unit_fn or privacy_unit_field, '
                                          f'not both.')
             check_field_name(owner, 'privacy_unit_field', self.privacy_unit_field)
