@@ -40,7 +40,6 @@ import zlib
 from typing import Any, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder
 from apache_beam.runners.worker.statecache import CacheAware
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec
@@ -58,6 +57,7 @@ from beam_dp.drivers.bounding import shard_capacity
 from beam_dp.drivers.bounding import unit_cap_reason
 from beam_dp.drivers.clock import StepClock
 from beam_dp.errors import InvalidParamsError
+from beam_dp.io import state_coder
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms.lateness import advance_chain
 from beam_dp.transforms.lateness import batch_input
@@ -69,6 +69,7 @@ from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import key_bytes
 from beam_dp.transforms.shell import merge_seeds
 from beam_dp.transforms.shell import seeds_at_start
+from beam_dp.transforms.state_types import STATE_CODER
 
 __all__ = [
     'BoundContributions',
@@ -117,6 +118,10 @@ class _UnitTable(dict, CacheAware):
 
     def __sizeof__(self):
         return dict.__sizeof__(self) + 160 * len(self)
+
+
+state_coder.register(_UnitTable, name='bounding.UnitTable', version=1, fields=('items',),
+                     values=lambda table: (dict(table),), build=lambda fields: _UnitTable(fields[0]))
 
 
 class _GroupByUnitInBundleFn(beam.DoFn):
@@ -218,8 +223,8 @@ class _BoundContributionsFn(beam.DoFn):
     when it was last seen. The state cell holds ``(released_through, armed step)``; the armed
     step is None once the chain ended (past the last step, or the input ended)."""
 
-    KEPT = BagStateSpec('kept_units', PickleCoder())
-    RELEASED = ReadModifyWriteStateSpec('released_through', PickleCoder())
+    KEPT = BagStateSpec('kept_units', STATE_CODER)
+    RELEASED = ReadModifyWriteStateSpec('released_through', STATE_CODER)
     RELEASED_TIMER = TimerSpec('released', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
@@ -336,7 +341,7 @@ class _CappedBoundContributionsFn(_BoundContributionsFn):
     separate class so that without a cap the DoFn, its state cells and its state reads are
     exactly those of ``_BoundContributionsFn``."""
 
-    ADMITTED = ReadModifyWriteStateSpec('admitted_units', PickleCoder())
+    ADMITTED = ReadModifyWriteStateSpec('admitted_units', STATE_CODER)
 
     def process(self, element, kept_state=beam.DoFn.StateParam(_BoundContributionsFn.KEPT),
                 released_state=beam.DoFn.StateParam(_BoundContributionsFn.RELEASED),

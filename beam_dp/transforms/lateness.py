@@ -43,7 +43,6 @@ import zlib
 from typing import Callable, NamedTuple, Optional
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
@@ -65,6 +64,7 @@ from beam_dp.transforms.shell import merge_seeds
 from beam_dp.transforms.shell import next_release_time
 from beam_dp.transforms.shell import seeds_at_start
 from beam_dp.transforms.shell import start_timers
+from beam_dp.transforms.state_types import STATE_CODER
 
 __all__ = [
     'CHAIN_START',
@@ -223,7 +223,7 @@ class _DropLateFn(beam.DoFn):
     A bounded input (batch) does not run the gate (a batch runner passes no release time before
     the whole input is bounded: nothing is late, whatever the data)."""
 
-    RELEASED = ReadModifyWriteStateSpec('released_through', PickleCoder())
+    RELEASED = ReadModifyWriteStateSpec('released_through', STATE_CODER)
     RELEASED_TIMER = TimerSpec('released', TimeDomain.WATERMARK)
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 

@@ -35,7 +35,6 @@ from typing import Optional
 
 import apache_beam as beam
 from apache_beam.coders import BooleanCoder
-from apache_beam.coders import PickleCoder
 from apache_beam.runners.worker.statecache import CacheAware
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec
@@ -49,8 +48,10 @@ from beam_dp import noise
 from beam_dp.drivers.protocol import UNCHANGED
 from beam_dp.drivers.protocol import NoiseRoot
 from beam_dp.drivers.protocol import Outcome
+from beam_dp.io import state_coder
 from beam_dp.io.records import DeadLetter
 from beam_dp.transforms import shell
+from beam_dp.transforms.state_types import STATE_CODER
 
 __all__ = [
     'buffered_loop',
@@ -78,6 +79,9 @@ class _Sized(CacheAware):
 
     def __sizeof__(self):
         return self.size
+
+
+state_coder.register_wrapper(_Sized, lambda sized: sized.value)   # stored unwrapped
 
 
 def _unwrap(value):
@@ -257,8 +261,8 @@ class _BufferedFn(_LoopFn):
 
 
 def _single_cell_class(cell_name: str):
-    cell_spec = ReadModifyWriteStateSpec(cell_name, PickleCoder())
-    cold_spec = ReadModifyWriteStateSpec('pending', PickleCoder())
+    cell_spec = ReadModifyWriteStateSpec(cell_name, STATE_CODER)
+    cold_spec = ReadModifyWriteStateSpec('pending', STATE_CODER)
     release_spec = TimerSpec('release', TimeDomain.WATERMARK)
     end_spec = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
@@ -292,8 +296,8 @@ def _single_cell_class(cell_name: str):
 
 
 def _buffered_class(cell_name: str, timer_name: str = 'release'):
-    cell_spec = ReadModifyWriteStateSpec(cell_name, PickleCoder())
-    pending_spec = BagStateSpec('pending', PickleCoder())
+    cell_spec = ReadModifyWriteStateSpec(cell_name, STATE_CODER)
+    pending_spec = BagStateSpec('pending', STATE_CODER)
     finished_spec = ReadModifyWriteStateSpec('finished', BooleanCoder())
     release_spec = TimerSpec(timer_name, TimeDomain.WATERMARK)
     end_spec = TimerSpec('end_of_input', TimeDomain.WATERMARK)

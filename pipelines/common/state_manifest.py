@@ -81,6 +81,11 @@ def _coder(components, coder_id: str) -> str:
     coder = components.coders[coder_id]
     urn = coder.spec.urn.rsplit(':', 2)
     name = urn[-2] if urn[-1].startswith('v') else urn[-1]
+    if name == 'pickled_python':
+        # A Python coder: beam_dp's state coder shows its name and state-format version
+        # ('beam_dp_state_v1'), any other pickled coder stays 'pickled_python'.
+        from apache_beam.coders.coders import deserialize_coder
+        name = getattr(deserialize_coder(coder.spec.payload), 'manifest_name', name)
     if coder.component_coder_ids:
         inner = ','.join(_coder(components, c) for c in coder.component_coder_ids)
         return f'{name}({inner})'

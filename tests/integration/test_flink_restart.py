@@ -14,7 +14,18 @@ the events produced in real time while the job runs, and the secret noise key
 * **clean stop**: stop-with-savepoint (REST ``/jobs/<id>/stop``, no drain) mid-stream, then the
   same job resubmitted from the savepoint (``--savepoint_path``): no step is lost, and together
   the two runs released exactly the uninterrupted run's releases.
+* **upgrade**: the same stop-with-savepoint, the job before it running the OLD code (the first
+  commit with versioned state, ``FIRST_VERSIONED``: ``git archive`` of it into a temporary
+  directory, the job submitted from a subprocess whose PYTHONPATH is that tree, so that its
+  LOOPBACK workers run the old code), the job after it this code restoring the savepoint: the
+  releases equal an uninterrupted run's. (State of releases before versioned state, up to
+  commit 5367f6d, is pickled library classes whose modules moved: not readable by design,
+  docs/state.md.)
 """
+
+import pathlib
+import subprocess
+import sys
 
 import os
 import threading
@@ -191,7 +202,7 @@ def uninterrupted(start, events):
     return {(k, s): v[0] for (k, s), v in reference.items()}
 
 
-def real_time_job(cluster, broker, name):
+def real_time_job(cluster, broker, name, submit_job=None):
     """Topics <name>-in/-out/-out-dead, the job submitted with a public ``start`` ``LEAD``
     seconds ahead, a producer thread sending the events in real time from ``start`` (Kafka
     CreateTime = event time) and a reader of the releases, as a namespace.
@@ -211,7 +222,7 @@ def real_time_job(cluster, broker, name):
     start = int(time.time()) + LEAD
     reader = ks.TopicReader(broker.bootstrap, topic_out)
     submitted = time.time()
-    result = submit(cluster, broker, topic_in, topic_out, start)
+    result = (submit_job or submit)(cluster, broker, topic_in, topic_out, start)
     events = kf.events(start)
     log = []
     producer = threading.Thread(target=produce_in_real_time,
@@ -316,3 +327,105 @@ def test_stop_with_savepoint_and_resume_loses_no_step(cluster, broker, tmp_path)
     check_equal(by_step(got), uninterrupted(run.start, run.events), run.start, run.events,
                 stopped_after, dead_letters(broker, run.topic_out))
     print(f'savepoint test: {time.monotonic() - began:.1f}s')
+
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+#: The job before the savepoint, run by the old code (``old_tree``): submits ``submit`` of that
+#: tree's copy of this module, then keeps its LOOPBACK workers up until it is killed.
+_OLD_JOB = """
+import sys, time, types
+from tests.integration import kafka_support as ks
+from tests.integration import test_flink_restart as r
+url, job_endpoint, bootstrap, topic_in, topic_out, start = sys.argv[1:]
+cluster = types.SimpleNamespace(url=url, job_endpoint=job_endpoint,
+                                expansion_service=ks.expansion_service())
+result = r.submit(cluster, types.SimpleNamespace(bootstrap=bootstrap), topic_in, topic_out,
+                  int(start))
+print('submitted', flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+def first_versioned_commit() -> str:
+    """The first commit with versioned state: the one that added beam_dp/io/state_coder.py."""
+    out = subprocess.run(['git', '-C', str(REPO), 'log', '--diff-filter=A', '--format=%H', '--',
+                          'beam_dp/io/state_coder.py'], check=True, capture_output=True,
+                         text=True).stdout.split()
+    assert out, 'no commit added beam_dp/io/state_coder.py (needs a git checkout)'
+    return out[-1]
+
+
+def old_tree(directory: pathlib.Path, commit: str) -> pathlib.Path:
+    directory.mkdir()
+    archive = subprocess.run(['git', '-C', str(REPO), 'archive', commit], check=True,
+                             capture_output=True).stdout
+    subprocess.run(['tar', '-x', '-C', str(directory)], input=archive, check=True)
+    return directory
+
+
+class _OldJob:
+    """The subprocess that submitted the old code's job (``cluster.cancel`` then kills it)."""
+
+    def __init__(self, proc):
+        self.proc = proc
+
+    def cancel(self):
+        self.stop()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+@OPT_IN
+def test_savepoint_of_the_first_versioned_release_restores_on_this_code(cluster, broker,
+                                                                           tmp_path):
+    began = time.monotonic()
+    commit = first_versioned_commit()
+    tree = old_tree(tmp_path / 'old', commit)
+    jobs = []
+
+    def submit_old(cluster, broker, topic_in, topic_out, start):
+        env = dict(os.environ, PYTHONPATH=str(tree))        # the noise key is inherited
+        proc = subprocess.Popen(
+            [sys.executable, '-c', _OLD_JOB, cluster.url, cluster.job_endpoint,
+             broker.bootstrap, topic_in, topic_out, str(start)],
+            cwd=str(tree), env=env, stdout=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()
+        assert line.strip() == 'submitted', f'the old code did not submit its job: {line!r}'
+        jobs.append(_OldJob(proc))
+        return jobs[-1]
+
+    try:
+        run = real_time_job(cluster, broker, 'upgrade', submit_old)
+        reader, jid = run.reader, run.jid
+        try:
+            wait_distinct(reader, 2 * len(kf.KEYS), 240, cluster, jid)
+            location = stop_with_savepoint(cluster, jid, 'file://' + str(tmp_path / 'savepoints'))
+            deadline = time.monotonic() + 60
+            while cluster.state(jid) != 'FINISHED' and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert cluster.state(jid) == 'FINISHED'
+            time.sleep(2)
+            first = decoded(reader.poll())
+        finally:
+            cluster.cancel(run.result, jid)
+            run.result.stop()
+        stopped_after = len({(r['key'], r['step']) for r in first})
+        assert stopped_after < EXPECTED, 'the job finished before the stop: nothing tested'
+        got = run_to_completion(cluster, reader, submit(          # this code, from the savepoint
+            cluster, broker, run.topic_in, run.topic_out, run.start,
+            extra=['--savepoint_path=' + location]), 300)
+    finally:
+        for job in jobs:
+            job.stop()
+    run.producer.join()
+    check_delivery(run.log, run.events)
+    print(f'upgrade run (old code {commit[:10]}): {time.monotonic() - began:.1f}s; '
+          f'{stopped_after} releases before the stop, {len(got)} records in all')
+    check_equal(by_step(got), uninterrupted(run.start, run.events), run.start, run.events,
+                stopped_after, dead_letters(broker, run.topic_out))
+    print(f'upgrade test: {time.monotonic() - began:.1f}s')
