@@ -335,6 +335,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 #: tree's copy of this module, then keeps its LOOPBACK workers up until it is killed.
 _OLD_JOB = """
 import sys, time, types
+import beam_dp
 from tests.integration import kafka_support as ks
 from tests.integration import test_flink_restart as r
 url, job_endpoint, bootstrap, topic_in, topic_out, start = sys.argv[1:]
@@ -342,7 +343,7 @@ cluster = types.SimpleNamespace(url=url, job_endpoint=job_endpoint,
                                 expansion_service=ks.expansion_service())
 result = r.submit(cluster, types.SimpleNamespace(bootstrap=bootstrap), topic_in, topic_out,
                   int(start))
-print('submitted', flush=True)
+print('submitted', beam_dp.__file__, flush=True)
 while True:
     time.sleep(60)
 """
@@ -394,8 +395,9 @@ def test_savepoint_of_the_first_versioned_release_restores_on_this_code(cluster,
             [sys.executable, '-c', _OLD_JOB, cluster.url, cluster.job_endpoint,
              broker.bootstrap, topic_in, topic_out, str(start)],
             cwd=str(tree), env=env, stdout=subprocess.PIPE, text=True)
-        line = proc.stdout.readline()
-        assert line.strip() == 'submitted', f'the old code did not submit its job: {line!r}'
+        line = proc.stdout.readline().split()
+        assert line[:1] == ['submitted'], f'the old code did not submit its job: {line!r}'
+        assert line[1].startswith(str(tree)), f'the old job ran beam_dp from {line[1]}'
         jobs.append(_OldJob(proc))
         return jobs[-1]
 
