@@ -159,7 +159,11 @@ class KafkaBroker:
             f.write('log4j.rootLogger=WARN, out\nlog4j.appender.out=org.apache.log4j.ConsoleAppender\n'
                     'log4j.appender.out.layout=org.apache.log4j.PatternLayout\n'
                     'log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n\n')
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip('=')
+        # A Kafka cluster id (22 url-safe base64 characters) that does not start with '-':
+        # the storage tool would read such an id as an option and the broker setup fails.
+        cluster_id = '-'
+        while cluster_id.startswith('-'):
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip('=')
         subprocess.run(self._java('kafka.tools.StorageTool', 'format', '-t', cluster_id,
                                   '-c', props), check=True, capture_output=True, timeout=120)
         with open(self.log_path, 'wb') as log:
