@@ -100,8 +100,10 @@ def test_user_level_command_predicts(tmp_path):
     out = subprocess.run([sys.executable, '-m', 'beam_dp.analysis', 'user-level', '--rho', '0.5',
                           '--horizon', '24', '--K', '3', '--m', '2', '--S', '3', '--histogram',
                           str(path), '--key-epsilon', '1', '--key-delta', '1e-6', '--key-units',
-                          '200', '--json'], capture_output=True, text=True, check=True)
+                          '45', '--json'], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     assert result['bias'] > 0 and result['noise'] > 0
     assert result['total'] == pytest.approx((result['bias'] ** 2 + result['noise'] ** 2) ** 0.5)
-    assert 0.5 < result['release_probability'] < 1
+    # 45 units at (ε, δ) = (1, 1e-6), K = 3, a known end of 24 steps: about the units the
+    # key selection's final test needs for P = 1/2 (benchmarks/user_level/keys.py).
+    assert 0.4 < result['release_probability'] < 0.8
