@@ -428,23 +428,25 @@ def _read_dtype(buf, pos):
     return dtype, pos + n
 
 
-def _dec_items(buf, pos, count: int):
-    """``count`` encoded values from ``pos``: (the list of them, the position after)."""
+def _read_many(buf, pos, count: int, read):
+    """``count`` values read one after the other by ``read(buf, pos) -> (value, pos)``: (the
+    list of them, the position after)."""
     items = []
     for _ in range(count):
-        v, pos = _dec(buf, pos)
+        v, pos = read(buf, pos)
         items.append(v)
     return items, pos
+
+
+def _dec_items(buf, pos, count: int):
+    """``count`` encoded values from ``pos``: (the list of them, the position after)."""
+    return _read_many(buf, pos, count, _dec)
 
 
 def _read_shape(buf, pos):
     """An array shape (its length, then each dimension, as varints): (shape, position)."""
     ndim, pos = _read_varint(buf, pos)
-    shape = []
-    for _ in range(ndim):
-        n, pos = _read_varint(buf, pos)
-        shape.append(n)
-    return shape, pos
+    return _read_many(buf, pos, ndim, _read_varint)
 
 
 def _dec_object(buf, pos):
