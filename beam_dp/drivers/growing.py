@@ -17,8 +17,8 @@ runner bundles it (the parity tests). Noise: the instance's source is ``instance
 key, window)``; record batches draw from ``.derive('data')``, the i-th query of the instance from
 ``.derive('query', i)``.
 
-Every ``QueryAnswer`` is built here (``answer_record``), refusals included. ``GrowingLoop`` is
-the instance's ``BufferedDriver`` that the release loop runs per (key, window) as
+Every ``QueryAnswer`` is built here (``answer_record``), refusals included. ``GrowingDriver`` is
+the instance's driver that the buffered release loop runs per key on the step clock as
 'AnswerQueries' and that ``beam_dp.testing.replay`` drives as the job does.
 """
 
@@ -30,8 +30,6 @@ import numpy as np
 from beam_dp import noise
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.clock import StepClock
-from beam_dp.drivers.protocol import END_OF_TIME_MICROS
-from beam_dp.drivers.protocol import UNCHANGED
 from beam_dp.drivers.protocol import Dead
 from beam_dp.drivers.protocol import Outcome
 from beam_dp.drivers.protocol import RecordText
@@ -50,17 +48,12 @@ __all__ = [
     'budget_epsilon_delta',
     'check_domain_index',
     'ClockState',
-    'closed_reason',
     'GrowingDriver',
     'GrowingEngine',
     'GrowingItem',
-    'GrowingLoop',
-    'GrowingState',
-    'halted',
     'instance_rng',
     'InstanceOutput',
     'late_query',
-    'late_window_reason',
     'normalise_query',
     'order',
     'PMWGEngine',
@@ -70,7 +63,6 @@ __all__ = [
     'REFUSALS',
     'refusal_message',
     'run_instance',
-    'split_due',
     'split_refusals',
 ]
 
@@ -257,11 +249,6 @@ def order(items: Sequence[tuple]) -> List[tuple]:
     return sorted(items, key=lambda i: i[:3])
 
 
-def split_due(items: Sequence[tuple], upto: int) -> Tuple[List[tuple], List[tuple]]:
-    """(due, rest): the pending items stamped ≤ ``upto`` in ``order``, and the later ones."""
-    return order(i for i in items if i[0] <= upto), [i for i in items if i[0] > upto]
-
-
 def process(engine: GrowingEngine, state, due: Sequence[tuple], base: noise.RandomSource,
             queries_so_far: int, key=None, wid=None) -> Tuple[Any, int, InstanceOutput]:
     """Processes ``due`` (already in ``order``) on ``state``; ``base`` is the instance's
@@ -316,159 +303,6 @@ def run_instance(engine: GrowingEngine, items: Sequence[tuple], rng: noise.Rando
     _, _, out = process(engine, engine.init_state(), order(items),
                         instance_rng(rng, label, key, wid), 0, key, wid)
     return out
-
-
-def late_window_reason(wid, lateness_micros: int) -> str:
-    """The one late reason (``StepClock.late_reason``'s wording) for a record of a closed fixed
-    window: the window takes the place of the step."""
-    return (f'late: window [{wid[0]}, {wid[1]}) us was already released (allowed lateness '
-            f'{lateness_micros / 1_000_000:g}s)')
-
-
-def closed_reason(wid) -> str:
-    """Why an item of a closed fixed window is refused (a query) or dead-lettered (a record)."""
-    return (f'window [{wid[0]}, {wid[1]}) us is closed (its instance was finalised when the '
-            f'watermark passed its end plus the allowed lateness)')
-
-
-def halted(qid: str, mechanism: str, micros: int, reason: str) -> QueryAnswer:
-    """The refusal of a query of a closed window (by the lateness gate or the closed instance)."""
-    return answer_record(qid, mechanism, micros, refusal='HALTED', message=reason)
-
-
-class GrowingState(NamedTuple):
-    """The loop state of one (key, window) instance (the release loop's 'instance' cell).
-
-    instance: its (key, window id), from its first item (None before).
-    engine: the mechanism's state (None until the first processing).
-    queries: how many queries it processed (the index of the next query's noise address).
-    armed: the event time the 'flush' timer is set to (None: not set).
-    expiry_set: the 'expire' timer was armed (a fixed window of an unbounded input).
-    closed: the fixed window's instance was finalised (every later item is refused)."""
-    instance: Any = None
-    engine: Any = None
-    queries: int = 0
-    armed: Optional[int] = None
-    expiry_set: bool = False
-    closed: bool = False
-
-
-class GrowingLoop:
-    """``BufferedDriver`` of one (key, window) instance (``beam_dp.drivers.protocol``), run by
-    the buffered release loop with the timers 'flush' and 'expire'. A payload is ``((key,
-    window id), item)`` (``item`` as ``process`` takes it, a record's possibly with its input
-    rendering as a 5th field, never stored); the items wait in the pending bag.
-
-    * 'flush' (release timer): at the flush time of the earliest pending item (its timestamp
-      with ``granularity_micros`` ≤ 1, else the last microsecond of its granularity period); a
-      firing processes every pending item stamped ≤ the firing time in ``order`` and re-arms at
-      the next pending item's flush time (always after the firing time).
-    * 'expire' (expiry timer): a fixed window of an unbounded input, armed by the instance's
-      first item at window end − 1 µs + allowed lateness; a firing processes every pending item
-      and closes the instance: a later record is dead-lettered, a later query refused HALTED.
-    * a bounded input arms neither: the end of input processes every item in one go.
-
-    Noise: ``instance_rng(rng, label, key, window)`` with the loop's noise root (rng, label)."""
-
-    LOOP = 'buffered'
-
-    def __init__(self, engine: GrowingEngine, bounded: bool, granularity_micros: int,
-                 lateness_micros: int):
-        self.engine = engine
-        self.bounded = bool(bounded)
-        self.granularity_micros = int(granularity_micros)
-        self.lateness_micros = int(lateness_micros)
-        # No step grid: the loop reads only ``last_step`` (None: it stops at the end of input).
-        self.clock = StepClock(0, 1)
-
-    def flush_time(self, micros: int) -> int:
-        """When an item stamped ``micros`` is processed (unbounded input)."""
-        g = self.granularity_micros
-        return micros if g <= 1 else min(END_OF_TIME_MICROS, -(-(micros + 1) // g) * g - 1)
-
-    def expiry(self, wid) -> Optional[int]:
-        """When the instance of window ``wid`` closes (None: only at the end of input)."""
-        if wid is None or self.bounded:
-            return None
-        return min(END_OF_TIME_MICROS, wid[1] - 1 + self.lateness_micros)
-
-    def start(self, key, noise_root) -> Outcome:  # pylint: disable=unused-argument
-        return Outcome(GrowingState())
-
-    def fold(self, state: GrowingState, key, payload) -> Outcome:
-        (user_key, wid), item = payload
-        if state.closed:
-            return self._closed(wid, item)
-        stored = None
-        if len(item) > 4:       # a record's rendering (for a late dead letter): never stored
-            stored = ((user_key, wid), item[:4])
-        new = state if state.instance is not None else state._replace(instance=(user_key, wid))
-        if self.bounded:
-            return Outcome(UNCHANGED if new is state else new, keep=True, stored=stored)
-        timer = expiry = None
-        fire = self.flush_time(item[0])
-        if new.armed is None or fire < new.armed:
-            new, timer = new._replace(armed=fire), fire
-        if wid is not None and not new.expiry_set:
-            new, expiry = new._replace(expiry_set=True), self.expiry(wid)
-        return Outcome(UNCHANGED if new is state else new, keep=True, stored=stored,
-                       timer_micros=timer, expiry_micros=expiry)
-
-    def _closed(self, wid, item) -> Outcome:
-        micros, kind, _, payload, *text = item
-        if kind == QUERY:
-            return Outcome(releases=[halted(payload[0], self.engine.name, micros,
-                                            closed_reason(wid))])
-        record = RecordText(text[0]) if text else payload
-        return Outcome(dead_letters=[Dead(STAGE, late_window_reason(wid, self.lateness_micros),
-                                          record, micros)])
-
-    def _process(self, state: GrowingState, pending, upto: int, noise_root):
-        """Processes the pending items stamped ≤ ``upto`` in ``order``: (state, the items that
-        stay, the outcome's releases, dead letters and tagged outputs)."""
-        due, rest = split_due([item for _, item in pending], upto)
-        if not due:
-            return state, rest, ((), (), ())
-        user_key, wid = state.instance
-        engine_state = state.engine
-        if engine_state is None:
-            engine_state = self.engine.init_state()
-        base = instance_rng(noise_root.rng, noise_root.label, user_key, wid)
-        engine_state, queries, out = process(self.engine, engine_state, due, base,
-                                             state.queries, user_key, wid)
-        dead = [Dead(STAGE, reason, payload, micros) for reason, payload, micros in out.rejected]
-        tagged = [(RELEASES, record) for record in out.releases]
-        state = state._replace(engine=engine_state, queries=queries)
-        return state, rest, (out.answers, dead, tagged)
-
-    def close(self, state: GrowingState, key, fired_micros: int, pending,
-              noise_root) -> Outcome:
-        """'flush' fired: process what is due, re-arm at the next pending item."""
-        if state is None or state.closed or state.instance is None:
-            return Outcome()
-        state, rest, (answers, dead, tagged) = self._process(state, pending, fired_micros,
-                                                             noise_root)
-        timer = self.flush_time(min(i[0] for i in rest)) if rest else None
-        instance = state.instance
-        return Outcome(state._replace(armed=timer), answers, dead, timer_micros=timer,
-                       pending=[(instance, i) for i in rest], tagged=tagged)
-
-    def expire(self, state: GrowingState, key, fired_micros: int, pending,
-               noise_root) -> Outcome:
-        """'expire' fired: process every pending item and close the instance."""
-        if state is None or state.closed or state.instance is None:
-            return Outcome()
-        _, _, (answers, dead, tagged) = self._process(state, pending, END_OF_TIME_MICROS,
-                                                      noise_root)
-        return Outcome(GrowingState(closed=True), answers, dead, pending=[], tagged=tagged)
-
-    def end_of_input(self, state: GrowingState, key, pending, noise_root) -> Outcome:
-        """The input ended: every pending item is processed (as a firing at the end of time)."""
-        if state is None or state.closed or state.instance is None or not pending:
-            return Outcome()
-        state, _, (answers, dead, tagged) = self._process(state, pending, END_OF_TIME_MICROS,
-                                                          noise_root)
-        return Outcome(state._replace(armed=None), answers, dead, pending=[], tagged=tagged)
 
 
 #: The tag of the refusals output (``Outcome.tagged``; ``RELEASES``: the epoch runs).

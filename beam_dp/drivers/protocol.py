@@ -15,8 +15,6 @@ four points and does exactly what the returned ``Outcome`` says:
 * end of input (a timer at the end of time, armed only when the clock has no last step): the
   loop stops (the buffered loop keeps a flag and calls the driver's optional
   ``end_of_input(state, key, pending, noise)``; a single-cell driver's ``end_of_input(state)``).
-* ``expire(state, key, fired_micros, pending, noise)`` — only a buffered loop built with an
-  ``expiry`` timer family: the timer the driver armed with ``Outcome.expiry_micros`` fired.
 
 What a driver emits is plain values: ``Release`` records (or the family's own release records),
 ``Dead`` letters (stage, reason, record, event time; the loop adds the transform label and
@@ -88,9 +86,6 @@ class Outcome(NamedTuple):
     #: with ``keep``: the item the bag stores instead of the payload (the payload without the
     #: records it carried in flight for a late dead letter: those never enter state).
     stored: Any = None
-    #: after ``fold``: arm the expiry timer at this event time (a buffered loop with an
-    #: ``expiry`` family only; None: leave it as it is). ``expire`` arms no timer.
-    expiry_micros: Optional[int] = None
 
 
 class NoiseRoot(NamedTuple):
@@ -165,5 +160,4 @@ class BufferedDriver(Protocol):
 
     # Optional: ``end_of_input(state, key, pending, noise) -> Outcome``, called once when the
     # input ends (the timers are cleared; nothing is released after), with the payloads still
-    # pending: refuse them, or process them as a firing at the end of time would. With an
-    # ``expiry`` timer family: ``expire(state, key, fired_micros, pending, noise) -> Outcome``.
+    # pending: refuse them, or process them as a firing at the end of time would.

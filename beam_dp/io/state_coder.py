@@ -393,28 +393,17 @@ def _dec(buf, pos):
         return int.from_bytes(buf[pos:pos + n], 'big', signed=True), pos + n
     if tag == 0x53 or tag == 0x5a:                      # S, Z
         n, pos = _read_varint(buf, pos)
-        items = []
-        for _ in range(n):
-            v, pos = _dec(buf, pos)
-            items.append(v)
+        items, pos = _dec_items(buf, pos, n)
         return (set(items) if tag == 0x53 else frozenset(items)), pos
     if tag == 0x61:                                     # a
         dtype, pos = _read_dtype(buf, pos)
-        ndim, pos = _read_varint(buf, pos)
-        shape = []
-        for _ in range(ndim):
-            n, pos = _read_varint(buf, pos)
-            shape.append(n)
+        shape, pos = _read_shape(buf, pos)
         n, pos = _read_varint(buf, pos)
         arr = np.frombuffer(buf, dtype=dtype, count=n // dtype.itemsize if dtype.itemsize else 0,
                             offset=pos).reshape(shape).copy()     # one copy, writable
         return arr, pos + n
     if tag == 0x41:                                     # A
-        ndim, pos = _read_varint(buf, pos)
-        shape = []
-        for _ in range(ndim):
-            n, pos = _read_varint(buf, pos)
-            shape.append(n)
+        shape, pos = _read_shape(buf, pos)
         arr = np.empty(shape, dtype=object)
         flat = arr.reshape(-1)
         for i in range(flat.size):
@@ -439,16 +428,34 @@ def _read_dtype(buf, pos):
     return dtype, pos + n
 
 
+def _read_many(buf, pos, count: int, read):
+    """``count`` values read one after the other by ``read(buf, pos) -> (value, pos)``: (the
+    list of them, the position after)."""
+    items = []
+    for _ in range(count):
+        v, pos = read(buf, pos)
+        items.append(v)
+    return items, pos
+
+
+def _dec_items(buf, pos, count: int):
+    """``count`` encoded values from ``pos``: (the list of them, the position after)."""
+    return _read_many(buf, pos, count, _dec)
+
+
+def _read_shape(buf, pos):
+    """An array shape (its length, then each dimension, as varints): (shape, position)."""
+    ndim, pos = _read_varint(buf, pos)
+    return _read_many(buf, pos, ndim, _read_varint)
+
+
 def _dec_object(buf, pos):
     n, pos = _read_varint(buf, pos)
     raw = bytes(buf[pos:pos + n])
     pos += n
     version, pos = _read_varint(buf, pos)
     count, pos = _read_varint(buf, pos)
-    values = []
-    for _ in range(count):
-        v, pos = _dec(buf, pos)
-        values.append(v)
+    values, pos = _dec_items(buf, pos, count)
     entry = _BY_RAW_NAME.get(raw)
     if entry is None or entry is not _BY_NAME.get(entry.name):
         name = raw.decode('utf-8')

@@ -1,8 +1,8 @@
 """``replay``: THE reference of every family — a driver (``beam_dp.drivers.protocol``) driven
 in plain Python exactly as the release loop (``beam_dp.transforms.release_loop``) drives it in
-the Beam job: the same state per loop key, the same pending bag, one release timer, one
-expiry timer (a driver with ``expire``) and one end-of-input timer per key (a timer is consumed
-when it fires, as in Beam), the same noise root.
+the Beam job: the same state per loop key, the same pending bag, one release timer and one
+end-of-input timer per key (a timer is consumed when it fires, as in Beam), the same noise
+root.
 
 Under the same seed (or the same ``noise_key`` source: ``transform.rng``) and label, a replay
 releases exactly what the job releases, which is what the seeded parity tests check.
@@ -34,7 +34,6 @@ __all__ = [
     'Element',
     'Replayed',
     'Watermark',
-    'instance_events',
     'key_events',
     'keyed_events',
     'release_table',
@@ -66,13 +65,12 @@ class Replayed(NamedTuple):
 
 
 class _Key:
-    __slots__ = ('state', 'pending', 'timer', 'expiry', 'finished', 'started', 'end_armed')
+    __slots__ = ('state', 'pending', 'timer', 'finished', 'started', 'end_armed')
 
     def __init__(self):
         self.state = None
         self.pending = []
         self.timer = None
-        self.expiry = None
         self.finished = False
         self.started = False
         self.end_armed = False
@@ -90,7 +88,7 @@ def replay(driver, events: Sequence, *, label: str, seed=None, rng=None,
     Args:
       driver: the family's loop driver (``transform.loop_driver()``, e.g.
         ``KeyedReleaseDriver.loop_driver()``, ``SegmentLoop``, ``ERMLoop``, ``BoostLoop``,
-        ``GrowingLoop``).
+        ``GrowingDriver``).
         Its ``LOOP`` attribute says which loop runs it ('single_cell' or 'buffered').
       events: ``Element`` and ``Watermark`` values (plain ``(key, payload)`` pairs are
         elements).
@@ -107,15 +105,15 @@ def replay(driver, events: Sequence, *, label: str, seed=None, rng=None,
     clock = driver.clock
     keys: Dict[Any, _Key] = {}
     out = Replayed([], [], {}, {}, {})
-    # (micros, order, key, 'timer' or 'expiry'): lazily invalidated
-    timers: List[Tuple[int, int, Any, str]] = []
+    # (micros, order, key): lazily invalidated
+    timers: List[Tuple[int, int, Any]] = []
     order = [0]
 
-    def arm(key, entry, micros, slot='timer'):
+    def arm(key, entry, micros):
         if micros is not None:
-            setattr(entry, slot, micros)
+            entry.timer = micros
             order[0] += 1
-            heapq.heappush(timers, (micros, order[0], key, slot))
+            heapq.heappush(timers, (micros, order[0], key))
 
     def emit(result: Outcome, entry: _Key):
         if result.state is not UNCHANGED:
@@ -144,24 +142,22 @@ def replay(driver, events: Sequence, *, label: str, seed=None, rng=None,
             entry.pending.append(payload if folded.stored is None else folded.stored)
         emit(folded, entry)
         arm(key, entry, folded.timer_micros)
-        arm(key, entry, folded.expiry_micros, 'expiry')
 
     def fire_until(micros):
         while timers and timers[0][0] <= micros:
-            when, _, key, slot = heapq.heappop(timers)
+            when, _, key = heapq.heappop(timers)
             entry = keys[key]
-            if getattr(entry, slot) != when:    # re-armed since (Beam keeps one timer per key)
+            if entry.timer != when:     # re-armed since (Beam keeps one timer per key)
                 continue
-            setattr(entry, slot, None)
+            entry.timer = None
             if entry.finished:
                 continue
-            call = driver.close if slot == 'timer' else driver.expire
-            closed = call(entry.state, key, when, [] if single else list(entry.pending), root)
+            closed = driver.close(entry.state, key, when,
+                                  [] if single else list(entry.pending), root)
             if closed.pending is not None:
                 entry.pending = list(closed.pending)
             emit(closed, entry)
-            if slot == 'timer':                 # ``expire`` arms no timer (as in the loop)
-                arm(key, entry, closed.timer_micros)
+            arm(key, entry, closed.timer_micros)
 
     for event in events:
         if isinstance(event, Watermark):
@@ -175,7 +171,7 @@ def replay(driver, events: Sequence, *, label: str, seed=None, rng=None,
         for key, entry in keys.items():
             if not entry.end_armed or entry.finished:
                 continue
-            entry.timer = entry.expiry = None
+            entry.timer = None
             if single:
                 entry.state = driver.end_of_input(entry.state)
                 continue
@@ -254,21 +250,4 @@ def stream_events(driver, stream: str, inputs, until_block: Optional[int] = None
             continue
     if until_block is not None:
         events.append(Watermark(driver.clock.release_time_micros(until_block)))
-    return events
-
-
-def instance_events(items, key=None, wid=None, watermarks: Sequence[int] = ()) -> List:
-    """The loop events of one growing-database instance (``GrowingLoop``: ``WindowedPMWG``,
-    ``BBSchedulerQueries``, ``BBImproverQueries``): one element per item ``(micros, kind, tie,
-    payload)`` of the (key, window id) instance (what 'TagData' / 'TagQueries' pass on), each
-    followed by the watermarks of ``watermarks`` it is not after (the watermark passes a
-    ``w`` once every item stamped ≤ ``w`` arrived), then the remaining watermarks. The loop key
-    is (key, wid) (the job's is its encoding; the noise addresses use the payload's)."""
-    events: List = []
-    marks = sorted(int(m) for m in watermarks)
-    for item in sorted(items, key=lambda i: i[0]):
-        while marks and marks[0] < item[0]:
-            events.append(Watermark(marks.pop(0)))
-        events.append(Element((key, wid), ((key, wid), tuple(item))))
-    events += [Watermark(m) for m in marks]
     return events

@@ -16,15 +16,11 @@ Two variants of the same loop:
 * ``buffered_loop``: the driver's state in one cell, payloads in a pending bag (state too large
   to rewrite per element), an end-of-input flag. With a driver that gives ``state_size`` /
   ``payload_size`` estimates, cell and bag values are wrapped so that Beam's state cache sizes
-  them from the estimate instead of walking every object. Optionally a second timer family
-  (``expiry``): a timer the driver arms through ``Outcome.expiry_micros`` and answers in
-  ``expire(state, key, fired_micros, pending, noise)`` (the growing-database family closes a
-  fixed window's instance there), independent of the release timer so that neither is ever
-  re-armed at an event time behind the one that fired.
+  them from the estimate instead of walking every object.
 
 The state and timer names are part of the Dataflow update contract: a family keeps its names
-(``cell``, ``timer`` and ``expiry`` arguments; the bag is 'pending', the flag 'finished', the
-timers 'release' (Boost: 'wake'; growing databases: 'flush' and 'expire') and 'end_of_input').
+(``cell`` and ``timer`` arguments; the bag is 'pending', the flag 'finished', the timers
+'release' (Boost: 'wake') and 'end_of_input').
 The loop classes are built once per name set at import (so that workers unpickle them by
 reference).
 
@@ -200,7 +196,7 @@ class _BufferedFn(_LoopFn):
         size = self._state_size
         return state if size is None or state is None else _Sized(state, size(state))
 
-    def _process(self, element, cell, pending, release_timer, end_timer, expiry_timer=None):
+    def _process(self, element, cell, pending, release_timer, end_timer):
         key, payload = element
         stored = cell.read()
         driver = self._driver
@@ -220,9 +216,9 @@ class _BufferedFn(_LoopFn):
                 payload = out.stored
             size = self._payload_size
             pending.add(payload if size is None else _Sized(payload, size(payload)))
-        return self._apply(out, cell, pending, release_timer, expiry_timer)
+        return self._apply(out, cell, pending, release_timer)
 
-    def _apply(self, out: Outcome, cell, pending, release_timer, expiry_timer):
+    def _apply(self, out: Outcome, cell, pending, release_timer):
         """Writes what ``out`` says (the pending bag, the state, the timers); its outputs."""
         if out.pending is not None:
             pending.clear()
@@ -233,19 +229,15 @@ class _BufferedFn(_LoopFn):
             cell.write(self._wrap(out.state))
         if release_timer is not None:
             self._arm(release_timer, out.timer_micros)
-        if expiry_timer is not None:
-            self._arm(expiry_timer, out.expiry_micros)
         return self._outputs(out)
 
-    def _release(self, key, fired, cell, pending, finished, release_timer, expiry_timer=None,
-                 call='close'):
-        """A timer fired: the driver's ``close`` (release timer) or ``expire`` (expiry)."""
+    def _release(self, key, fired, cell, pending, finished, release_timer):
+        """The release timer fired: the driver's ``close``."""
         if finished.read():
             return ()
         items = [_unwrap(item) for item in pending.read()]
-        out = getattr(self._driver, call)(_unwrap(cell.read()), key, fired.micros, items,
-                                          self._noise)
-        return self._apply(out, cell, pending, release_timer, expiry_timer)
+        out = self._driver.close(_unwrap(cell.read()), key, fired.micros, items, self._noise)
+        return self._apply(out, cell, pending, release_timer)
 
     def _end(self, key, cell, pending, finished, release_timer):
         if finished.read():
@@ -257,7 +249,7 @@ class _BufferedFn(_LoopFn):
             return ()
         items = [_unwrap(item) for item in pending.read()]
         out = end(_unwrap(cell.read()), key, items, self._noise)
-        return self._apply(out._replace(timer_micros=None), cell, pending, None, None)
+        return self._apply(out._replace(timer_micros=None), cell, pending, None)
 
 
 def _single_cell_class(cell_name: str):
@@ -334,33 +326,6 @@ def _buffered_class(cell_name: str, timer_name: str = 'release'):
     return BufferedLoop
 
 
-def _expiring_class(cell_name: str, timer_name: str, expiry_name: str):
-    """The buffered loop with a second timer family ``expiry_name``: ``fold`` may arm it, its
-    firing calls the driver's ``expire`` (which may not arm the release timer)."""
-    base = _named(_buffered_class(cell_name, timer_name), f'BufferedLoop_{cell_name}_{timer_name}')
-    expiry_spec = TimerSpec(expiry_name, TimeDomain.WATERMARK)
-    cell_spec, pending_spec, finished_spec = base.CELL, base.PENDING, base.FINISHED
-
-    class ExpiringLoop(base):
-        """The buffered release loop with an expiry timer."""
-        EXPIRY_TIMER = expiry_spec
-
-        def process(self, element, cell=beam.DoFn.StateParam(cell_spec),
-                    pending=beam.DoFn.StateParam(pending_spec),
-                    release_timer=beam.DoFn.TimerParam(base.RELEASE_TIMER),
-                    end_timer=beam.DoFn.TimerParam(base.END_TIMER),
-                    expiry_timer=beam.DoFn.TimerParam(expiry_spec)):
-            return self._process(element, cell, pending, release_timer, end_timer, expiry_timer)
-
-        @on_timer(expiry_spec)
-        def expire(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam,
-                   cell=beam.DoFn.StateParam(cell_spec), pending=beam.DoFn.StateParam(
-                       pending_spec), finished=beam.DoFn.StateParam(finished_spec)):
-            return self._release(key, fired, cell, pending, finished, None, call='expire')
-
-    return ExpiringLoop
-
-
 def _named(cls, name: str):
     cls.__name__ = cls.__qualname__ = name
     globals()[name] = cls
@@ -373,8 +338,6 @@ _SINGLE_CELL = {name: _named(_single_cell_class(name), f'SingleCellLoop_{name}')
 _BUFFERED = {(name, timer): _named(_buffered_class(name, timer), f'BufferedLoop_{name}_{timer}')
              for name, timer in (('shard_state', 'release'), ('key_state', 'release'),
                                  ('stream_state', 'release'), ('driver_state', 'wake'))}
-_EXPIRING = {names: _named(_expiring_class(*names), 'ExpiringLoop_' + '_'.join(names))
-             for names in (('instance', 'flush', 'expire'),)}
 
 
 def single_cell_loop(driver, label: str, rng: noise.RandomSource, *, cell: str = 'shard_state',
@@ -385,13 +348,9 @@ def single_cell_loop(driver, label: str, rng: noise.RandomSource, *, cell: str =
 
 
 def buffered_loop(driver, label: str, rng: noise.RandomSource, *, cell: str,
-                  timer: str = 'release', expiry: Optional[str] = None,
-                  noise_label: Optional[str] = None) -> beam.DoFn:
+                  timer: str = 'release', noise_label: Optional[str] = None) -> beam.DoFn:
     """The buffered loop running ``driver`` (a ``BufferedDriver``): state cell ``cell``,
-    release timer ``timer``, and with ``expiry`` a second timer family of that name (the
-    driver's ``expire``). A driver with ``end_of_input(state, key, pending, noise) -> Outcome``
+    release timer ``timer``. A driver with ``end_of_input(state, key, pending, noise) -> Outcome``
     is called when the input ends, with the payloads still pending (to refuse or process
     them)."""
-    if expiry is not None:
-        return _EXPIRING[(cell, timer, expiry)](driver, label, rng, noise_label)
     return _BUFFERED[(cell, timer)](driver, label, rng, noise_label)

@@ -57,7 +57,6 @@ STATE_CODER = StateCoder()
 from beam_dp.drivers import boost as _d_boost            # noqa: E402
 from beam_dp.drivers import boost_events as _d_boost_events  # noqa: E402
 from beam_dp.drivers import erm as _d_erm                # noqa: E402
-from beam_dp.drivers import growing as _d_growing        # noqa: E402
 from beam_dp.drivers import keyed as _d_keyed            # noqa: E402
 from beam_dp.drivers import private_keys as _d_private_keys  # noqa: E402
 from beam_dp.drivers import segmented as _d_segmented    # noqa: E402
@@ -82,7 +81,6 @@ STATE_TYPES = {
     'boost.Item': _d_boost_events.BoostItem,
     'erm.BlockRecord': _d_erm.BlockRecord,
     'erm.StreamState': _d_erm.StreamState,
-    'growing.State': _d_growing.GrowingState,
     'keyed.PrivatePartial': _d_keyed.PrivatePartial,
     'keyed.PublicShardState': _d_keyed.PublicShardState,
     'keyed.ShardPartial': _d_keyed.ShardPartial,

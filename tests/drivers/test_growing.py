@@ -6,13 +6,11 @@ import pytest
 
 from beam_dp import noise
 from beam_dp.drivers.growing import BBEngine
-from beam_dp.drivers.growing import GrowingLoop
 from beam_dp.drivers.growing import PMWGEngine
 from beam_dp.drivers.growing import QUERY
 from beam_dp.drivers.growing import RECORD
 from beam_dp.drivers.growing import answer_record
 from beam_dp.drivers.growing import check_domain_index
-from beam_dp.drivers.growing import closed_reason
 from beam_dp.drivers.growing import instance_rng
 from beam_dp.drivers.growing import normalise_query
 from beam_dp.drivers.growing import order
@@ -25,10 +23,6 @@ from beam_dp.mechanisms.bb_scheduler import bbscheduler_schedule
 from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
 from beam_dp.mechanisms.pmwg import PMWG
 from beam_dp.queries import LinearQuery
-from beam_dp.testing.replay import Element
-from beam_dp.testing.replay import Watermark
-from beam_dp.testing.replay import instance_events
-from beam_dp.testing.replay import replay
 
 N = 4
 QUERIES = tuple(LinearQuery.range(N, 0, b) for b in range(1, N + 1))
@@ -143,74 +137,3 @@ def test_query_normalisation():
                                        (-1, False), (True, False), (1.0, False), ('1', False)])
 def test_domain_index(index, ok):
     assert (check_domain_index(index, N) is None) == ok
-
-
-# --- GrowingLoop: the release loop's driver, driven by beam_dp.testing.replay ---
-
-def _mixed_items():
-    items = [(10 * i, RECORD, i % N, i % N) for i in range(320)]
-    items += [(10 * i + 5, QUERY, f'q{i}', (f'q{i}', QUERIES[i % N])) for i in range(0, 320, 40)]
-    return items
-
-
-def test_the_bounded_loop_processes_every_item_at_the_end_of_input_in_one_go():
-    engine = BBEngine(scheduler(), 'bb')
-    items = _mixed_items()
-    whole = run_instance(engine, items, noise.seeded(9), 'L', key='k')
-    loop = GrowingLoop(engine, bounded=True, granularity_micros=0, lateness_micros=0)
-    early = replay(loop, instance_events(items, key='k', watermarks=[10 ** 6]), label='L',
-                   seed=9, end_input=False)
-    assert early.releases == [] and len(early.pending[('k', None)]) == len(items)
-    out = replay(loop, instance_events(items, key='k'), label='L', seed=9)
-    assert tuple(out.releases) == whole.answers
-    assert tuple(out.tagged['releases']) == whole.releases
-    assert out.pending[('k', None)] == []
-
-
-@pytest.mark.parametrize('granularity', [0, 1, 100, 777])
-def test_the_unbounded_loop_answers_on_the_watermark_whatever_the_granularity(granularity):
-    engine = BBEngine(scheduler(), 'bb')
-    items = _mixed_items()
-    whole = run_instance(engine, items, noise.seeded(9), 'L', key='k')
-    loop = GrowingLoop(engine, bounded=False, granularity_micros=granularity, lateness_micros=0)
-    events = instance_events(items, key='k', watermarks=range(399, 3200, 400))
-    out = replay(loop, events, label='L', seed=9)
-    assert tuple(out.releases) == whole.answers
-    assert tuple(out.tagged['releases']) == whole.releases
-    # An answer is emitted only once the watermark passed its query's flush time.
-    partial = replay(loop, events[:events.index(Watermark(399)) + 1], label='L', seed=9,
-                     end_input=False)
-    expected = [a for a in whole.answers if loop.flush_time(a.timestamp) <= 399]
-    assert partial.releases == expected and (expected or granularity > 399)
-    # A firing never re-arms 'flush' at or before the time that fired.
-    state = partial.states[('k', None)]
-    assert state.armed is None or state.armed > 399
-
-
-def test_a_fixed_windows_instance_closes_at_its_expiry_and_refuses_what_comes_after():
-    mech = PMWG(epsilon=30, alpha=0.3, n=100, domain_size=8)
-    wid = (0, 1000)
-    loop = GrowingLoop(PMWGEngine(mech), bounded=False, granularity_micros=0,
-                       lateness_micros=500)
-    assert loop.expiry(wid) == 1499 and loop.expiry(None) is None
-    inst = ('k', wid)
-    events = [Element('w', (inst, (10 + i, RECORD, i % 8, i % 8))) for i in range(104)]
-    events += [Element('w', (inst, (900, QUERY, 'in', ('in', LinearQuery.point(8, 1))))),
-               Watermark(1498)]
-    events += [Element('w', (inst, (950, RECORD, 2, 2, 'rendered 950'))),  # late, not expired
-               Watermark(1499),
-               Element('w', (inst, (960, RECORD, 3, 3, 'rendered 960'))),  # after the expiry
-               Element('w', (inst, (970, QUERY, 'after', ('after', LinearQuery.point(8, 1)))))]
-    out = replay(loop, events, label='L', seed=4)
-    answered, after = out.releases
-    assert answered.query_id == 'in' and answered.refusal is None and answered.t == 104
-    assert after.query_id == 'after' and after.refusal == 'HALTED'
-    assert after.message == closed_reason(wid)
-    (dead,) = out.dead_letters
-    assert dead.stage == 'AnswerQueries' and dead.reason.startswith('late: window [0, 1000) us')
-    assert dead.record == 'rendered 960'
-    assert out.states['w'].closed and out.pending['w'] == []
-    # The late record before the expiry was stored without its rendering.
-    before = replay(loop, events[:events.index(Watermark(1499))], label='L', seed=4,
-                    end_input=False)
-    assert (inst, (950, RECORD, 2, 2)) in before.pending['w']
