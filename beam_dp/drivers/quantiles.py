@@ -79,9 +79,11 @@ class QuantilesDriver(KeyedReleaseDriver):
         if self.branching < 2:
             raise InvalidParamsError(f'{owner}: branching must be at least 2, got '
                                      f'{self.branching}.')
-        leaves = self.branching ** self.depth
-        if leaves > hh.MAX_TREE_LEAVES:
-            raise InvalidParamsError(f'{owner}: branching**depth = {leaves} buckets; at most '
+        # Compared in logs first: B**D of a huge B or D would never finish.
+        if (self.depth * math.log2(self.branching) > math.log2(hh.MAX_TREE_LEAVES) + 1e-9
+                or self.branching ** self.depth > hh.MAX_TREE_LEAVES):
+            raise InvalidParamsError(f'{owner}: branching**depth buckets (branching='
+                                     f'{self.branching}, depth={self.depth}); at most '
                                      f'{hh.MAX_TREE_LEAVES}.')
         if self.histogram_layout not in LAYOUTS:
             raise InvalidParamsError(f'{owner}: layout must be one of {LAYOUTS}, got '

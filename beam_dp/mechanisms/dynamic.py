@@ -41,6 +41,7 @@ from beam_dp.accounting import basel_weight
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import UnsupportedMechanismError
 from beam_dp.mechanisms import fenwick
+from beam_dp.mechanisms.plugin import StaticLinearMechanism
 from beam_dp.mechanisms.dynamic_node import NodeMechanism
 from beam_dp.mechanisms.dynamic_node import NodeState
 from beam_dp.mechanisms.dynamic_node import NoiseFreeDebug
@@ -204,6 +205,9 @@ class FullyDynamicCounter(SegmentedParams):
         v.check_positive_int(owner, 'dimension', self.dimension)
         if self.debug is not None and not isinstance(self.debug, NoiseFreeDebug):
             v._fail(owner, f'debug must be a NoiseFreeDebug or None, got {self.debug!r}.')
+        if self.plugin is not None and not isinstance(self.plugin, StaticLinearMechanism):
+            v._fail(owner, f'plugin must be a StaticLinearMechanism or None, got '
+                           f'{self.plugin!r:.80}.')
         self.partitioner
         self.node_mechanism(1)          # validates the first node's noise scales
 

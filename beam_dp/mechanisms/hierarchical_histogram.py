@@ -40,6 +40,7 @@ __all__ = [
     'prefix_variance_factors',
 ]
 
+_MAX_LEAVES = 2 ** 20   # leaves of any layout (the node vector is keys × N ≤ 2M per key)
 MAX_TREE_LEAVES = 1024   # the closed-form factors hold an (N × M) matrix once at construction
 
 
@@ -130,15 +131,33 @@ class HierarchicalHistogramCounter:
         v.check_positive_int(owner, 'branching', self.branching)
         v.check_positive_int(owner, 'depth', self.depth)
         v.check_positive_int(owner, 'dimension', self.dimension)
+        for name in ('branching', 'depth', 'dimension'):    # numpy ints → Python ints
+            object.__setattr__(self, name, int(getattr(self, name)))
         if self.branching < 2:
             raise InvalidParamsError(f'{owner}: branching must be at least 2, got '
                                      f'{self.branching}.')
+        # B**D is computed only once it is known to be small (a huge B or D would take the
+        # process with it: found by the parameter fuzz); the wrapped counter holds keys × N.
+        if self.depth * math.log2(self.branching) > math.log2(_MAX_LEAVES) + 1e-9:
+            raise InvalidParamsError(f'{owner}: branching**depth must be at most {_MAX_LEAVES} '
+                                     f'leaves, got branching={self.branching}, '
+                                     f'depth={self.depth}.')
         if self.dimension % self.leaves:
             raise InvalidParamsError(f'{owner}: dimension {self.dimension} is not a multiple of '
                                      f'the {self.leaves} leaves.')
         keys = self.dimension // self.leaves
-        object.__setattr__(self, '_inner', dataclasses.replace(
-            self.inner, dimension=keys * num_nodes(self.branching, self.depth)))
+        if not dataclasses.is_dataclass(self.inner) or isinstance(self.inner, type) or not any(
+                f.name == 'dimension' for f in dataclasses.fields(self.inner)):
+            raise InvalidParamsError(f'{owner}: inner must be a vector counter of '
+                                     f'beam_dp.mechanisms (with a dimension), got '
+                                     f'{self.inner!r:.80}.')
+        try:
+            inner = dataclasses.replace(
+                self.inner, dimension=keys * num_nodes(self.branching, self.depth))
+        except (OverflowError, MemoryError) as e:
+            raise InvalidParamsError(f'{owner}: a counter over {keys} keys × '
+                                     f'{self.nodes} nodes cannot be built ({e}).') from None
+        object.__setattr__(self, '_inner', inner)
 
     @property
     def leaves(self) -> int:
