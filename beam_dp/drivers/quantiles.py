@@ -85,6 +85,7 @@ class QuantilesDriver(KeyedReleaseDriver):
             raise InvalidParamsError(f'{owner}: branching**depth buckets (branching='
                                      f'{self.branching}, depth={self.depth}); at most '
                                      f'{hh.MAX_TREE_LEAVES}.')
+        leaves = self.branching ** self.depth
         if self.histogram_layout not in LAYOUTS:
             raise InvalidParamsError(f'{owner}: layout must be one of {LAYOUTS}, got '
                                      f'{self.histogram_layout!r}.')
