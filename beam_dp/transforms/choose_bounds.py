@@ -150,6 +150,9 @@ class ChooseContributionBounds(shell.ShellTransform):
         ⌊(time − start)/step⌋; records before ``start`` or from step ``horizon`` on (``end``
         if given instead) are dead-lettered.
       key_fn: record → key (default ``record[0]``); unit_fn: record → privacy unit id.
+      key_field, privacy_unit_field, time_field, timestamp_field: instead of ``key_fn``,
+        ``unit_fn`` and
+        ``time_fn``: the names of the fields holding them (Rows, NamedTuples or dicts).
       time_fn: record → event time in seconds (default: the element's event timestamp).
       end: optional end of the records' clock (default: ``start + horizon·step``).
       mechanism: the release's ``mechanism=`` ('auto').

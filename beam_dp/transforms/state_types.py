@@ -70,7 +70,7 @@ from beam_dp.mechanisms.boost import cache as _boost_cache  # noqa: E402
 from beam_dp.mechanisms.boost import filters as _boost_filters  # noqa: E402
 from beam_dp.mechanisms.boost import histogram as _boost_histogram  # noqa: E402
 from beam_dp.mechanisms.boost import state as _boost_state  # noqa: E402
-from beam_dp.mechanisms.erm import ftrl, ledger, psgd, release, schedules, sliding  # noqa: E402
+from beam_dp.mechanisms.erm import baselines, ftrl, ledger, psgd, release, schedules, sliding  # noqa: E402,E501
 from beam_dp.queries import linear as _linear            # noqa: E402
 
 #: stable name → class (every one at schema version 1).
@@ -125,6 +125,7 @@ STATE_TYPES = {
     'erm.ContinualState': schedules.ContinualState,
     'erm.DyadicState': schedules.DyadicState,
     'erm.SlidingState': sliding.SlidingState,
+    'erm.BaselineClock': baselines._Clock,
 }
 
 #: Value types held inside the states above (found by reading the mechanisms and drivers; the

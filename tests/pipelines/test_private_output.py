@@ -105,7 +105,7 @@ def test_the_rule(demo, flag, expected):
 
 @pytest.mark.parametrize('options, user_input', [
     (counts_options, ['--input_avro=x.avro']),
-    (pmwg_options, ['--data_avro=x.avro']),
+    (pmwg_options, ['--data_avro=x.avro', '--start=1717394400', '--end=1717480800']),
     (boost_options, ['--data_avro=x.avro']),
     (erm_options, ['--input_avro=x.avro', '--end_seconds=1700000480'])])
 def test_every_job_names_evaluate_as_not_private_and_applies_the_rule(options, user_input):
@@ -178,7 +178,10 @@ def test_pmwg_queries_prints_no_exact_figure_without_evaluate(tmp_path):
         fastavro.writer(f, pmwg_data.TRIP_SCHEMA, trips)
     with open(tmp_path / 'queries.avro', 'wb') as f:
         fastavro.writer(f, pmwg_data.query_record_schema(), queries)
-    common = ['--data_avro=trips.avro', '--query_avro=queries.avro']
+    # Avro (batch) input runs on the public step clock: its start and end cover the data.
+    last = max(r['event_time_micros'] for r in trips + queries) // 1_000_000
+    common = ['--data_avro=trips.avro', '--query_avro=queries.avro',
+              f'--start={int(pmwg_data.SAMPLE_START.timestamp())}', f'--end={last + 3600}']
     private = _run_job('pmwg_queries', tmp_path, *common, '--output_avro=private')
     _assert_private(private, tmp_path, {PMWG_DEAD}, ('error (easy + hard)', 'uniform baseline'))
     assert 'answers by status' in private.stdout
