@@ -126,9 +126,12 @@ def series_inverse(c: np.ndarray, n: int) -> np.ndarray:
 
 def band_candidates(horizon: Optional[int]) -> Tuple[int, ...]:
     """The bands tried by the counter choice: 2, 4, 8, … up to min(horizon, ``MAX_BANDS``);
-    for an unbounded horizon (evaluated over 2^20 steps by default) 2, 8, 32, 128, 512."""
+    for an unbounded horizon (evaluated over 2^20 steps by default) 2, 8, 32, 128, 512; for a
+    one-step horizon the single band 1 (nothing to correlate)."""
     if horizon is None:
         return tuple(p for p in (2, 8, 32, 128, 512) if p <= MAX_BANDS)
+    if horizon < 2:
+        return (1,)
     out, p = [], 2
     while p <= min(horizon, MAX_BANDS):
         out.append(p)
