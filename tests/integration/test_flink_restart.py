@@ -185,7 +185,7 @@ def run_to_completion(cluster, reader, result, timeout):
     jid = None
     try:
         jid = cluster.running_job()
-        return all_releases(reader, timeout)
+        return all_releases(reader, timeout, cluster, jid)
     finally:
         cluster.cancel(result, jid)
         reader.close()
@@ -237,9 +237,10 @@ def real_time_job(cluster, broker, name, submit_job=None):
                                  jid=jid, log=log)
 
 
-def all_releases(reader, timeout):
-    """Every release record once all EXPECTED releases are there, and 3 s more (duplicates)."""
-    wait_distinct(reader, EXPECTED, timeout=timeout)
+def all_releases(reader, timeout, cluster=None, jid=None):
+    """Every release record once all EXPECTED releases are there, and 3 s more (duplicates);
+    on a timeout the error names the job's state, its tasks and Flink's root exception."""
+    wait_distinct(reader, EXPECTED, timeout, cluster, jid)
     time.sleep(3)
     return decoded(reader.poll())
 
@@ -269,7 +270,7 @@ def test_taskmanager_killed_mid_stream_restores_from_checkpoint(cluster, broker)
         assert killed_after < EXPECTED, 'every step was released before the kill: nothing tested'
         time.sleep(2)
         cluster.run('start')                          # starts the missing TaskManager only
-        got = all_releases(reader, timeout=300)
+        got = all_releases(reader, 300, cluster, jid)
         restarts = cluster.get('/jobs/%s/checkpoints' % jid)
     finally:
         cluster.cancel(run.result, jid)
