@@ -38,12 +38,14 @@ safe bound (per-key totals) is used. ``Release.noise_stddev`` is the chosen coun
 """
 
 import dataclasses
+import math
 from typing import Optional
 
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.accounting import epsilon_from_rho
 from beam_dp.accounting import rho_for_epsilon_delta
+from beam_dp.mechanisms.final_release import FinalReleaseCounter
 from beam_dp.mechanisms.counter_selection import expected_error
 from beam_dp.mechanisms.counter_selection import select_counter
 from beam_dp.errors import InvalidParamsError
@@ -63,6 +65,7 @@ __all__ = [
     'MECHANISMS',
     'check_cost_fits',
     'choose_counter',
+    'choose_final_release',
     'mechanism_name',
     'window_counter',
 ]
@@ -151,6 +154,65 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
     return chosen
 
 
+def _shares(total: float, share: float):
+    """(continual, final) parts of ``total`` summing to at most ``total`` in floating point."""
+    continual = total * (1.0 - share)
+    final = total - continual
+    while continual + final > total:
+        final = math.nextafter(final, 0.0)
+    return continual, final
+
+
+def choose_final_release(mechanism: str, estimator: Optional[str], budget: PrivacyBudget,
+                         horizon: Optional[int], horizon_steps: Optional[int], l1: float,
+                         l2: float, dimension: int, participation: Optional[Participation],
+                         share: float) -> FinalReleaseCounter:
+    """The counter of one key with ``share`` of ``budget`` on a one-shot release of the total
+    at the known last step (``FinalReleaseCounter``): the continual counter is chosen as by
+    ``choose_counter`` at the rest of the budget.
+
+    Split: ε → (1 − f)ε and fε (discrete Laplace one-shot); ρ → (1 − f)ρ and fρ (discrete
+    Gaussian); (ε, δ > 0) → whichever has the lower final-step variance of the pure split at ε
+    (δ unspent) and the zCDP split of ρ = ``rho_for_epsilon_delta(ε, δ)`` (both counters
+    ρ-zCDP or pure at ε = √(2ρ_c), composed in ρ and checked as (ε, δ) through the CKS
+    conversion, as a Gaussian counter alone is). Exact: the sum of the two parts never exceeds
+    the budget (``_shares``) and the composed cost is checked against it here.
+
+    Raises:
+      InvalidParamsError: without a known horizon, or as ``choose_counter``.
+    """
+    if horizon is None:
+        raise InvalidParamsError(f'{_OWNER}: final_share needs a known last step: pass end= '
+                                 f'(or horizon_steps=).')
+    common = dict(l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
+    splits = []
+    if budget.is_zcdp:
+        splits.append(('rho', budget.rho))
+    else:
+        splits.append(('epsilon', budget.epsilon))
+        if budget.delta > 0:
+            splits.append(('rho', rho_for_epsilon_delta(budget.epsilon, budget.delta)))
+    best, error = None, None
+    for kind, total in splits:
+        continual, final = _shares(total, share)
+        try:
+            inner = choose_counter(mechanism, estimator, PrivacyBudget(**{kind: continual}),
+                                   horizon, horizon_steps, l1, l2, dimension, participation)
+            one_shot = PerStepCounter(**{kind: final}, **common)
+            wrapped = FinalReleaseCounter(inner, one_shot, final_steps=horizon,
+                                          share=float(share), dimension=dimension)
+        except InvalidParamsError as e:     # e.g. a pure mechanism asked of a ρ split
+            error = error or e
+            continue
+        if best is None or (wrapped.release_variance(horizon)
+                            < best.release_variance(horizon)):
+            best = wrapped
+    if best is None:
+        raise error
+    check_cost_fits(best.privacy_cost(), budget)
+    return best
+
+
 def _best_banded(budget, horizon, common, participation):
     """The banded counter whose band has the lowest expected RMSE (closed form)."""
     report = expected_error(budget, horizon, l1_sensitivity=common['l1_sensitivity'],
@@ -224,6 +286,10 @@ def mechanism_name(counter) -> str:
     'kary_tree[k=17]/variance_reduced/discrete_laplace', 'per_step/summed/discrete_laplace',
     'balanced_tree[k=21]/signed_digits/discrete_laplace',
     'unbounded_tree[k=13]/signed_digits/discrete_laplace'."""
+    if isinstance(counter, FinalReleaseCounter):
+        final = 'discrete_gaussian' if counter.final.rho else 'discrete_laplace'
+        return (f'{mechanism_name(counter.continual)}+final_one_shot[share={counter.share:g}]/'
+                f'{final}')
     noise = 'discrete_gaussian' if getattr(counter, 'rho', None) else 'discrete_laplace'
     if isinstance(counter, WindowCounter):
         tree = ('fresh_per_step' if counter.levels == 1

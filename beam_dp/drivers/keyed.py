@@ -48,6 +48,7 @@ from beam_dp.drivers.protocol import late_records
 from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.mechanisms import exact_int
+from beam_dp.mechanisms.final_release import FinalReleaseCounter
 from beam_dp.mechanisms.window import MAX_WINDOW
 from beam_dp.noise import RandomSource
 from beam_dp.privacy_unit import PrivacyUnit
@@ -211,6 +212,11 @@ class KeyedReleaseDriver:
         their defaults).
       count_share: a mean's or variance's share of the budget for the count (None: the equal
         split; ``beam_dp.drivers.mean.weights``).
+      final_share: f in [0, 1): with a known end and cumulative output, the share of the budget
+        spent on ONE release of every key's total at the last step, combined there with the
+        continual counter's release by inverse variance (``beam_dp.mechanisms.final_release``;
+        the counter runs at the rest). None or 0 (default): off, the whole budget on the
+        continual counter.
 
     Raises:
       InvalidParamsError: on a bad parameter, naming it.
@@ -230,6 +236,7 @@ class KeyedReleaseDriver:
     mechanism: str = 'auto'
     output: object = 'cumulative'
     count_share: Optional[float] = None
+    final_share: Optional[float] = None
 
     @classmethod
     def of_arguments(cls, owner: str, metric: str, *, public_keys, private_keys, num_shards,
@@ -303,6 +310,12 @@ class KeyedReleaseDriver:
                 f"and estimator at their defaults (got mechanism={self.mechanism!r}, "
                 f"estimator={self.estimator!r}).")
         object.__setattr__(self, 'clock', self.clock.limited_to(self.horizon_steps))
+        if self.final_share is not None:
+            share = v.check_real(owner, 'final_share', self.final_share)
+            if not 0 <= share < 1:
+                raise InvalidParamsError(f'{owner}: final_share must be in [0, 1), got '
+                                         f'{share!r}.')
+            object.__setattr__(self, 'final_share', float(share))
         object.__setattr__(self, '_bin_index', {b: i for i, b in enumerate(self.bins)})
         object.__setattr__(self, '_counters', {})
         object.__setattr__(self, '_stddevs', {})
@@ -311,7 +324,15 @@ class KeyedReleaseDriver:
         participation = (unit.participation(self.record_norms[1] if self.is_ratio
                                             else self.value_bound_units)
                          if unit.name == 'user' and self.private_keys is None else None)
-        if self.output == 'cumulative':
+        if self.final_share:
+            if self.output != 'cumulative':
+                raise InvalidParamsError(f"{owner}: final_share releases the total at the last "
+                                         f"step: it needs output='cumulative', got "
+                                         f"output={self.output!r}.")
+            base = counter_choice.choose_final_release(
+                self.mechanism, self.estimator, self.budget, self.horizon, self.horizon_steps,
+                l1, l2, self.bins_per_key, participation, self.final_share)
+        elif self.output == 'cumulative':
             base = counter_choice.choose_counter(
                 self.mechanism, self.estimator, self.budget, self.horizon, self.horizon_steps,
                 l1, l2, self.bins_per_key, participation)
@@ -523,6 +544,10 @@ class KeyedReleaseDriver:
         """Every cost of the transform called ``label``, as (ledger label, cost): the private key
         selection first (sequential composition), then the release."""
         release = [(label, self.release_cost())]
+        final = self.final_counter
+        if final is not None:   # the split, entry by entry: the continual counter, the one-shot
+            release = [(label, final.continual.privacy_cost()),
+                       (f'{label}/FinalRelease', final.final.privacy_cost())]
         if not self.selects_keys:
             return release
         return [(f'{label}/SelectKeys', self.private_keys.privacy_cost())] + release
@@ -539,19 +564,31 @@ class KeyedReleaseDriver:
         """What runs: '<counter>/<estimator or variant>/<noise>' (public)."""
         return counter_choice.mechanism_name(self._base_counter)
 
-    def counter_noise_stddev(self, counter_steps: int) -> float:
+    @property
+    def final_counter(self):
+        """The ``FinalReleaseCounter`` of a ``final_share`` release (None without)."""
+        base = self._base_counter
+        node = getattr(base, 'inner', base)      # a quantile tree's node counter
+        return node if isinstance(node, FinalReleaseCounter) else None
+
+    def counter_noise_stddev(self, counter_steps: int, final_steps: Optional[int] = None
+                             ) -> float:
         """Public: the noise sd (per bin, in value units) of a counter's release after it took
-        this many steps."""
-        sd = self._stddevs.get(counter_steps)
+        this many steps (``final_steps``: the counter step of a ``final_share`` one-shot when
+        the counter started after step 0, a private key's)."""
+        cache = counter_steps if final_steps is None else (counter_steps, final_steps)
+        sd = self._stddevs.get(cache)
         if sd is None:
-            sd = math.sqrt(self.counter(1).release_variance(counter_steps))
+            counter = self.counter(1)
+            sd = math.sqrt(counter.release_variance(counter_steps) if final_steps is None
+                           else counter.release_variance(counter_steps, final_steps))
             if self.is_ratio:                     # a ratio's: the count's sd in records
                 sd /= self._weights[0]
             elif self.metric == 'sum':
                 sd /= (1 << self.grid_bits)
             if len(self._stddevs) >= _STDDEV_CACHE:
                 self._stddevs.clear()
-            self._stddevs[counter_steps] = sd
+            self._stddevs[cache] = sd
         return sd
 
     def noise_stddev(self, step: int) -> float:

@@ -281,7 +281,7 @@ class PrivateKeysShard:
         if chosen_now:
             # First counter step: everything so far, released for the first time now.
             groups[step] = (tuple(k for k, _ in chosen_now),
-                            self.group_counter(len(chosen_now)).init_state())
+                            self._init_group(len(chosen_now), step))
             first = dict(chosen_now)
         for start, (keys, counter_state) in groups.items():
             if start == step and self.backfill:
@@ -292,11 +292,29 @@ class PrivateKeysShard:
                 counter_state, exact_int.exact_ints(flat, len(keys) * bins),
                 rng.derive('release', keys[0], step))
             groups[start] = (keys, counter_state)
-            sd = self.noise_stddev(step - start + 1)
+            sd = self._stddev(step - start + 1, start)
             rows = self.from_units(estimate).reshape(len(keys), bins).tolist()
             out.extend((key, row, sd) for key, row in zip(keys, rows))
         out.sort(key=lambda row: row[0])
         return out, PrivateKeysShardState(step + 1, candidates, selected, groups, wake)
+
+    def _ends(self) -> bool:
+        """Whether the counter releases a one-shot total at the known last step
+        (``final_share``: ``beam_dp.mechanisms.final_release``)."""
+        return self.final_step is not None and hasattr(self.counter, 'final_steps')
+
+    def _init_group(self, keys: int, start: int):
+        """A new counter state of ``keys`` keys selected at step ``start``: with a one-shot
+        total at the last step, its counter reaches the end after final_step − start steps."""
+        counter = self.group_counter(keys)
+        if self._ends():
+            return counter.init_state(final_steps=self.final_step - start)
+        return counter.init_state()
+
+    def _stddev(self, counter_steps: int, start: int) -> float:
+        if self._ends():
+            return self.noise_stddev(counter_steps, self.final_step - start)
+        return self.noise_stddev(counter_steps)
 
     def _final_test(self, candidates, rng: RandomSource) -> List[Tuple[str, tuple]]:
         """The known end's static test on every remaining candidate (its exact distinct-unit

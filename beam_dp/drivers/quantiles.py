@@ -160,9 +160,11 @@ class QuantilesDriver(KeyedReleaseDriver):
         bound = 1 if layout == 'flat' else math.sqrt(self.depth + 1)
         participation = (unit.participation(bound)
                          if unit.name == 'user' and self.private_keys is None else None)
-        return counter_choice.choose_counter(
-            self.mechanism, self.estimator, self.budget, self.horizon, self.horizon_steps,
-            l1, l2, 1, participation)
+        choose = (counter_choice.choose_final_release if self.final_share
+                  else counter_choice.choose_counter)
+        extra = (self.final_share,) if self.final_share else ()
+        return choose(self.mechanism, self.estimator, self.budget, self.horizon,
+                      self.horizon_steps, l1, l2, 1, participation, *extra)
 
     def layout_variances(self) -> Dict[str, float]:
         """Public, closed form: the rank estimate's variance (records²) of each layout at the

@@ -170,12 +170,18 @@ class HierarchicalHistogramCounter:
     def privacy_cost(self):
         return self._inner.privacy_cost()
 
-    def release_variance(self, steps: int) -> float:
-        """The per-node noise variance after ``steps`` steps (the wrapped counter's)."""
-        return self._inner.release_variance(steps)
+    def release_variance(self, steps: int, *final_steps) -> float:
+        """The per-node noise variance after ``steps`` steps (the wrapped counter's;
+        ``final_steps`` passed on to a ``FinalReleaseCounter``)."""
+        return self._inner.release_variance(steps, *final_steps)
 
-    def init_state(self):
-        return self._inner.init_state()
+    @property
+    def final_steps(self):
+        """The wrapped counter's one-shot step (``FinalReleaseCounter``); absent otherwise."""
+        return self._inner.final_steps
+
+    def init_state(self, **final_steps):
+        return self._inner.init_state(**final_steps)
 
     def step(self, state, value, rng):
         keys = self.dimension // self.leaves
