@@ -12,7 +12,7 @@ Errors are RMS over the top keys (and over steps for per_step / window).
 
 import dataclasses
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -37,16 +37,33 @@ class Config:
     lower: float = 0.0
     upper: float = 1.0
     grid_bits: int = 10
+    #: beam_dp runs with these ``final_share``s too (a one-shot total at the last step).
+    final_shares: Tuple[float, ...] = ()
+
+
+#: The intermediate step whose noise the results report (mid-year: what the continual steps
+#: before the end pay for a ``final_share``).
+MID_STEP = HORIZON // 2
+
+
+def mid_year(rel: np.ndarray, daily_bounded: np.ndarray, drv: KeyedReleaseDriver) -> Dict:
+    """Measured (RMS over seeds and keys) and predicted noise of the cumulative release at
+    ``MID_STEP``; ``rel``: (seeds, steps, keys) releases, ``daily_bounded`` (steps, keys)."""
+    truth = daily_bounded[:MID_STEP + 1].sum(axis=0)
+    return dict(mid_noise=float(np.sqrt(np.mean((rel[:, MID_STEP] - truth) ** 2))),
+                mid_noise_predicted=drv.noise_stddev(MID_STEP))
 
 
 def driver(metric: str, cfg: Config, data: Flights, mechanism: str = 'auto',
-           output=None) -> KeyedReleaseDriver:
+           output=None, final_share=None) -> KeyedReleaseDriver:
     b = cfg.bounds
     unit = UserLevel(unit_fn=len, max_keys_per_unit=b.K, max_contributions_per_step=b.m,
                      max_steps_per_unit=b.S, max_total_contributions=b.C)
     kw = dict(lower=cfg.lower, upper=cfg.upper, grid_bits=cfg.grid_bits) if metric == 'sum' else {}
     if output is not None:
         kw['output'] = output
+    if final_share:
+        kw['final_share'] = final_share
     budget = (PrivacyBudget(epsilon=cfg.epsilon, delta=cfg.delta)
               if cfg.delta > 0 and mechanism != 'per_step' else PrivacyBudget(epsilon=cfg.epsilon))
     return KeyedReleaseDriver(metric=metric, budget=budget,
@@ -91,14 +108,18 @@ def cases(metric: str, data: Flights, cfg: Config) -> List[Dict]:
 
     # beam_dp's cumulative release (the counter 'auto' picks) and the fresh-noise baseline.
     cumulative = {}
-    for name, mech in (('beam_dp', 'auto'), ('fresh_noise_per_step', 'per_step')):
-        drv = driver(metric, cfg, data, mechanism=mech)
+    runs = [('beam_dp', 'auto', None), ('fresh_noise_per_step', 'per_step', None)]
+    runs += [(f'beam_dp(final_share={f:g})', 'auto', f) for f in cfg.final_shares]
+    for name, mech, share in runs:
+        drv = driver(metric, cfg, data, mechanism=mech, final_share=share)
         rel = run_driver(drv, daily_bounded_units, cfg.seeds)
-        cumulative[name] = rel
+        if share is None:
+            cumulative[name] = rel
         rows.append(baselines.summary(
             name, 'final', rel[:, -1], final_true, final_bounded,
             predicted_sd=drv.noise_stddev(HORIZON - 1),
-            extra=dict(mechanism=drv.mechanism_name)))
+            extra=dict(mechanism=drv.mechanism_name,
+                       **mid_year(rel, daily_bounded, drv))))
 
     # PipelineDP 0.3.1, batch, same budget and bounds. Like for like: on the rows beam_dp's
     # bounding keeps (its own bounding is then a no-op: every unit is within the bounds), so

@@ -46,7 +46,7 @@ COUNT_SHARE = 0.35
 
 
 def driver(metric: str, cfg: keyed.Config, data: Flights, mechanism: str,
-           count_share=None) -> KeyedReleaseDriver:
+           count_share=None, final_share=None) -> KeyedReleaseDriver:
     b = cfg.bounds
     unit = UserLevel(unit_fn=len, max_keys_per_unit=b.K, max_contributions_per_step=b.m,
                      max_steps_per_unit=b.S, max_total_contributions=b.C)
@@ -57,7 +57,7 @@ def driver(metric: str, cfg: keyed.Config, data: Flights, mechanism: str,
                               privacy_unit=unit, clock=StepClock(0, 1, last_step=HORIZON - 1),
                               layout=KeyLayout(list(data.top_keys), 1), mechanism=mechanism,
                               lower=LOWER, upper=UPPER, grid_bits=cfg.grid_bits,
-                              count_share=count_share)
+                              count_share=count_share, final_share=final_share or None)
 
 
 def daily_coordinates(metric: str, data: Flights, mask: np.ndarray, grid_bits: int,
@@ -130,16 +130,20 @@ def cases(metric: str, cfg: keyed.Config) -> (Flights, List[Dict]):
     final_bounded = _value(metric, prefix_bounded[-1])
     rows: List[Dict] = []
     estimates = {}
-    runs = [('beam_dp', 'auto', None), ('fresh_noise_per_step', 'per_step', None)]
+    runs = [('beam_dp', 'auto', None, None), ('fresh_noise_per_step', 'per_step', None, None)]
     if metric == 'mean':
-        runs.append((f'beam_dp(count_share={COUNT_SHARE})', 'auto', COUNT_SHARE))
-    for name, mech, share in runs:
-        drv = driver(metric, cfg, data, mech, share)
+        runs.append((f'beam_dp(count_share={COUNT_SHARE})', 'auto', COUNT_SHARE, None))
+    runs += [(f'beam_dp(final_share={f:g})', 'auto', None, f) for f in cfg.final_shares]
+    for name, mech, share, final_share in runs:
+        drv = driver(metric, cfg, data, mech, share, final_share)
         w = ratio.weights(metric, cfg.grid_bits, share, gaussian=drv.budget.is_zcdp)
         est = run_driver(drv, daily_bounded if share is None else daily_coordinates(
             metric, data, mask, cfg.grid_bits, w), cfg.seeds)
-        if share is None:
+        if share is None and final_share is None:
             estimates[name] = est
+        mid = keyed.MID_STEP
+        mid_value = _value(metric, est[:, mid])
+        mid_truth = _value(metric, prefix_bounded[mid])
         sigma = drv.coordinate_stddevs(drv.noise_stddev(HORIZON - 1))
         final = _value(metric, est[:, -1])
         reported = ratio.finish(metric, LOWER, UPPER, est[:, -1].reshape(-1, dim), sigma)[1]
@@ -147,7 +151,9 @@ def cases(metric: str, cfg: keyed.Config) -> (Flights, List[Dict]):
         rows.append(baselines.summary(
             name, 'final', final, final_true, final_bounded,
             predicted_sd=float(np.sqrt(np.mean(reported[:, sd_col] ** 2))),
-            extra=dict(mechanism=drv.mechanism_name, count_noise_sd=sigma[0])))
+            extra=dict(mechanism=drv.mechanism_name, count_noise_sd=sigma[0],
+                       mid_noise=float(np.sqrt(np.mean((mid_value - mid_truth) ** 2))),
+                       mid_count_noise_sd=drv.noise_stddev(mid))))
 
     raw = np.clip(data.value, LOWER, UPPER)
     pdp = baselines.pipelinedp_runs(data.rows(values=raw), data.top_keys, metric, cfg.epsilon,

@@ -41,7 +41,7 @@ PERCENTILES = (50, 90)
 
 
 def quantiles_driver(cfg: Config, keys, mechanism: str = 'auto', branching: int = 2,
-                     depth: int = 8) -> QuantilesDriver:
+                     depth: int = 8, final_share=None) -> QuantilesDriver:
     b = cfg.bounds
     unit = UserLevel(unit_fn=len, max_keys_per_unit=b.K, max_contributions_per_step=b.m,
                      max_steps_per_unit=b.S, max_total_contributions=b.C)
@@ -49,7 +49,7 @@ def quantiles_driver(cfg: Config, keys, mechanism: str = 'auto', branching: int 
                            privacy_unit=unit, clock=StepClock(0, 1, last_step=HORIZON - 1),
                            layout=KeyLayout(list(keys), 1), mechanism=mechanism, lower=LOWER,
                            upper=UPPER, percentiles=PERCENTILES, branching=branching,
-                           depth=depth)
+                           depth=depth, final_share=final_share)
 
 
 def daily_buckets(drv: QuantilesDriver, data: Flights, mask: np.ndarray) -> np.ndarray:
@@ -135,9 +135,12 @@ def run(cfg: Config):
     mechanisms: Dict[str, str] = {}
     stated: Dict[str, np.ndarray] = {}
     for label, branching, depth in HISTOGRAMS:
-        for method, mech in (('beam_dp', 'auto'), ('fresh_noise_per_step', 'per_step')):
+        methods = [('beam_dp', 'auto', None), ('fresh_noise_per_step', 'per_step', None)]
+        methods += [(f'beam_dp(final_share={f:g})', 'auto', f) for f in cfg.final_shares]
+        for method, mech, share in methods:
             name = f'{method}[{label} buckets]'
-            drv = quantiles_driver(cfg, keys, mechanism=mech, branching=branching, depth=depth)
+            drv = quantiles_driver(cfg, keys, mechanism=mech, branching=branching, depth=depth,
+                                   final_share=share)
             daily = daily_buckets(drv, data, mask)
             releases[name], stated[name] = run_quantiles(drv, daily, cfg.seeds)
             mechanisms[name] = (f'{drv.mechanism_name}, {drv.resolved_layout} layout, '

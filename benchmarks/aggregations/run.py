@@ -23,14 +23,14 @@ if str(ROOT) not in sys.path:
 # pylint: disable=wrong-import-position
 
 from benchmarks.aggregations.data import Bounds
-from benchmarks.aggregations.keyed import Config
+from benchmarks.aggregations.keyed import MID_STEP, Config
 
 HERE = pathlib.Path(__file__).resolve().parent
 AGGREGATES = ['count', 'sum', 'quantiles', 'mean', 'variance']   # others append their module name here
 
 COLUMNS = ('method', 'output', 'mechanism', 'bias', 'noise', 'noise_predicted', 'total',
            'vs_pipelinedp_batch', 'noise_vs_pipelinedp_batch', 'vs_pipelinedp_batch_clamped',
-           'vs_differencing(beam_dp)')
+           'vs_differencing(beam_dp)', 'mid_noise', 'mid_noise_predicted')
 
 
 def _fmt(v) -> str:
@@ -48,7 +48,9 @@ def markdown(name: str, description: str, cfg: Config, facts: dict, rows, comman
              f'Data: {facts}. ε = {cfg.epsilon}, δ = {cfg.delta} (both libraries), user level, '
              f'bounds '
              f'{cfg.bounds.describe()}, window W = {cfg.window}, {cfg.seeds} seeds '
-             f'(PipelineDP: {cfg.pipelinedp_seeds} runs).', '',
+             f'(PipelineDP: {cfg.pipelinedp_seeds} runs). mid_noise: the cumulative '
+             f'release\'s noise at step {MID_STEP} (measured; predicted: its noise_stddev).',
+             '',
              '| ' + ' | '.join(COLUMNS) + ' |', '|' + '---|' * len(COLUMNS)]
     for r in rows:
         lines.append('| ' + ' | '.join(_fmt(r.get(c)) for c in COLUMNS) + ' |')
@@ -89,12 +91,16 @@ def main(argv=None):
     ap.add_argument('--window', type=int, default=Config.window)
     ap.add_argument('--seeds', type=int, default=Config.seeds)
     ap.add_argument('--pipelinedp-seeds', type=int, default=Config.pipelinedp_seeds)
+    ap.add_argument('--final-share', type=float, nargs='*', default=[],
+                    help="also run beam_dp with these final_share's (a one-shot release of "
+                         "the total at the known last step, combined with the continual one)")
     ap.add_argument('--out', default=str(HERE / 'results'))
     ap.add_argument('--tag', default='', help='suffix of the result files')
     args = ap.parse_args(argv)
     k, m, s, c = args.bounds
     cfg = Config(epsilon=args.epsilon, delta=args.delta, bounds=Bounds(k, m, s, c or None), window=args.window,
-                 seeds=args.seeds, pipelinedp_seeds=args.pipelinedp_seeds)
+                 seeds=args.seeds, pipelinedp_seeds=args.pipelinedp_seeds,
+                 final_shares=tuple(args.final_share))
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = 'python -m benchmarks.aggregations.run ' + ' '.join(argv or sys.argv[1:])
