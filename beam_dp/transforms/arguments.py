@@ -105,6 +105,13 @@ KEYED_DOCS: Dict[str, str] = {
               "W steps, fewer at the start): a window counter whose error depends on W, never on "
               "the horizon (docs/windows.md); mechanism and estimator then stay at their "
               "defaults. ``Release.mechanism`` names it, ``Release.noise_stddev`` is exact.",
+    'final_share': "f in [0, 1) with a known ``end`` and cumulative output: the share of the "
+                   "budget spent on ONE release of every key's total at the last step, "
+                   "combined there with the continual release by inverse variance (the "
+                   "counter runs at the rest: every earlier release has 1/(1 − f) (ε) or "
+                   "1/√(1 − f) (ρ) times the noise sd). None or 0 (default): off. "
+                   "``Release.noise_stddev`` is the combination's exact sd; the ledger records "
+                   "the split ('<label>/FinalRelease'). docs/continual_counts.md.",
 }
 #: ``value_fn`` of a histogram.
 BIN_FN_DOC = 'record → its bin label, one of ``bins`` (default ``record[1]``).'

@@ -90,7 +90,8 @@ class _ContinualPerKey(shell.ShellTransform):
                  value_fn: Optional[Callable[[Any], Any]] = None,
                  lower: Optional[float] = None, upper: Optional[float] = None,
                  grid_bits: int = 10, bins: Sequence[str] = (),
-                 count_share: Optional[float] = None, allowed_lateness=0,
+                 count_share: Optional[float] = None, final_share: Optional[float] = None,
+                 allowed_lateness=0,
                  horizon_steps: Optional[int] = None, mechanism: str = 'auto',
                  estimator: Optional[str] = None, output='cumulative', num_shards: Optional[int] = None, noise_key: Optional[str] = None,
                  debug_metrics: bool = False, testing_seed: Optional[int] = None,
@@ -118,7 +119,7 @@ class _ContinualPerKey(shell.ShellTransform):
                 num_shards=num_shards, lower=lower, upper=upper, grid_bits=grid_bits,
                 budget=budget, privacy_unit=privacy_unit, clock=clock,
                 horizon_steps=horizon_steps, estimator=estimator, mechanism=mechanism,
-                bins=tuple(bins), output=output, **extra)
+                bins=tuple(bins), output=output, final_share=final_share, **extra)
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None

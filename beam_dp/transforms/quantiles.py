@@ -106,6 +106,7 @@ class ContinualQuantilesPerKey(_ContinualPerKey):
                  layout: str = 'auto', allowed_lateness=0,
                  horizon_steps: Optional[int] = None, mechanism: str = 'auto',
                  estimator: Optional[str] = None, num_shards: Optional[int] = None,
+                 final_share: Optional[float] = None,
                  noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
         shell.ShellTransform.__init__(self, label, accountant=accountant,
@@ -132,7 +133,7 @@ class ContinualQuantilesPerKey(_ContinualPerKey):
                 layout=key_layout, private_keys=private_keys, horizon_steps=horizon_steps,
                 estimator=estimator, mechanism=mechanism, lower=lower, upper=upper,
                 percentiles=tuple(percentiles), branching=branching, depth=depth,
-                histogram_layout=layout)
+                histogram_layout=layout, final_share=final_share)
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
