@@ -63,6 +63,7 @@ from beam_dp.drivers import segmented as _d_segmented    # noqa: E402
 from beam_dp.io import coders as _io_coders              # noqa: E402
 from beam_dp.mechanisms import balanced_tree, banded, bb_scheduler, binary_tree  # noqa: E402
 from beam_dp.mechanisms import black_boxes, blt, dynamic, dynamic_node, growing_svt  # noqa: E402
+from beam_dp.mechanisms import final_release  # noqa: E402
 from beam_dp.mechanisms import infinite_counter, kary_tree, key_selection, per_step  # noqa: E402
 from beam_dp.mechanisms import pmw, pmwg, sparse_counter, sparse_vector  # noqa: E402
 from beam_dp.mechanisms import time_partition, unbounded_tree  # noqa: E402
@@ -97,6 +98,7 @@ STATE_TYPES = {
     'mech.BinaryTreeState': binary_tree.TreeState,
     'mech.VectorRelease': black_boxes._VectorRelease,  # pylint: disable=protected-access
     'mech.BLTState': blt.BLTState,
+    'mech.FinalReleaseState': final_release.FinalReleaseState,
     'mech.FullyDynamicState': dynamic.FullyDynamicState,
     'mech.TwoStreamState': dynamic.TwoStreamState,
     'mech.DynamicNodeState': dynamic_node.NodeState,
