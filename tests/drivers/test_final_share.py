@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from beam_dp import ContinualCountPerKey
+from beam_dp import noise
 from beam_dp import ContinualMeanPerKey
 from beam_dp import ContinualQuantilesPerKey
 from beam_dp.accounting import BudgetAccountant
@@ -179,7 +180,7 @@ def test_private_keys_end_after_their_own_number_of_steps():
         if step >= T - 4:
             contributions['late'] = ((2,), 2)
         released, state = shard.release_step(state, contributions,
-                                              __import__('beam_dp').noise.seeded(5).derive(step))
+                                              noise.seeded(5).derive(step))
         for key, _, sd in released:
             first.setdefault(key, step)
             if step == T - 1:
@@ -231,7 +232,7 @@ def test_quantiles_with_private_keys_at_user_level(layout):
     for step in range(T):
         contributions = {'hot': (tuple([10] * bins), 40)} if step >= 2 else {}
         released, state = shard.release_step(state, contributions,
-                                              __import__('beam_dp').noise.seeded(8).derive(step))
+                                              noise.seeded(8).derive(step))
         for key, _, sd in released:
             first.setdefault(key, step)
             if step == T - 1:
