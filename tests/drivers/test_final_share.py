@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from beam_dp import ContinualCountPerKey
-from beam_dp import noise
 from beam_dp import ContinualMeanPerKey
 from beam_dp import ContinualQuantilesPerKey
+from beam_dp import noise
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import epsilon_from_rho
