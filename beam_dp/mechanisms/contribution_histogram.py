@@ -210,6 +210,8 @@ class ContributionHistogram:
         param = float(as_rational_up(self.noise_param))
         if self.kind == 'laplace':
             a = math.exp(-1.0 / param)
+            if a <= 0.0:        # a scale so small that a^1 underflows: P[Y ≥ 1] < 2^-1074
+                return 1
             tau = math.ceil(math.log(per_bucket * (1 + a)) / math.log(a))
         else:
             tau = math.ceil(math.sqrt(2 * param * math.log(1 / per_bucket)))

@@ -56,6 +56,7 @@ from beam_dp.drivers.bounding import UnitUsage
 from beam_dp.drivers.bounding import shard_capacity
 from beam_dp.drivers.bounding import unit_cap_reason
 from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.warm_up import WarmUpBounds
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io import state_coder
 from beam_dp.privacy_unit import UserLevel
@@ -73,6 +74,7 @@ from beam_dp.transforms.state_types import STATE_CODER
 
 __all__ = [
     'BoundContributions',
+    'BoundContributionsAtRunTime',
     'BoundedOutputs',
 ]
 
@@ -448,6 +450,107 @@ class BoundContributions(beam.PTransform):
         bounded = shards | 'BoundPerUnit' >> beam.ParDo(
             fn(self._unit, self._transform_label, self._mark_new_keys,
                clock, self._distinct_units)).with_outputs(DEAD_LETTER, main='kept')
+        dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
+                | 'MergeBoundingDeadLetters' >> beam.Flatten())
+        return BoundedOutputs(bounded.kept, dead)
+
+
+# -- bounds known at run time (issue 23: online warm-up bounds) ----------------------------------
+# A separate code path: the per-record path above is unchanged (``_bound_shard``, ``UnitUsage``).
+
+
+class _RunTimeBoundsFn(_BoundContributionsFn):
+    """'BoundPerUnit' whose ``UserLevel`` bounds arrive at run time, once per shard, as a
+    ``(shard, WarmUpBounds)`` element (``beam_dp.drivers.warm_up``: a DP output, public).
+    Until they arrive the shard's unit groups wait in the bag 'held_units' (the units' ids are
+    not stored: every held item carries its record's rendering for the dead letters); when
+    they arrive they are kept in 'run_time_bounds' and the held groups are bounded, in their
+    arrival order, exactly as ``_BoundContributionsFn`` bounds them at those bounds. The timer
+    chain ('released') is the same, started when the bounds arrive (every shard gets them
+    once: a public event), so no step counts as released here before the shard has its
+    bounds, whatever order the runner delivers the bounds and the watermark in; the records
+    held are those that arrive before the bounds (in a streaming job, about the records of
+    the interval between the warm-up's end and the bounds' arrival)."""
+
+    BOUNDS = ReadModifyWriteStateSpec('run_time_bounds', STATE_CODER)
+    HELD = BagStateSpec('held_units', STATE_CODER)
+
+    def __init__(self, default: UserLevel, transform_label: str,
+                 clock: Optional[StepClock] = None):
+        super().__init__(default, transform_label, clock=clock)
+        self._default = default
+        self._units = {}
+
+    def _at(self, bounds) -> None:
+        """Sets the bounds this call bounds at (``UserLevel`` cached per bounds)."""
+        bounds = tuple(bounds)
+        unit = self._units.get(bounds)
+        if unit is None:
+            k, m, s, c = bounds
+            unit = self._units[bounds] = UserLevel(
+                unit_fn=self._default.unit_fn, max_keys_per_unit=k,
+                max_contributions_per_step=m, max_steps_per_unit=s,
+                max_total_contributions=c or None)
+        self._unit = unit
+
+    def process(self, element, kept_state=beam.DoFn.StateParam(_BoundContributionsFn.KEPT),
+                released_state=beam.DoFn.StateParam(_BoundContributionsFn.RELEASED),
+                released_timer=beam.DoFn.TimerParam(_BoundContributionsFn.RELEASED_TIMER),
+                end_timer=beam.DoFn.TimerParam(_BoundContributionsFn.END_TIMER),
+                bounds_state=beam.DoFn.StateParam(BOUNDS),
+                held_state=beam.DoFn.StateParam(HELD)):
+        shard, units = element
+        cells = (kept_state, released_state, released_timer, end_timer)
+        if isinstance(units, WarmUpBounds):
+            if bounds_state.read() is not None:
+                return
+            bounds_state.write(tuple(int(x) for x in units))
+            self._at(units)
+            held = [group for batch in held_state.read() for group in batch]
+            held_state.clear()
+            yield from self._bound_shard((shard, tuple(held) if held else None), *cells)
+            return
+        stored = bounds_state.read()
+        if stored is None:      # the chain starts with the bounds (``_bound_shard``)
+            if units:
+                held_state.add(tuple((encoded, None, records) for encoded, _, records in units))
+            return
+        self._at(stored)
+        yield from self._bound_shard(element, *cells)
+
+
+@beam.typehints.with_input_types(Tuple[Any, Tuple[Any, ...]])
+class BoundContributionsAtRunTime(beam.PTransform):
+    """``BoundContributions`` whose bounds (K, m, S, C) are chosen while the job runs (the
+    warm-up of ``WarmUpContinualCountPerKey``) and delivered as ``bounds``: a PCollection of
+    ``(unit shard, WarmUpBounds)``, one per shard in ``range(UNIT_SHARDS)``. Records wait in
+    their shard until its bounds arrive, then are bounded at them as ``BoundContributions``
+    bounds (same rule, same dead letters, same per-unit state); ``default`` gives the unit
+    function (its bounds are not used). Input, output and the ``clock``: as
+    ``BoundContributions``."""
+
+    def __init__(self, default: UserLevel, bounds: beam.PCollection,
+                 transform_label: str = 'BoundContributions',
+                 clock: Optional[StepClock] = None):
+        super().__init__()
+        if not isinstance(default, UserLevel) or default.max_units is not None:
+            raise InvalidParamsError('BoundContributionsAtRunTime: default must be '
+                                     'UserLevel(...) without max_units.')
+        self._default = default
+        self._bounds = bounds
+        self._transform_label = transform_label
+        self._clock = clock
+
+    def expand(self, pcoll):
+        grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
+            _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
+                typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
+        clock = None if batch_input(pcoll) else self._clock
+        shards = (grouped.grouped, self._bounds) | 'MergeBounds' >> beam.Flatten(
+        ).with_output_types(typing.Tuple[int, typing.Any])
+        bounded = shards | 'BoundPerUnit' >> beam.ParDo(
+            _RunTimeBoundsFn(self._default, self._transform_label, clock)).with_outputs(
+                DEAD_LETTER, main='kept')
         dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
                 | 'MergeBoundingDeadLetters' >> beam.Flatten())
         return BoundedOutputs(bounded.kept, dead)

@@ -1,0 +1,349 @@
+"""Online user-level bounds chosen after a warm-up on the stream itself (pure, no Beam): what
+``beam_dp.WarmUpContinualCountPerKey`` computes (issue 23, item 1, the online part).
+
+A streaming job often has no batch to choose ``UserLevel`` bounds (K, m, S, C) on ahead of
+time. Here the first W steps of the stream (the *warm-up*, public: ``warm_up_steps``) are
+spent on choosing them, and the continual count runs from step W on at the chosen bounds:
+
+1. **Warm-up statistics.** Per privacy unit, from its records of steps 0..W−1, the four
+   statistics of ``ChooseContributionBounds`` (``beam_dp.drivers.bounds``: keys K_u, largest
+   records in one (key, step) m_u, largest steps in one key S_u, records C_u), extrapolated to
+   the release's horizon of ``horizon`` steps (``statistics``: S_u and C_u × horizon / W, S_u
+   capped at the horizon; K_u and m_u as seen). The extrapolation is a public function applied
+   to each unit's own statistics, so each unit is still one count in one bucket of each
+   histogram.
+2. **Bounds.** At the warm-up's end (the release time of step W−1, a public time) the four
+   histograms are released with exact discrete noise at ``bounds_share`` of the budget and the
+   bounds of lowest predicted error are chosen from them (``BoundsChooser``, the offline code,
+   unchanged: the same noise, buckets and error model). Bounds whose counter cannot be built at
+   the release budget are replaced by ``fallback`` (checked at construction).
+3. **Release.** From step W on, the records are bounded at the chosen bounds (a unit's usage
+   starts empty at step W) and counted by ``ContinualCountPerKey``'s counter, built at run
+   time for those bounds (``release_driver``: ``mechanism`` 'auto' fits it to the bounds) at
+   the rest of the budget. The warm-up steps are **not released** (their records only choose
+   the bounds): the first release is step W and counts the records of steps W.. ; every step
+   from W on is released on the public schedule of the stream's clock.
+
+Privacy (add/remove of all records of one unit; ε-DP or ρ-zCDP as the budget): the histograms
+are (bounds_share · budget)-DP (each unit adds 1 to one bucket of each of the four, released
+at ``shares`` of it: ``BoundsChooser``); the bounds are post-processing of them and of public
+parameters; given the bounds, the release is ((1 − bounds_share) · budget)-DP at those bounds
+(its counter is calibrated to them, ``KeyedReleaseDriver``). By adaptive sequential
+composition the whole output is budget-DP: ``privacy_costs`` lists both parts, checked against
+the accountant at construction (``release_cost`` is the release budget itself, an upper bound
+of every counter ``release_driver`` builds, which it checks). The schedule stays
+data-independent: the warm-up closes, the bounds are released and every step is released at
+public event times; which of a unit's records are kept depends on its own records, the bounds
+and the watermark only.
+
+Not guaranteed: that the warm-up is representative (a unit seen first after the warm-up
+counts nothing towards the histograms; a stream whose per-unit rates change after it gets
+bounds chosen for the warm-up's rates); K_u and m_u are not extrapolated (keys a unit visits
+later are not foreseen).
+"""
+
+import dataclasses
+import functools
+import math
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from beam_dp import _validation as v
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.accounting import PrivacyCost
+from beam_dp.drivers.bounds import STATISTICS
+from beam_dp.drivers.bounds import BoundsChooser
+from beam_dp.drivers.bounds import unit_statistics
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.key_layout import KeyLayout
+from beam_dp.drivers.keyed import KeyedReleaseDriver
+from beam_dp.drivers.keyed import PublicShardLoop
+from beam_dp.drivers.keyed import PublicShardState
+from beam_dp.drivers.keyed import ShardPartial
+from beam_dp.drivers.protocol import UNCHANGED
+from beam_dp.drivers.protocol import Outcome
+from beam_dp.errors import InvalidParamsError
+from beam_dp.io.bounds import BoundsRecommendation
+from beam_dp.noise import RandomSource
+from beam_dp.privacy_unit import UserLevel
+
+__all__ = [
+    'WarmUpBounds',
+    'WarmUpPlan',
+    'WarmUpShardLoop',
+    'run_warm_up',
+]
+
+_OWNER = 'WarmUpContinualCountPerKey'
+
+
+class WarmUpBounds(NamedTuple):
+    """The bounds chosen at the end of the warm-up (public: a DP output), as delivered to the
+    bounding and release stages; ``c`` 0 means no total cap."""
+    k: int
+    m: int
+    s: int
+    c: int
+
+    def user_level(self, unit_fn) -> UserLevel:
+        return UserLevel(unit_fn=unit_fn, max_keys_per_unit=self.k,
+                         max_contributions_per_step=self.m, max_steps_per_unit=self.s,
+                         max_total_contributions=self.c or None)
+
+
+def _unit_fn_placeholder(record):  # pragma: no cover - never called (the bounds' unit_fn)
+    return record
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmUpPlan:
+    """The warm-up, the bound choice and the release (module docstring), validated at
+    construction.
+
+    Args:
+      budget: the whole transform's budget (ε or ρ).
+      clock: the stream's step clock (step 0 at ``start``); the warm-up is its steps 0..W−1.
+      warm_up_steps: W (≥ 1; before the clock's last step when it has one).
+      layout: the public keys in shards.
+      bounds_share: the share of ``budget`` the histograms spend (in (0, 1)).
+      horizon: the release's steps after the warm-up that the bounds are chosen for (default
+        and maximum: the clock's steps after W; required without a last step).
+      mechanism: the release counter (``ContinualCountPerKey``'s ``mechanism=``, 'auto').
+      key_share, max_value, per_octave, shares: ``BoundsChooser``'s.
+      extrapolate: scale S_u and C_u by horizon / W (module docstring); False: as seen.
+      fallback: (K, m, S, C) used if the chosen bounds cannot run (C 0: none).
+
+    Raises:
+      InvalidParamsError: on a bad parameter, naming it.
+    """
+    budget: PrivacyBudget
+    clock: StepClock
+    warm_up_steps: int
+    layout: KeyLayout
+    bounds_share: float = 0.1
+    horizon: Optional[int] = None
+    mechanism: str = 'auto'
+    key_share: float = 0.1
+    max_value: int = 1 << 20
+    per_octave: int = 2
+    shares: Tuple[float, float, float, float] = (0.2, 0.2, 0.2, 0.4)
+    extrapolate: bool = True
+    fallback: Tuple[int, int, int, int] = (1, 1, 1, 0)
+
+    def __post_init__(self):
+        if not isinstance(self.budget, PrivacyBudget):
+            raise InvalidParamsError(f'{_OWNER}: budget must be a PrivacyBudget, got '
+                                     f'{self.budget!r}.')
+        if not isinstance(self.clock, StepClock):
+            raise InvalidParamsError(f'{_OWNER}: clock must be a StepClock.')
+        v.check_positive_int(_OWNER, 'warm_up_steps', self.warm_up_steps)
+        last = self.clock.last_step
+        if last is not None and self.warm_up_steps > last:
+            raise InvalidParamsError(
+                f'{_OWNER}: warm_up_steps must leave at least one step to release: the clock '
+                f'has {last + 1} steps, got warm_up_steps={self.warm_up_steps}.')
+        share = v.check_real(_OWNER, 'bounds_share', self.bounds_share)
+        if not 0 < share < 1:
+            raise InvalidParamsError(f'{_OWNER}: bounds_share must be in (0, 1), got {share!r}.')
+        remaining = None if last is None else last + 1 - self.warm_up_steps
+        horizon = self.horizon
+        if horizon is None:
+            if remaining is None:
+                raise InvalidParamsError(
+                    f'{_OWNER}: without end, give horizon=<the steps after the warm-up the '
+                    f'bounds are chosen for> (their noise is predicted at that step).')
+            horizon = remaining
+        v.check_positive_int(_OWNER, 'horizon', horizon)
+        if remaining is not None and horizon > remaining:
+            raise InvalidParamsError(f'{_OWNER}: horizon must be at most the {remaining} steps '
+                                     f'after the warm-up, got {horizon}.')
+        object.__setattr__(self, 'horizon', int(horizon))
+        if not isinstance(self.extrapolate, bool):
+            raise InvalidParamsError(f'{_OWNER}: extrapolate must be True or False.')
+        fb = tuple(self.fallback) if isinstance(self.fallback, (tuple, list)) else ()
+        if len(fb) != 4 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                   for x in fb) or min(fb[:3]) < 1:
+            raise InvalidParamsError(f'{_OWNER}: fallback must be (K, m, S, C) with K, m, S ≥ 1 '
+                                     f'and C ≥ 0 (0: no cap), got {self.fallback!r}.')
+        object.__setattr__(self, 'fallback', WarmUpBounds(*fb))
+        object.__setattr__(self, '_drivers', {})
+        hist_budget, release_budget = self.budget.split(share, 1 - share)
+        object.__setattr__(self, 'release_budget', release_budget)
+        object.__setattr__(self, 'chooser', BoundsChooser(
+            hist_budget, release_budget, self.horizon, mechanism=self.mechanism,
+            key_share=self.key_share, max_value=self.max_value, per_octave=self.per_octave,
+            shares=self.shares))
+        # The fallback must run (it is what the job uses if the chosen bounds cannot).
+        self.release_driver(self.fallback)
+
+    # -- the clocks ------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def release_clock(self) -> StepClock:
+        """The release's clock: step 0 is the stream's step W (``step_offset``)."""
+        c = self.clock
+        return StepClock(c.start_micros + self.warm_up_steps * c.step_micros, c.step_micros,
+                         c.allowed_lateness_micros,
+                         None if c.last_step is None else c.last_step - self.warm_up_steps)
+
+    @property
+    def step_offset(self) -> int:
+        """Add to a release clock step to get the stream's step index."""
+        return self.warm_up_steps
+
+    @property
+    def warm_up_end_micros(self) -> int:
+        """When the warm-up closes: the release time of step W−1 (public). The bounds are
+        chosen once every unit shard's statistics arrived; the bounding and release stages
+        hold step W's records (and their timers) until the bounds reach them."""
+        return self.clock.release_time_micros(self.warm_up_steps - 1)
+
+    # -- costs -------------------------------------------------------------------------------------
+
+    def release_cost(self) -> PrivacyCost:
+        """The release's cost: its budget (an upper bound of every counter built for it)."""
+        b = self.release_budget
+        if b.is_zcdp:
+            return PrivacyCost(rho=b.rho)
+        return PrivacyCost(epsilon=b.epsilon, delta=b.delta)
+
+    def privacy_costs(self, label: str) -> List[Tuple[str, PrivacyCost]]:
+        """(ledger label, cost): the histograms first, then the release."""
+        return [(f'{label}/ChooseBounds', self.chooser.privacy_cost()),
+                (label, self.release_cost())]
+
+    # -- the warm-up -------------------------------------------------------------------------------
+
+    def statistics(self, cells: Mapping[Tuple[object, int], int]) -> Tuple[int, int, int, int]:
+        """A unit's (K_u, m_u, S_u, C_u) for the release's horizon from its warm-up records
+        per (key, step) (extrapolated: module docstring)."""
+        k, m, s, c = unit_statistics(cells)
+        if self.extrapolate:
+            ratio = self.horizon / self.warm_up_steps
+            s = min(self.horizon, math.ceil(s * ratio))
+            c = math.ceil(c * ratio)
+        return k, m, s, c
+
+    def bucket_counts(self, per_unit: Sequence[Tuple[int, int, int, int]]
+                      ) -> Dict[str, np.ndarray]:
+        """Units per bucket of each statistic (exact; private: never output)."""
+        return self.chooser.exact_counts(per_unit)
+
+    @staticmethod
+    def add_counts(total: Optional[Dict[str, np.ndarray]], more: Mapping[str, Any]
+                   ) -> Dict[str, np.ndarray]:
+        """Sums two shards' bucket counts."""
+        if total is None:
+            return {n: np.asarray(more[n], dtype=np.int64).copy() for n in STATISTICS}
+        return {n: total[n] + np.asarray(more[n], dtype=np.int64) for n in STATISTICS}
+
+    def choose(self, counts: Optional[Mapping[str, np.ndarray]], rng: RandomSource
+               ) -> Tuple[BoundsRecommendation, WarmUpBounds]:
+        """Releases the histograms (noise from ``rng.derive(statistic)``) and chooses the
+        bounds: (the recommendation record, the bounds the release runs at)."""
+        if counts is None:
+            counts = {n: np.zeros(len(self.chooser.edges), dtype=np.int64) for n in STATISTICS}
+        rec = self.chooser.choose(self.chooser.release(counts, rng))
+        bounds = WarmUpBounds(rec.max_keys_per_unit, rec.max_contributions_per_step,
+                              rec.max_steps_per_unit, rec.max_total_contributions or 0)
+        if self.release_driver(bounds) is None:
+            bounds = self.fallback
+        return rec, bounds
+
+    # -- the release -------------------------------------------------------------------------------
+
+    def release_driver(self, bounds: WarmUpBounds) -> Optional[KeyedReleaseDriver]:
+        """The release's driver at ``bounds`` (cached); None if no counter runs there or its
+        cost would exceed ``release_cost`` (then the fallback runs)."""
+        bounds = WarmUpBounds(*bounds)
+        drivers = self._drivers
+        if bounds not in drivers:
+            try:
+                driver = KeyedReleaseDriver(
+                    metric='count', budget=self.release_budget,
+                    privacy_unit=bounds.user_level(_unit_fn_placeholder),
+                    clock=self.release_clock, layout=self.layout, mechanism=self.mechanism)
+                cost = driver.release_cost()
+                limit = self.release_cost()
+                over = (cost.rho > limit.rho * (1 + 1e-9) if limit.is_zcdp
+                        else cost.epsilon > limit.epsilon * (1 + 1e-9)
+                        or cost.delta > limit.delta * (1 + 1e-9))
+                drivers[bounds] = None if over else driver
+            except (InvalidParamsError, ArithmeticError, ValueError):
+                if bounds == self.fallback:
+                    raise
+                drivers[bounds] = None
+        return drivers[bounds]
+
+    def template_driver(self, clock: Optional[StepClock] = None) -> KeyedReleaseDriver:
+        """A driver at the fallback bounds on ``clock`` (default the release clock): what the
+        entry stages use to extract and pre-aggregate (key layout, steps; no noise)."""
+        return dataclasses.replace(self.release_driver(self.fallback),
+                                   clock=clock or self.release_clock)
+
+
+class WarmUpShardLoop:
+    """``SingleCellDriver`` of a public shard whose bounds arrive at run time: state
+    ``(bounds or None, PublicShardState)``; the payloads are the shard's ``ShardPartial``s
+    and, once, its ``WarmUpBounds`` (a DP output of the warm-up). Partials that arrive before
+    the bounds wait in the state's pending sums; the counter is created when the bounds
+    arrive (``WarmUpPlan.release_driver``), and from then on everything is
+    ``PublicShardLoop``'s. The first release timer is the release time of the release clock's
+    step 0 (the stream's step W), after the bounds' time: a release timer that fires without
+    bounds (only if a runner delivered the bounds after a later watermark, which Beam's
+    watermark holds exclude) re-arms 1 µs later and releases nothing yet."""
+
+    LOOP = 'single_cell'
+
+    def __init__(self, plan: WarmUpPlan):
+        self.plan = plan
+        self.clock = plan.release_clock
+        self._loops: Dict[WarmUpBounds, PublicShardLoop] = {}
+
+    def loop(self, bounds) -> PublicShardLoop:
+        bounds = WarmUpBounds(*bounds)
+        loop = self._loops.get(bounds)
+        if loop is None:
+            loop = self._loops[bounds] = PublicShardLoop(self.plan.release_driver(bounds))
+        return loop
+
+    def start(self, shard: int, noise) -> Outcome:
+        return Outcome((None, PublicShardState(0, None)))
+
+    def fold(self, state, shard: int, payload) -> Outcome:
+        bounds, inner = state
+        if isinstance(payload, WarmUpBounds):
+            if bounds is not None:
+                return Outcome()
+            driver = self.plan.release_driver(payload)
+            counter = driver.counter(len(driver.layout.shard_keys(shard)))
+            return Outcome((tuple(payload), dataclasses.replace(
+                inner, counter_state=counter.init_state())),
+                timer_micros=self.clock.release_time_micros(0))
+        if bounds is None:      # before the bounds: held (no step is released before them)
+            template = self.plan.template_driver()
+            new_inner = template.add_pending(inner, ShardPartial(*payload[:3]))
+            return Outcome((None, new_inner)) if new_inner is not None else Outcome()
+        out = self.loop(bounds).fold(inner, shard, payload)
+        return out._replace(state=(bounds, out.state)) if out.state is not UNCHANGED else out
+
+    def close(self, state, shard: int, fired_micros: int, pending, noise) -> Outcome:
+        bounds, inner = state
+        if bounds is None:      # not armed before the bounds (kept for safety: no release)
+            return Outcome()
+        out = self.loop(bounds).close(inner, shard, fired_micros, pending, noise)
+        return out._replace(state=(bounds, out.state)) if out.state is not UNCHANGED else out
+
+    @staticmethod
+    def end_of_input(state):
+        bounds, inner = state
+        return (bounds, dataclasses.replace(inner, input_ended=True))
+
+
+def run_warm_up(plan: WarmUpPlan, unit_cells: Mapping[Any, Mapping[Tuple[object, int], int]],
+                rng: RandomSource) -> Tuple[BoundsRecommendation, WarmUpBounds]:
+    """The warm-up without Beam: units' warm-up records per (key, step) → the bounds (what
+    'WarmUpStatistics' + 'ChooseBounds' compute; benchmarks and tests)."""
+    stats = [plan.statistics(cells) for cells in unit_cells.values() if cells]
+    return plan.choose(plan.bucket_counts(stats), rng)
