@@ -347,3 +347,54 @@ def run_warm_up(plan: WarmUpPlan, unit_cells: Mapping[Any, Mapping[Tuple[object,
     'WarmUpStatistics' + 'ChooseBounds' compute; benchmarks and tests)."""
     stats = [plan.statistics(cells) for cells in unit_cells.values() if cells]
     return plan.choose(plan.bucket_counts(stats), rng)
+
+
+def replay(plan: WarmUpPlan, records: Sequence[Tuple[Any, str, int]], rng: RandomSource,
+           noise_label: str) -> Tuple[BoundsRecommendation, WarmUpBounds, List[Tuple[str, int,
+                                                                                   float, float]]]:
+    """What ``WarmUpContinualCountPerKey`` outputs for ``records`` = (unit, key, stream step)
+    in arrival order when nothing is late (the transform's noise label and random source):
+    (recommendation, bounds, [(key, stream step, value, noise sd)] for every key and released
+    step). The reference of the pipeline tests and the benchmark."""
+    from beam_dp.drivers.bounding import UnitUsage  # pylint: disable=import-outside-toplevel
+    from beam_dp.drivers.protocol import NoiseRoot  # pylint: disable=import-outside-toplevel
+    w = plan.warm_up_steps
+    warm: Dict[Any, Dict[Tuple[object, int], int]] = {}
+    post = []
+    for unit, key, step in records:
+        if step < w:
+            cells = warm.setdefault(unit, {})
+            cells[(key, step)] = cells.get((key, step), 0) + 1
+        else:
+            post.append((unit, key, step - w))
+    rec, bounds = run_warm_up(plan, warm, rng.derive(noise_label, 'warm_up_histograms'))
+    level = bounds.user_level(_unit_fn_placeholder)
+    usages: Dict[Any, UnitUsage] = {}
+    template = plan.template_driver()
+    sums: Dict[Tuple[int, int], Dict[int, int]] = {}
+    for unit, key, step in post:
+        usage = usages.setdefault(unit, UnitUsage(level))
+        if usage.offer(key, step)[0] is not None:
+            continue
+        _, shard, position = template.locate(key)
+        per = sums.setdefault((shard, step), {})
+        per[position] = per.get(position, 0) + 1
+    loop = WarmUpShardLoop(plan)
+    root = NoiseRoot(rng, noise_label)
+    clock = plan.release_clock
+    last = clock.last_step if clock.last_step is not None else plan.horizon - 1
+    out = []
+    for shard in range(plan.layout.num_shards):
+        state = loop.start(shard, root).state
+        state = loop.fold(state, shard, bounds).state
+        for step in range(last + 1):
+            per = sums.get((shard, step))
+            if per:
+                payload = ShardPartial(step, np.fromiter(per.keys(), dtype=np.int64),
+                                       np.fromiter(per.values(), dtype=np.int64))
+                state = loop.fold(state, shard, payload).state
+            result = loop.close(state, shard, clock.release_time_micros(step), (), root)
+            state = result.state
+            for r in result.releases:
+                out.append((r.key, r.step + w, r.value, r.noise_stddev))
+    return rec, bounds, out
