@@ -355,13 +355,17 @@ def replay(plan: WarmUpPlan, records: Sequence[Tuple[Any, str, int]], rng: Rando
     """What ``WarmUpContinualCountPerKey`` outputs for ``records`` = (unit, key, stream step)
     in arrival order when nothing is late (the transform's noise label and random source):
     (recommendation, bounds, [(key, stream step, value, noise sd)] for every key and released
-    step). The reference of the pipeline tests and the benchmark."""
+    step). Records of keys outside the public set are skipped (the transform dead-letters
+    them first). The reference of the pipeline tests and the benchmark."""
     from beam_dp.drivers.bounding import UnitUsage  # pylint: disable=import-outside-toplevel
     from beam_dp.drivers.protocol import NoiseRoot  # pylint: disable=import-outside-toplevel
     w = plan.warm_up_steps
     warm: Dict[Any, Dict[Tuple[object, int], int]] = {}
     post = []
+    public = set(plan.layout.keys)
     for unit, key, step in records:
+        if key not in public:       # dead-lettered at extraction, before everything else
+            continue
         if step < w:
             cells = warm.setdefault(unit, {})
             cells[(key, step)] = cells.get((key, step), 0) + 1
