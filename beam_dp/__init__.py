@@ -60,6 +60,8 @@ from beam_dp.transforms import SelectKeys
 from beam_dp.transforms import SlidingWindowERM
 from beam_dp.transforms import SparseContinualCountPerKey
 from beam_dp.transforms import SparseContinualHistogramPerKey
+from beam_dp.transforms import WarmUpContinualCountPerKey
+from beam_dp.transforms import WarmUpOutputs
 from beam_dp.transforms import WindowedPMWG
 
 __version__ = '0.1.0'
@@ -118,5 +120,7 @@ __all__ = [
     'SparseContinualHistogramPerKey',
     'UnsupportedMechanismError',
     'UserLevel',
+    'WarmUpContinualCountPerKey',
+    'WarmUpOutputs',
     'WindowedPMWG',
 ]

@@ -28,6 +28,7 @@ from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
 from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
+from beam_dp.transforms.warm_up import WarmUpContinualCountPerKey
 
 __all__ = ['FAMILIES', 'FIELDS', 'KEYS', 'BINS', 'DOMAIN', 'build', 'kind']
 
@@ -148,6 +149,9 @@ FAMILIES = {
     'ChooseContributionBounds': ('records', lambda **kw: ChooseContributionBounds(
         budget=EPS, release_budget=EPS, horizon=10, start=0, step=1,
         **_fns(kw, unit_fn=lambda r: r[-1]))),
+    'WarmUpContinualCountPerKey': ('records', lambda **kw: WarmUpContinualCountPerKey(
+        public_keys=list(KEYS), budget=EPS, warm_up_steps=3, **_CLOCK,
+        **_fns(kw, unit_fn=lambda r: r[-1]))),
     'ContinualERM': ('records', lambda **kw: ContinualERM(
         public_streams=list(KEYS), num_classes=2, feature_dim=1, records_per_block=2, mu=0.5,
         blocks_per_base=2, passes=1, budget=EPS,
@@ -216,6 +220,7 @@ FIELDS = {
     'BBSchedulerQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'BBImproverQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'ChooseContributionBounds': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
+    'WarmUpContinualCountPerKey': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
     'ContinualERM': ({'stream_field': 'stream', 'features_field': 'features',
                       'label_field': 'label'},
                      lambda r: {'stream': r[0], 'features': [r[1]], 'label': 0}),

@@ -31,6 +31,8 @@ from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.shell import ContinualOutputs
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
+from beam_dp.transforms.warm_up import WarmUpContinualCountPerKey
+from beam_dp.transforms.warm_up import WarmUpOutputs
 
 __all__ = [
     'ArrivalOutputs',
@@ -62,5 +64,7 @@ __all__ = [
     'SlidingWindowERM',
     'SparseContinualCountPerKey',
     'SparseContinualHistogramPerKey',
+    'WarmUpContinualCountPerKey',
+    'WarmUpOutputs',
     'WindowedPMWG',
 ]

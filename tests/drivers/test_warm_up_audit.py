@@ -1,0 +1,118 @@
+"""DP audit of the warm-up path (``WarmUpContinualCountPerKey``'s, through ``replay``, which
+the pipeline tests pin to the Beam job) on neighbouring streams: a background stream with and
+without one heavy unit u (records in the warm-up and after it, over every key, at every step,
+far over every bound), the same seed. Noise is drawn at the same addresses in both runs, so
+the transcripts differ only by u's effect, which the audit recovers from the two outputs alone:
+
+* the warm-up histograms differ in exactly one bucket by 1 in each of the four, and the
+  privacy loss of that transcript from their declared noise is the histograms' share of ρ;
+* the bounds chosen are the same in both runs (post-processing of nearly the same
+  histograms, at this background), and the releases differ by the cumulative sums of u's kept
+  records per (key, step); recovered cell by cell, their L2 norm is at most the one the
+  counter is calibrated to at those bounds (``PerCellCounter.cell_sensitivity``), so the loss
+  of the release transcript is at most the release's share of ρ, and u, far over the bounds,
+  uses most of it;
+* the losses add up to at most the budget.
+
+The audit has power: bounding at twice the chosen bounds (while calibrating at them) gives a
+release loss well over the release's share."""
+
+import numpy as np
+import pytest
+
+from beam_dp import noise
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.bounding import UnitUsage
+from beam_dp.drivers.bounds import STATISTICS
+from beam_dp.drivers.clock import StepClock
+from beam_dp.drivers.key_layout import KeyLayout
+from beam_dp.drivers.warm_up import WarmUpBounds
+from beam_dp.drivers.warm_up import WarmUpPlan
+from beam_dp.drivers.warm_up import replay
+
+KEYS = ['a', 'b', 'c', 'd']
+STEPS, W = 24, 6
+BUDGET = PrivacyBudget(rho=1.0)
+
+
+def _background(seed=0, units=400):
+    rng = np.random.default_rng(seed)
+    out = []
+    for step in range(STEPS):
+        for u in range(units):
+            for _ in range(rng.poisson(0.6)):
+                out.append((f'b{u}', KEYS[int(rng.integers(0, 2))], step))
+    return out
+
+
+def _with_heavy_unit(records):
+    """u at every step, 3 records of every key (after the background's records of the step)."""
+    out = []
+    for step in range(STEPS):
+        out += [r for r in records if r[2] == step]
+        out += [('u', k, step) for k in KEYS for _ in range(3)]
+    return out
+
+
+def _plan():
+    return WarmUpPlan(BUDGET, StepClock(0, 1, 0, STEPS - 1), W, KeyLayout.of(KEYS, 1),
+                      bounds_share=0.2, mechanism='per_cell', key_share=0.3)
+
+
+def _cells(values):
+    """(key, step) → released value: per key, cell increments of the cumulative releases."""
+    out = {}
+    for key in KEYS:
+        series = np.array([values[(key, s)] for s in range(W, STEPS)])
+        out[key] = np.diff(np.concatenate([[0.0], series]))
+    return out
+
+
+def _release_loss(plan, bounds, delta_cells):
+    counter = plan.release_driver(bounds).counter(1)
+    norm2 = sum(float(d @ d) for d in delta_cells.values())
+    return plan.release_budget.rho * norm2 / counter.cell_sensitivity ** 2
+
+
+def test_the_transcripts_of_neighbouring_streams_lose_at_most_the_budget():
+    plan = _plan()
+    background = _background()
+    neighbour = _with_heavy_unit(background)
+    rec0, bounds0, out0 = replay(plan, background, noise.seeded(11), 'T')
+    rec1, bounds1, out1 = replay(plan, neighbour, noise.seeded(11), 'T')
+    # the histograms: one bucket by 1 in each, loss = the histograms' share
+    hist_loss = 0.0
+    for name in STATISTICS:
+        d = np.array(getattr(rec1, name)) - np.array(getattr(rec0, name))
+        assert np.abs(d).sum() == 1, (name, d)
+        param = float(noise.as_rational_up(plan.chooser.histograms[name].noise_param))
+        hist_loss += float(d @ d) / (2 * param)
+    assert hist_loss == pytest.approx(0.2 * BUDGET.rho, rel=1e-3)
+    # the release: same bounds, u's kept cells within the calibration
+    assert bounds0 == bounds1
+    v0 = {(k, s): v for k, s, v, _ in out0}
+    v1 = {(k, s): v for k, s, v, _ in out1}
+    c0, c1 = _cells(v0), _cells(v1)
+    delta = {k: c1[k] - c0[k] for k in KEYS}
+    assert all(np.all(d >= 0) and np.all(d == np.round(d)) for d in delta.values())
+    assert sum(d.sum() for d in delta.values()) > 0                  # u was counted
+    k, m, s, c = bounds1
+    assert sum(1 for d in delta.values() if d.any()) <= k
+    assert all(d.max() <= m and np.count_nonzero(d) <= s for d in delta.values())
+    assert not c or sum(d.sum() for d in delta.values()) <= c
+    release_loss = _release_loss(plan, bounds1, delta)
+    assert release_loss <= plan.release_budget.rho * (1 + 1e-9)
+    assert release_loss >= 0.25 * plan.release_budget.rho           # u uses a good part of it
+    assert hist_loss + release_loss <= BUDGET.rho * (1 + 1e-9)
+
+
+def test_the_audit_catches_bounding_looser_than_the_calibration():
+    plan = _plan()
+    _, bounds, _ = replay(plan, _with_heavy_unit(_background()), noise.seeded(11), 'T')
+    loose = WarmUpBounds(*(2 * x for x in bounds))
+    usage = UnitUsage(loose.user_level(len))
+    delta = {key: np.zeros(STEPS - W) for key in KEYS}
+    for _, key, step in [r for r in _with_heavy_unit([]) if r[2] >= W]:
+        if usage.offer(key, step - W)[0] is None:
+            delta[key][step - W] += 1
+    assert _release_loss(plan, bounds, delta) > 1.5 * plan.release_budget.rho
