@@ -16,7 +16,8 @@ whose zCDP converts to at most (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Corol
 conversion the accountant applies); the lower expected RMSE wins. A Gaussian counter then
 declares its ρ-zCDP cost, which the accountant checks as (ε, δ) through that same conversion
 (``check_cost_fits``). ``mechanism='blt' | 'balanced_tree' | 'kary_tree' | 'binary_tree' |
-'infinite_tree' | 'unbounded_tree' | 'per_step' | 'per_cell' | 'banded'`` forces one (the binary,
+'infinite_tree' | 'unbounded_tree' | 'per_step' | 'per_cell' | 'banded' | 'banded_inverse'``
+forces one (the binary,
 infinite and k-ary trees take ``estimator``);
 ``estimator=`` with ``mechanism='auto'`` overrides the choice with a tree counter:
 the binary tree over ``horizon_steps`` if given, else the infinite tree.
@@ -28,8 +29,10 @@ the unit's participation pattern (``PrivacyUnit.participation``: ≤ K keys, ≤
 the choice compares in closed form, besides the counters above: fresh per-cell noise
 (``mechanism='per_cell'``, ``PerCellCounter``: a Gaussian per (key, step) cell calibrated to one
 cell's contribution m·B and composed over the unit's ≤ K·S cells), BLT with the
-multi-participation bound, and the banded square-root factorization (``mechanism='banded'``,
-``BandedCounter``, its band chosen for S participations per key), and runs the one with the
+multi-participation bound, the banded square-root factorization (``mechanism='banded'``,
+``BandedCounter``, its band chosen for S participations per key) and, with a known horizon, the
+banded inverse square root (``mechanism='banded_inverse'``, ``BandedInverseCounter``), and runs
+the one with the
 lowest expected RMSE. Per-cell noise is always among the candidates, so at user level under ρ the
 chosen counter's expected noise is never above it at the same bounds. With private keys a key's
 first counter step merges all steps up to its selection, so the pattern does not hold and the
@@ -51,6 +54,7 @@ from beam_dp.mechanisms.counter_selection import select_counter
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.banded import BandedCounter
+from beam_dp.mechanisms.banded import BandedInverseCounter
 from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.infinite_counter import InfiniteTreeCounter
@@ -72,12 +76,13 @@ __all__ = [
 
 #: The ``mechanism=`` choices of the keyed continual transforms.
 MECHANISMS = ('auto', 'blt', 'balanced_tree', 'kary_tree', 'binary_tree', 'infinite_tree',
-              'unbounded_tree', 'per_step', 'per_cell', 'banded')
+              'unbounded_tree', 'per_step', 'per_cell', 'banded', 'banded_inverse')
 _KINDS = {'blt': BLTCounter, 'balanced_tree': BalancedTreeCounter, 'kary_tree': KaryTreeCounter,
           'binary_tree': BinaryTreeCounter, 'infinite_tree': InfiniteTreeCounter,
           'unbounded_tree': UnboundedTreeCounter, 'per_step': PerStepCounter,
-          'per_cell': PerCellCounter, 'banded': BandedCounter}
-_GAUSSIAN = (BLTCounter, BandedCounter)
+          'per_cell': PerCellCounter, 'banded': BandedCounter,
+          'banded_inverse': BandedInverseCounter}
+_GAUSSIAN = (BLTCounter, BandedCounter, BandedInverseCounter)
 _NAMES = {kind: name for name, kind in _KINDS.items()}
 _TREES = (KaryTreeCounter, BinaryTreeCounter, InfiniteTreeCounter)
 _OWNER = 'KeyedReleaseDriver'
@@ -124,12 +129,13 @@ def choose_counter(mechanism: str, estimator: Optional[str], budget: PrivacyBudg
       InvalidParamsError: for a mechanism that cannot run with these parameters, named.
     """
     if estimator is not None and mechanism in ('blt', 'balanced_tree', 'unbounded_tree',
-                                                'per_step', 'per_cell', 'banded'):
+                                                'per_step', 'per_cell', 'banded',
+                                                'banded_inverse'):
         raise InvalidParamsError(f"{_OWNER}: estimator applies to the tree mechanisms, not to "
                                  f"mechanism={mechanism!r}.")
     common = dict(l1_sensitivity=l1, l2_sensitivity=l2, dimension=dimension)
     if (not budget.is_zcdp and budget.delta > 0
-            and mechanism not in ('auto', 'blt', 'banded', 'per_cell')) or (
+            and mechanism not in ('auto', 'blt', 'banded', 'banded_inverse', 'per_cell')) or (
             mechanism == 'auto' and estimator is not None and not budget.is_zcdp
             and budget.delta > 0):
         what = f'mechanism={mechanism!r}' + (f' with estimator={estimator!r}' if estimator
@@ -213,13 +219,17 @@ def choose_final_release(mechanism: str, estimator: Optional[str], budget: Priva
     return best
 
 
-def _best_banded(budget, horizon, common, participation):
-    """The banded counter whose band has the lowest expected RMSE (closed form)."""
+def _best_banded(budget, horizon, common, participation, kind=BandedCounter):
+    """The banded counter (``kind``: square root or inverse square root) whose band has the
+    lowest expected RMSE (closed form)."""
+    if kind is BandedInverseCounter and horizon is None:
+        raise InvalidParamsError(f"{_OWNER}: mechanism='banded_inverse' needs a known horizon: "
+                                 f"pass end= (or horizon_steps=).")
     report = expected_error(budget, horizon, l1_sensitivity=common['l1_sensitivity'],
                             l2_sensitivity=common['l2_sensitivity'],
                             dimension=common['dimension'],
                             participation=participation or _no_participation(common))
-    banded = [e for e in report.estimates if e.kind is BandedCounter]
+    banded = [e for e in report.estimates if e.kind is kind]
     counter = banded[0].build()
     return dataclasses.replace(counter, participation=participation)
 
@@ -243,8 +253,8 @@ def _explicit(mechanism, estimator, budget, horizon, common, participation=None)
                                  f"got {budget}.")
     if kind is PerCellCounter:
         return PerCellCounter(participation=participation, **kwargs)
-    if kind is BandedCounter:
-        return _best_banded(budget, horizon, common, participation)
+    if kind in (BandedCounter, BandedInverseCounter):
+        return _best_banded(budget, horizon, common, participation, kind)
     if kind is BLTCounter:
         kwargs['horizon'] = horizon
     elif kind is UnboundedTreeCounter and 'epsilon' not in kwargs:
@@ -300,6 +310,9 @@ def mechanism_name(counter) -> str:
         return f'blt/{counter.buffers}_buffers{mp}/{noise}'
     if isinstance(counter, PerCellCounter):
         return f'per_cell/summed/{noise}'
+    if isinstance(counter, BandedInverseCounter):
+        mp = '+multi_participation' if counter.participation is not None else ''
+        return f'banded_inverse[p={counter.bands}]/inverse_sqrt{mp}/{noise}'
     if isinstance(counter, BandedCounter):
         mp = '+multi_participation' if counter.participation is not None else ''
         return f'banded[p={counter.bands}]/sqrt{mp}/{noise}'

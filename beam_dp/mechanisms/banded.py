@@ -64,9 +64,11 @@ from beam_dp.noise.wide_gaussian import discrete_gaussian_variance_any
 
 __all__ = [
     'BandedCounter',
+    'BandedInverseCounter',
     'BandedState',
     'MAX_BANDS',
     'band_candidates',
+    'inverse_sqrt_coefficients',
     'series_inverse',
     'sqrt_coefficients',
 ]
@@ -322,3 +324,157 @@ class BandedCounter:
     def variances(self, horizon: int) -> np.ndarray:
         n = 1 << max(4, (horizon - 1).bit_length())
         return self.step_noise_variance * self._b_squared_cumsum(n)[:horizon]
+
+
+# -- the banded INVERSE square root (BISR) ---------------------------------------------------------
+
+def inverse_sqrt_coefficients(count: int) -> np.ndarray:
+    """The first ``count`` coefficients of √(1 − x), the inverse square root of the prefix-sum
+    matrix: r_0 = 1, r_k = −binom(2k, k)/(4^k (2k − 1))."""
+    a = sqrt_coefficients(count)
+    k = np.arange(1, count, dtype=float)
+    return np.concatenate([[1.0], -a[1:] / (2 * k - 1)])
+
+
+#: Absolute float error allowed on each coefficient of C = R⁻¹ (series inversion by FFT): the
+#: sensitivity uses a non-increasing majorant of |c| + this.
+_COEF_TOL = 1e-12
+
+
+@functools.lru_cache(maxsize=64)
+def _inverse_encoder(dyadic_r: Tuple[int, ...], horizon: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(c, overlaps): c = the first ``horizon`` coefficients of 1/r̃(x) bounded above (a
+    non-increasing majorant of |c| + ``_COEF_TOL``) and g_d = Σ_m c_m c_{m+d}, d < horizon
+    (FFT autocorrelation; read-only)."""
+    r = np.ldexp(np.array(dyadic_r, dtype=float), -COEF_BITS)
+    c = np.abs(series_inverse(r, horizon)) + _COEF_TOL
+    c = np.maximum.accumulate(c[::-1])[::-1]
+    size = 1 << (2 * horizon - 1).bit_length()
+    f = np.fft.rfft(c, size)
+    g = np.fft.irfft(f * np.conj(f), size)[:horizon]
+    g = np.maximum(g, 0.0) * _INFLATION + horizon * 1e-15 * float(c[0]) ** 2
+    return _dyadic.readonly(c), _dyadic.readonly(np.maximum.accumulate(g[::-1])[::-1])
+
+
+@dataclasses.dataclass(frozen=True)
+class BandedInverseCounter(BandedCounter):
+    """Continual prefix sums under ρ-zCDP with the banded INVERSE square-root factorization
+    (BISR: Kalinin & Lampert 2024; "Back to square roots", 2025; ``jax_privacy``'s banded
+    inverse): the decoder side of the square-root factorization is banded instead of the
+    encoder.
+
+    Construction. R = C⁻¹ is the lower-triangular Toeplitz matrix with the p = ``bands`` first
+    coefficients of √(1 − x) (r_0 = 1 > 0 > r_1 ≥ …), rounded to dyadic P_k/2^B, zero beyond;
+    the encoder C = R⁻¹ is dense (its coefficients c = 1/r̃(x): non-negative, non-increasing,
+    summable: the columns' norms stay bounded as the horizon grows, unlike the square root's),
+    B = A·R. Per step t and bin, with V_t = 2^B·v_t:
+      1. encoder (exact integers, a p-term recursion: R v = x): V_t = round(2^B x_t −
+         Σ_{k=1}^{p-1} P_k V_{t-k} / 2^B), so v = C(x + e) with |e_t| ≤ 2^-(B+1) (the rounding);
+      2. y_t = V_t + z_t, z_t an exact discrete Gaussian of integer variance parameter
+         σ_B² ≥ (2^B Δ)²/(2ρ) — the only randomness;
+      3. decoder (post-processing of y): x̂_t = 2^-B (y_t + Σ_k r̃_k y_{t-k}) = x_t + e_t +
+         2^-B (R z)_t, release_t = Σ_{s≤t} x̂_s.
+    State per bin: the last p − 1 values of V and of y (ints) and the running release.
+
+    Privacy. y is the discrete Gaussian mechanism on the integer vector V(x) (CKS 2020, Thm 14
+    per coordinate, composed): ρ-zCDP if Δ ≥ sup ‖v(x) − v(x')‖ over neighbours. With
+    v = C(x + e): ‖v(x) − v(x')‖ ≤ ‖C(x − x')‖ + ‖C(e − e')‖. The first term is bounded as for
+    ``BandedCounter`` (a non-negative, non-increasing Toeplitz C: ‖c‖·l2, the S-participation
+    bound from the overlaps, the local bound √(total·m)·Σc), with c replaced by a
+    non-increasing majorant of |c| + 1e-12 (the series inversion's float error) over the
+    horizon. The second: e differs only on the coordinates the change touches (an untouched
+    coordinate has the same input stream, so the same rounding), at most l1 of them (each is
+    changed by an integer ≥ 1), so ‖C(e − e')‖ ≤ ‖C‖_op·‖e − e'‖ ≤ Σc·2^-B·√(T·l1). Δ is their
+    sum. A horizon is required (the bounds are over its T columns).
+
+    Exact: the encoder, y, the noise law. Float: the decoder, the releases. ``release_variance``
+    = V·Σ_{n<t} b_n², b_n = Σ_{k≤min(n, p−1)} r̃_k, V = Var(z)/4^B (exact); the releases also
+    carry the rounding Σ_{s≤t} e_s, at most t·2^-(B+1) (< 10^-4 for t < 10^6), not noise.
+
+    Args: as ``BandedCounter``; ``horizon`` is required.
+    """
+
+    def __post_init__(self):
+        if self.horizon is None:
+            raise InvalidParamsError(f'{type(self).__name__}: horizon must be set (the '
+                                     f'sensitivity is bounded over the horizon\'s columns).')
+        super().__post_init__()
+
+    @functools.cached_property
+    def _dyadic_inverse(self) -> Tuple[int, ...]:
+        return tuple(round(math.ldexp(r, COEF_BITS))
+                     for r in inverse_sqrt_coefficients(self.bands))
+
+    @functools.cached_property
+    def decoder_coefficients(self) -> np.ndarray:
+        """r̃_0..r̃_{p−1} as used (dyadic, exact in float64)."""
+        return np.ldexp(np.array(self._dyadic_inverse, dtype=float), -COEF_BITS)
+
+    @functools.cached_property
+    def exact_coefficients(self) -> np.ndarray:
+        """The encoder's coefficients c_0..c_{T−1} as bounded (a majorant, see above)."""
+        return _inverse_encoder(self._dyadic_inverse, self.horizon)[0]
+
+    @functools.cached_property
+    def overlaps(self) -> np.ndarray:
+        return _inverse_encoder(self._dyadic_inverse, self.horizon)[1]
+
+    @functools.cached_property
+    def sensitivity(self) -> float:
+        """Δ = ‖c‖·effective_l2 + Σc·2^-B·√(T·l1) (the rounding's share)."""
+        rounding = (float(np.sum(self.exact_coefficients))
+                    * math.ldexp(math.sqrt(self.horizon * self.l1_sensitivity), -COEF_BITS))
+        return (self.column_norm * self.effective_l2 + rounding) * _INFLATION
+
+    # ----------------------------------------------------------------- the mechanism
+    def step(self, state: BandedState, value, rng: RandomSource) -> Tuple[np.ndarray, BandedState]:
+        if state.t >= self.horizon:
+            raise UnsupportedMechanismError(
+                f'{type(self).__name__}: horizon {self.horizon} reached; releasing step '
+                f'{state.t + 1} would exceed the declared privacy cost.')
+        x = np.asarray(_dyadic.exact_ints(value, self.dimension)).astype(object)
+        p = self._dyadic_inverse
+        q = x * (1 << (2 * COEF_BITS))
+        for k in range(1, self.bands):
+            q = q - state.inputs[k - 1] * p[k]
+        v = np.array([(int(e) + (1 << (COEF_BITS - 1))) >> COEF_BITS for e in q.tolist()],
+                     dtype=object)
+        y = v + discrete_gaussian_any(rng, self.sigma2_grid, self.dimension).astype(object)
+        num = y * (1 << COEF_BITS)
+        for k in range(1, self.bands):
+            num = num + state.decoded[k - 1] * p[k]
+        x_hat = np.array([math.ldexp(float(e), -2 * COEF_BITS) for e in num.tolist()],
+                         dtype=float)
+        if self.bands > 1:
+            inputs = np.concatenate([v[None, :], state.inputs[:-1]], axis=0)
+            decoded = np.concatenate([y[None, :], state.decoded[:-1]], axis=0)
+        else:
+            inputs, decoded = state.inputs, state.decoded
+        release = state.release + x_hat
+        return release.copy(), BandedState(state.t + 1, _dyadic.readonly(inputs),
+                                           _dyadic.readonly(decoded), _dyadic.readonly(release))
+
+    def init_state(self) -> BandedState:
+        n, d = self.bands - 1, self.dimension
+        inputs = np.empty((n, d), dtype=object)
+        inputs[...] = 0
+        decoded = np.empty((n, d), dtype=object)
+        decoded[...] = 0
+        return BandedState(0, _dyadic.readonly(inputs), _dyadic.readonly(decoded),
+                           _dyadic.readonly(np.zeros(d)))
+
+    # ----------------------------------------------------------------- closed forms
+    def _b_squared_cumsum(self, n: int) -> np.ndarray:
+        b = np.cumsum(self.decoder_coefficients)
+        if n > len(b):
+            b = np.concatenate([b, np.full(n - len(b), b[-1])])
+        return np.cumsum(b[:n] * b[:n])
+
+    def release_variance(self, t: int) -> float:
+        """Exact noise variance (per bin) of the release after step t: V·Σ_{n<t} b_n²."""
+        if t <= 0:
+            return 0.0
+        return float(self.step_noise_variance * self._b_squared_cumsum(t)[t - 1])
+
+    def variances(self, horizon: int) -> np.ndarray:
+        return self.step_noise_variance * self._b_squared_cumsum(horizon)[:horizon]

@@ -33,6 +33,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms import blt_optimize
 from beam_dp.mechanisms.banded import BandedCounter
+from beam_dp.mechanisms.banded import BandedInverseCounter
 from beam_dp.mechanisms.banded import band_candidates
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
 from beam_dp.mechanisms.balanced_tree import balanced_best_k
@@ -156,6 +157,10 @@ def _participation_candidates(horizon, rho, common, steps, participation):
     for bands in band_candidates(horizon):
         out.append((f'banded[p={bands}]', 'zcdp', BandedCounter,
                     dict(base, bands=bands, horizon=horizon)))
+    if horizon is not None:       # the banded inverse square root needs a known horizon
+        for bands in band_candidates(horizon):
+            out.append((f'banded_inverse[p={bands}]', 'zcdp', BandedInverseCounter,
+                        dict(base, bands=bands, horizon=horizon)))
     return out
 
 
@@ -222,7 +227,8 @@ def expected_error(budget: PrivacyBudget, horizon: Optional[int] = None, *,
       participation: a user-level unit's pattern (``Participation``: ≤ K keys, ≤ S steps per
         key, ≤ m per step, ≤ C in all) or None. With it and a Gaussian budget the candidates
         also include fresh per-cell noise (``PerCellCounter``), BLT with the multi-participation
-        bound and the banded square root (``BandedCounter``, bands 2, 4, … ≤ 512), each
+        bound, the banded square root (``BandedCounter``, bands 2, 4, … ≤ 512) and, with a
+        known horizon, the banded inverse square root (``BandedInverseCounter``), each
         calibrated to that pattern; per-cell noise is always a candidate, so the chosen
         counter's error is never above it (for the same objective).
 
