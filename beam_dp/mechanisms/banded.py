@@ -336,6 +336,10 @@ def inverse_sqrt_coefficients(count: int) -> np.ndarray:
     return np.concatenate([[1.0], -a[1:] / (2 * k - 1)])
 
 
+#: Largest horizon of a ``BandedInverseCounter`` (its sensitivity reads T coefficients and
+#: overlaps: O(T) memory, O(T log T) time at construction).
+MAX_INVERSE_HORIZON = 1 << 21
+
 #: Absolute float error allowed on each coefficient of C = R⁻¹ (series inversion by FFT): the
 #: sensitivity uses a non-increasing majorant of |c| + this.
 _COEF_TOL = 1e-12
@@ -384,8 +388,8 @@ class BandedInverseCounter(BandedCounter):
     non-increasing majorant of |c| + 1e-12 (the series inversion's float error) over the
     horizon. The second: e differs only on the coordinates the change touches (an untouched
     coordinate has the same input stream, so the same rounding), at most l1 of them (each is
-    changed by an integer ≥ 1), so ‖C(e − e')‖ ≤ ‖C‖_op·‖e − e'‖ ≤ Σc·2^-B·√(T·l1). Δ is their
-    sum. A horizon is required (the bounds are over its T columns).
+    changed by an integer ≥ 1), so ‖C(e − e')‖ ≤ ‖C‖_op·‖e − e'‖ ≤ Σc·2^-B·√(T·l1) ≤
+    Σc·2^-B·√T·l1 (the linear form is used). Δ is their sum. A horizon is required (the bounds are over its T columns).
 
     Exact: the encoder, y, the noise law. Float: the decoder, the releases. ``release_variance``
     = V·Σ_{n<t} b_n², b_n = Σ_{k≤min(n, p−1)} r̃_k, V = Var(z)/4^B (exact); the releases also
@@ -398,6 +402,9 @@ class BandedInverseCounter(BandedCounter):
         if self.horizon is None:
             raise InvalidParamsError(f'{type(self).__name__}: horizon must be set (the '
                                      f'sensitivity is bounded over the horizon\'s columns).')
+        if isinstance(self.horizon, int) and self.horizon > MAX_INVERSE_HORIZON:
+            raise InvalidParamsError(f'{type(self).__name__}: horizon must be at most '
+                                     f'{MAX_INVERSE_HORIZON}, got {self.horizon}.')
         super().__post_init__()
 
     @functools.cached_property
@@ -421,9 +428,11 @@ class BandedInverseCounter(BandedCounter):
 
     @functools.cached_property
     def sensitivity(self) -> float:
-        """Δ = ‖c‖·effective_l2 + Σc·2^-B·√(T·l1) (the rounding's share)."""
+        """Δ = ‖c‖·effective_l2 + Σc·2^-B·√T·l1 (the rounding's share; l1 ≥ √l1 whenever a
+        change touches a coordinate, so it bounds √(T·touched), and it scales linearly with the
+        calibration, e.g. exactly ×2 for two units)."""
         rounding = (float(np.sum(self.exact_coefficients))
-                    * math.ldexp(math.sqrt(self.horizon * self.l1_sensitivity), -COEF_BITS))
+                    * math.ldexp(math.sqrt(self.horizon), -COEF_BITS) * self.l1_sensitivity)
         return (self.column_norm * self.effective_l2 + rounding) * _INFLATION
 
     # ----------------------------------------------------------------- the mechanism

@@ -33,6 +33,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms import _dyadic
 from beam_dp.mechanisms import blt_optimize
 from beam_dp.mechanisms.banded import BandedCounter
+from beam_dp.mechanisms.banded import MAX_INVERSE_HORIZON
 from beam_dp.mechanisms.banded import BandedInverseCounter
 from beam_dp.mechanisms.banded import band_candidates
 from beam_dp.mechanisms.balanced_tree import BalancedTreeCounter
@@ -157,7 +158,7 @@ def _participation_candidates(horizon, rho, common, steps, participation):
     for bands in band_candidates(horizon):
         out.append((f'banded[p={bands}]', 'zcdp', BandedCounter,
                     dict(base, bands=bands, horizon=horizon)))
-    if horizon is not None:       # the banded inverse square root needs a known horizon
+    if horizon is not None and horizon <= MAX_INVERSE_HORIZON:     # it needs a known horizon
         for bands in band_candidates(horizon):
             out.append((f'banded_inverse[p={bands}]', 'zcdp', BandedInverseCounter,
                         dict(base, bands=bands, horizon=horizon)))
