@@ -14,6 +14,7 @@ from beam_dp.mechanisms.binary_tree import BinaryTreeCounter
 from beam_dp.mechanisms.blt import BLTCounter
 from beam_dp.mechanisms.blt import BLTState
 from beam_dp.mechanisms.banded import BandedCounter
+from beam_dp.mechanisms.banded import BandedInverseCounter
 from beam_dp.mechanisms.banded import BandedState
 from beam_dp.mechanisms.black_boxes import CallableBlackBox
 from beam_dp.mechanisms.black_boxes import LaplaceQueryVector
@@ -81,6 +82,7 @@ __all__ = [
     'BalancedTreeCounter',
     'BalancedTreeState',
     'BandedCounter',
+    'BandedInverseCounter',
     'BandedState',
     'BinaryTreeCounter',
     'CallableBlackBox',
