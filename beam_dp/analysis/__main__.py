@@ -7,6 +7,10 @@ parameters, marks the one a transform would pick, and optionally plots std vs st
 [--histogram hist.json] [--key-epsilon 1 --key-delta 1e-6 --key-units 300]`` predicts a
 user-level count's noise, bounding bias and the probability a key is released
 (``beam_dp.analysis.user_level``). A bad argument prints ``error: ...`` and exits with status 2.
+
+``--final-share f`` (both commands; needs a known ``--horizon``) adds the prediction of a
+release with ``final_share=f`` (``beam_dp.analysis.final_release``): the last step's sd and
+what the steps before it pay, against the continual counter alone and one batch release.
 """
 
 import argparse
@@ -55,6 +59,12 @@ def _user_level_parse(argv):
     p.add_argument('--key-delta', type=float, help='private key selection: δ')
     p.add_argument('--key-units', type=int, help='distinct units of the key (release probability)')
     p.add_argument('--first-step', type=int, default=1, help="the key's first step (1-based)")
+    p.add_argument('--final-share', type=float, default=None,
+                   help="the count's final_share= (f in [0, 1): f of the budget on one release "
+                        "of the total at the last step; default off)")
+    p.add_argument('--key-final-share', type=float, default=None,
+                   help="PrivateKeys(final_share=...) of the key selection (default: its "
+                        "default, 0.9 with a known end)")
     p.add_argument('--json', action='store_true', help='print JSON instead of text')
     return p.parse_args(argv)
 
@@ -92,15 +102,20 @@ def _user_level_main(argv) -> int:
     out = user_level_error(unit, budget, args.horizon, histograms=histograms,
                            key_share=args.key_share, mechanism=args.mechanism,
                            key_selection=selection, key_units=args.key_units,
-                           first_step=args.first_step)
+                           first_step=args.first_step, final_share=args.key_final_share,
+                           release_final_share=args.final_share)
     if args.json:
         print(json.dumps({'bounds': unit.describe(), 'budget': str(budget),
                           'horizon': args.horizon, 'mechanism': out.mechanism,
                           'noise': out.noise, 'bias': out.bias, 'total': out.total,
-                          'release_probability': out.release_probability}, indent=1))
+                          'release_probability': out.release_probability,
+                          'final_share': (out.final_share.as_dict() if out.final_share
+                                          else None)}, indent=1))
         return 0
     print(f'{unit.describe()}, {budget}, {args.horizon} steps; counter: {out.mechanism}')
     print(f'noise sd of the last release: {out.noise:.4g}')
+    if out.final_share is not None:
+        _print_final_share(out.final_share)
     if out.bias is not None:
         print(f'bounding bias (key holding {args.key_share:g} of the records): {out.bias:.4g}')
         print(f'total error: {out.total:.4g}')
@@ -108,6 +123,18 @@ def _user_level_main(argv) -> int:
         print(f'P[a key with {args.key_units} units is released by step {args.horizon}]: '
               f'{out.release_probability:.4g}')
     return 0
+
+
+def _print_final_share(pred):
+    """The text lines of a ``FinalShareError``."""
+    steps = pred.steps
+    print(f'final_share={pred.final_share:g}: noise sd of the last release (counter step {steps}) '
+          f'{pred.final_stddev:.4g}; without final_share {pred.without_final_stddev:.4g}; '
+          f'one batch release at the whole budget {pred.batch_stddev:.4g}')
+    if steps > 1:
+        print(f'steps 1..{steps - 1}: noise sd RMSE {pred.other_rmse:.4g}, max '
+              f'{pred.other_max_std:.4g} (without final_share: RMSE '
+              f'{pred.without_other_rmse:.4g})')
 
 
 def _parse(argv):
@@ -127,6 +154,9 @@ def _parse(argv):
     p.add_argument('--l2', type=float, default=None, help='L2 contribution bound (Gaussian)')
     p.add_argument('--dimension', type=int, default=1)
     p.add_argument('--objective', choices=('rmse', 'max_std'), default='rmse')
+    p.add_argument('--final-share', type=float, default=None,
+                   help='also predict a release with final_share=f (f in [0, 1); needs a '
+                        'known --horizon): the last step\'s sd and the other steps\'')
     p.add_argument('--plot', help='save a plot of std vs step to this file (needs matplotlib)')
     p.add_argument('--json', action='store_true', help='print JSON instead of a table')
     return p.parse_args(argv)
@@ -199,12 +229,21 @@ def _counters_main(argv) -> int:
     report = expected_error(budget, horizon, dimension=args.dimension, l1_sensitivity=args.l1,
                             l2_sensitivity=args.l2, evaluation_horizon=args.evaluation_horizon,
                             objective=args.objective)
+    final = None
+    if args.final_share is not None:
+        if horizon is None:
+            raise InvalidParamsError('--final-share needs a known last step: give --horizon N '
+                                     '(the steps from start to end).')
+        from beam_dp.analysis.final_release import final_share_error  # pylint: disable=C0415
+        final = final_share_error(budget, horizon, args.final_share, dimension=args.dimension,
+                                  l1_sensitivity=args.l1, l2_sensitivity=args.l2)
     if args.json:
         print(json.dumps({'budget': str(budget), 'horizon': horizon,
                           'evaluated_steps': report.evaluated_steps, 'chosen': report.chosen.name,
                           'counters': [{'name': e.name, 'notion': e.notion, 'rmse': e.rmse,
                                         'max_std': e.max_std, 'runnable': e.runnable}
-                                       for e in report.estimates]}, indent=1))
+                                       for e in report.estimates],
+                          'final_share': final.as_dict() if final else None}, indent=1))
     else:
         print(f'{budget}, horizon={horizon or "unbounded"}, evaluated over t=1..'
               f'{report.evaluated_steps}, per bin, objective={report.objective}')
@@ -213,6 +252,9 @@ def _counters_main(argv) -> int:
             mark = '  <- picked' if e is report.chosen else ('  (reference)' if not e.runnable
                                                             else '')
             print(f'{e.name:34s} {e.notion:6s} {e.rmse:10.4g} {e.max_std:10.4g}{mark}')
+        if final is not None:
+            print(f'with final_share={final.final_share:g}: {final.mechanism}')
+            _print_final_share(final)
     if args.plot:
         _plot(report, args.plot)
         print(f'plot saved to {args.plot}', file=sys.stderr)

@@ -16,6 +16,9 @@ What is predicted, and how (the same computations the transforms run):
   keys, a key selected at its first step);
 * bias: ``key_share`` × the records the bounds drop, from the histograms coupled
   comonotonically (``beam_dp.drivers.bounds.BoundsChooser.predicted_bias``);
+* with ``release_final_share=f`` (the transform's ``final_share=f``): the noise is the last
+  release's, the inverse-variance combination, and ``UserLevelError.final_share`` (a
+  ``FinalShareError``, ``beam_dp.analysis.final_release``) adds the sd of every step before it;
 * release probability: ``ContinualKeySelection`` (an SVT per key on its distinct-unit count,
   noise DLap(2K/ε) once for the threshold and fresh per step) for a key whose ``key_units``
   units have all arrived by its first step ``first_step``, in closed form:
@@ -49,13 +52,15 @@ MAX_HORIZON = 1 << 22
 @dataclasses.dataclass(frozen=True)
 class UserLevelError:
     """Predicted ``bias`` (records; None without histograms), ``noise`` (the last release's
-    standard deviation), ``total`` = √(bias² + noise²), the ``mechanism`` that would run, and
-    ``release_probability`` (None without a key selection)."""
+    standard deviation), ``total`` = √(bias² + noise²), the ``mechanism`` that would run,
+    ``release_probability`` (None without a key selection), and with ``release_final_share``
+    the ``final_share`` prediction (``FinalShareError``: the sd at every step; None without)."""
     bias: Optional[float]
     noise: float
     total: float
     mechanism: str
     release_probability: Optional[float] = None
+    final_share: Optional[object] = None
 
 
 def _check_int(name, value, lo=1, hi=None, optional=False):
@@ -159,7 +164,8 @@ def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=No
                      key_share: float = 0.1, mechanism: str = 'auto',
                      key_selection: Optional[PrivacyBudget] = None,
                      key_units: Optional[int] = None, first_step: int = 1,
-                     final_share: Optional[float] = None) -> UserLevelError:
+                     final_share: Optional[float] = None,
+                     release_final_share: Optional[float] = None) -> UserLevelError:
     """Predicted error of a user-level count's last release at the bounds of ``unit``.
 
     Args:
@@ -171,7 +177,10 @@ def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=No
       key_selection: the ``PrivateKeys`` budget (ε, δ) when keys are selected privately; then
         ``key_units`` (distinct units of the key) gives ``release_probability``.
       first_step: the key's first step (1-based) for the release probability.
-      final_share: ``PrivateKeys.final_share`` (None: its default) for the release probability.
+      final_share: ``PrivateKeys.final_share`` (None: its default) for the release probability
+        (the key selection's share, not the count's: that is ``release_final_share``).
+      release_final_share: the count's ``final_share=`` (None: off): the noise is then the last
+        release's combined sd, and ``UserLevelError.final_share`` holds the sd of every step.
 
     Raises:
       InvalidParamsError: on a bad argument, naming it.
@@ -182,6 +191,9 @@ def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=No
     from beam_dp.drivers.keyed import KeyedReleaseDriver
     from beam_dp.drivers.private_keys import PrivateKeys
     from beam_dp.privacy_unit import UserLevel
+    from beam_dp.analysis.final_release import check_final_share
+    from beam_dp.analysis.final_release import batch_variance
+    from beam_dp.analysis.final_release import from_counters
     if not isinstance(unit, UserLevel):
         raise InvalidParamsError(f'{_OWNER}: unit must be a UserLevel, got {unit!r}.')
     if unit.max_units is not None:
@@ -189,6 +201,7 @@ def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=No
     if not isinstance(budget, PrivacyBudget):
         raise InvalidParamsError(f'{_OWNER}: budget must be a PrivacyBudget, got {budget!r}.')
     horizon = _check_int('horizon', horizon, hi=MAX_HORIZON)
+    share = check_final_share(_OWNER, release_final_share, 'release_final_share')
     if key_units is not None and key_selection is None:
         raise InvalidParamsError(f'{_OWNER}: key_units needs key_selection (the PrivateKeys '
                                  f'budget).')
@@ -197,30 +210,39 @@ def user_level_error(unit, budget: PrivacyBudget, horizon: int, *, histograms=No
     bounds = (unit.max_keys_per_unit, unit.max_contributions_per_step, unit.max_steps_per_unit,
               unit.max_total_contributions)
     probability = None
+    clock = StepClock(0, 1, last_step=horizon - 1)
+    detail = None
     if key_selection is None:
         noise, name = chooser.predicted_noise(*bounds)
-        if not math.isfinite(noise):            # say why: build the driver it could not build
-            KeyedReleaseDriver(metric='count', budget=budget, privacy_unit=unit,
-                               clock=StepClock(0, 1, last_step=horizon - 1),
-                               layout=_one_key_layout(), mechanism=mechanism)
+        if not math.isfinite(noise) or share is not None:   # say why / the final_share split
+            driver = KeyedReleaseDriver(metric='count', budget=budget, privacy_unit=unit,
+                                        clock=clock, layout=_one_key_layout(),
+                                        mechanism=mechanism, final_share=share)
+            steps = horizon
     else:
         keys = PrivateKeys(key_selection) if isinstance(key_selection, PrivacyBudget) else None
         if keys is None:
             raise InvalidParamsError(f'{_OWNER}: key_selection must be a PrivacyBudget, got '
                                      f'{key_selection!r}.')
         driver = KeyedReleaseDriver(metric='count', budget=budget, privacy_unit=unit,
-                                    clock=StepClock(0, 1, last_step=horizon - 1),
-                                    private_keys=keys, mechanism=mechanism)
-        noise = driver.counter_noise_stddev(horizon - _check_int('first_step', first_step,
-                                                                 hi=horizon) + 1)
+                                    clock=clock, private_keys=keys, mechanism=mechanism,
+                                    final_share=share)
+        steps = horizon - _check_int('first_step', first_step, hi=horizon) + 1
+        noise = (driver.counter_noise_stddev(steps, steps) if share
+                 else driver.counter_noise_stddev(steps))
         name = driver.mechanism_name
         if key_units is not None:
             probability = release_probability(key_selection, unit.max_keys_per_unit, key_units,
                                               horizon, first_step, final_share)
+    if share is not None:
+        whole = dataclasses.replace(driver, final_share=None)
+        detail = from_counters(driver.counter(1), whole.counter(1), steps, share,
+                               batch_variance=batch_variance(budget, *driver.sensitivity()))
+        noise, name = detail.final_stddev, detail.mechanism
     if histograms is None:
-        return UserLevelError(None, noise, noise, name, probability)
+        return UserLevelError(None, noise, noise, name, probability, detail)
     bias = chooser.predicted_bias(_released_histograms(histograms), *bounds)
-    return UserLevelError(bias, noise, math.hypot(bias, noise), name, probability)
+    return UserLevelError(bias, noise, math.hypot(bias, noise), name, probability, detail)
 
 
 def _one_key_layout():
