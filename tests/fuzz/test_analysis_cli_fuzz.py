@@ -17,10 +17,10 @@ VALUES = st.sampled_from(['0', '1', '-1', '0.5', '2', '3', '52', '365', '1e-6', 
                           'inf', '-inf', 'abc', '', 'none', '16777217', '99999999999', '1.5',
                           '0x10', '1e-320', '4096'])
 COUNTER_FLAGS = ['--epsilon', '--rho', '--delta', '--horizon', '--evaluation-horizon', '--l1',
-                 '--l2', '--dimension', '--objective']
+                 '--l2', '--dimension', '--objective', '--final-share']
 USER_FLAGS = ['--epsilon', '--rho', '--delta', '--horizon', '--K', '--m', '--S', '--C',
               '--mechanism', '--key-share', '--key-epsilon', '--key-delta', '--key-units',
-              '--first-step', '--histogram']
+              '--first-step', '--histogram', '--final-share', '--key-final-share']
 
 
 def _argv(flags):
