@@ -1,7 +1,9 @@
 """The documentation cannot rot: every ```python block in docs/*.md that is preceded by the line
-``<!-- runnable -->`` is executed as a script (in a fresh interpreter, from the repository root)
-and must exit 0; every relative link between the pages must resolve."""
+``<!-- runnable -->`` is executed as a script (in a fresh interpreter, from the repository root,
+with this checkout's ``beam_dp`` first on the path: a worktree tests its own code, not an
+installed copy) and must exit 0; every relative link between the pages must resolve."""
 
+import os
 import pathlib
 import re
 import subprocess
@@ -56,8 +58,10 @@ def test_relative_links_between_pages_resolve():
 def test_runnable_example(code, tmp_path):
     script = tmp_path / 'example.py'
     script.write_text(code, encoding='utf-8')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]))
     result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=600, check=False)
+                            text=True, timeout=600, check=False, env=env)
     assert result.returncode == 0, (
         f'example failed (exit {result.returncode}):\n{code}\n--- stderr (tail) ---\n'
         f'{result.stderr[-4000:]}')
