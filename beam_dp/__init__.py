@@ -63,6 +63,10 @@ from beam_dp.transforms import SparseContinualHistogramPerKey
 from beam_dp.transforms import WarmUpContinualCountPerKey
 from beam_dp.transforms import WarmUpOutputs
 from beam_dp.transforms import WindowedPMWG
+# Subpackages the docs name as ``beam_dp.analysis.units_needed(...)`` /
+# ``beam_dp.postprocess.isotonic_counts(...)``: reachable after a plain ``import beam_dp``.
+from beam_dp import analysis  # noqa: F401
+from beam_dp import postprocess  # noqa: F401
 
 __version__ = '0.1.0'
 

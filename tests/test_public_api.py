@@ -37,3 +37,16 @@ def test_params_are_frozen_dataclasses():
                 beam_dp.InfiniteTreeCounter, beam_dp.EventLevel, beam_dp.UserLevel,
                 beam_dp.BLTCounter, beam_dp.KaryTreeCounter, beam_dp.PerStepCounter):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
+
+
+def test_the_subpackages_the_docs_name_need_only_import_beam_dp():
+    """README / docs write ``beam_dp.analysis.units_needed(...)`` and
+    ``beam_dp.postprocess.isotonic_counts(...)`` after ``import beam_dp`` (a fresh interpreter:
+    another test may have imported them already)."""
+    import subprocess
+    import sys
+    code = ('import beam_dp; beam_dp.analysis.units_needed; beam_dp.analysis.final_share_error; '
+            'beam_dp.postprocess.isotonic_counts; beam_dp.noise.NoiseKeyRef')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=False, cwd=str(__import__('pathlib').Path(__file__).parents[1]))
+    assert out.returncode == 0, out.stderr[-2000:]
