@@ -210,7 +210,9 @@ class BudgetAccountant:
             raise BudgetExceededError(
                 f'{who} asks for {_amount(cost)} but the accountant has {self._left()} left of '
                 f'{_amount(self._budget)} (spent: {self._spent_by()}). Give this transform a '
-                f'smaller budget= or the accountant a larger one.')
+                f'smaller budget= or the accountant a larger one (a pipeline budget: the '
+                f'beam_dp_epsilon / beam_dp_delta / beam_dp_rho pipeline option, in YAML under '
+                f'options:).')
         self._ledger.append(LedgerEntry(label, cost))
 
     def _left(self) -> str:

@@ -111,6 +111,10 @@ def test_refusal_reads_naturally_and_names_the_owner():
     with pytest.raises(BudgetExceededError, match=r"^ContinualCountPerKey 'X' asks for ε=1 but the "
                        r"accountant has ε=0.5 left of ε=0.5 \(spent: nothing yet\)\."):
         acc.check([('X', PrivacyCost(epsilon=1.0))], owner='ContinualCountPerKey')
+    # and says where a YAML / pipeline-option budget is set (a new user's question)
+    with pytest.raises(BudgetExceededError, match=r"a larger one \(a pipeline budget: the "
+                       r"beam_dp_epsilon / beam_dp_delta / beam_dp_rho pipeline option"):
+        acc.check([('X', PrivacyCost(epsilon=1.0))], owner='ContinualCountPerKey')
     acc = BudgetAccountant(PrivacyBudget(rho=0.5))
     acc.spend('A', PrivacyCost(rho=0.3))
     with pytest.raises(BudgetExceededError, match=r"^'B' asks for ρ=0.5 but the accountant has "
