@@ -13,6 +13,7 @@ from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.growing import budget_epsilon_delta
 from beam_dp.drivers.smalldbg import smalldbg_engine
+from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.smalldb import MAX_CANDIDATES
 from beam_dp.mechanisms.smalldb import smalldbg
 from beam_dp.privacy_unit import EventLevel
@@ -27,8 +28,8 @@ __all__ = ['SmallDBGQueries']
 
 SMALLDBG_DOCS = {
     **GROWING_DOCS,
-    'queries': 'the query class ℱ: k ≥ 2 distinct ``LinearQuery`` over one domain of N ≥ 2 '
-               'elements (weights multiples of 2^-16); the domain size is theirs. Accuracy '
+    'queries': 'the query class ℱ: k ≥ 2 distinct ``LinearQuery`` over the domain (N ≥ 2; '
+               'weights multiples of 2^-16). Accuracy '
                'is guaranteed for these queries; any other query over the domain is answered '
                'from the synthetic database too (post-processing, no bound).',
     'beta': 'the failure probability of the whole stream (Σ β_i = β).',
@@ -44,7 +45,7 @@ class _SmallDBGBase(GrowingDatabaseTransform):
     """The implementation (``SmallDBGQueries`` is its public signature)."""
 
     def __init__(self, *, queries: Sequence[LinearQuery], budget: PrivacyBudget, beta: float,
-                 n: int, domain_fn: Callable[[Any], int], start, step, end=None,
+                 n: int, domain_size: int, domain_fn: Callable[[Any], int], start, step, end=None,
                  allowed_lateness=0, lazy: bool = False, max_candidates: int = MAX_CANDIDATES,
                  privacy_unit: PrivacyUnit = EventLevel(),
                  data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
@@ -57,6 +58,10 @@ class _SmallDBGBase(GrowingDatabaseTransform):
             epsilon, delta = budget_epsilon_delta(self.owner, budget)
             mechanism = smalldbg(queries=queries, epsilon=epsilon, beta=beta, n=n, delta=delta,
                                  lazy=lazy, max_candidates=max_candidates)
+            if domain_size != mechanism.domain_size:
+                raise InvalidParamsError(
+                    f'{self.owner}: domain_size={domain_size!r} but the queries are over a '
+                    f'domain of size {mechanism.domain_size}.')
         self._mechanism = mechanism
         self._engine = smalldbg_engine(mechanism)
         self._domain_size = mechanism.domain_size

@@ -66,6 +66,7 @@ from beam_dp.mechanisms import black_boxes, blt, dynamic, dynamic_node, growing_
 from beam_dp.mechanisms import final_release  # noqa: E402
 from beam_dp.mechanisms import infinite_counter, kary_tree, key_selection, per_step  # noqa: E402
 from beam_dp.mechanisms import pmw, pmwg, sparse_counter, sparse_vector  # noqa: E402
+from beam_dp.mechanisms import smalldb as _smalldb  # noqa: E402
 from beam_dp.mechanisms import time_partition, unbounded_tree  # noqa: E402
 from beam_dp.mechanisms.boost import cache as _boost_cache  # noqa: E402
 from beam_dp.mechanisms.boost import filters as _boost_filters  # noqa: E402
@@ -111,6 +112,7 @@ STATE_TYPES = {
     'mech.PMWState': pmw.PMWState,
     'mech.PMWGPublic': pmwg.PMWGPublic,
     'mech.PMWGState': pmwg.PMWGState,
+    'mech.SmallDBSynthetic': _smalldb.SyntheticDatabase,
     'mech.SparseCounterState': sparse_counter.SparseCounterState,
     'mech.SparseVectorState': sparse_vector.SparseVectorState,
     'mech.PartitionerState': time_partition.PartitionerState,
