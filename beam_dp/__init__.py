@@ -58,6 +58,7 @@ from beam_dp.transforms import GrowingDatabaseOutputs
 from beam_dp.transforms import KeySelectionOutputs
 from beam_dp.transforms import SelectKeys
 from beam_dp.transforms import SlidingWindowERM
+from beam_dp.transforms import SmallDBGQueries
 from beam_dp.transforms import SparseContinualCountPerKey
 from beam_dp.transforms import SparseContinualHistogramPerKey
 from beam_dp.transforms import WarmUpContinualCountPerKey
@@ -120,6 +121,7 @@ __all__ = [
     'Release',
     'SelectKeys',
     'SlidingWindowERM',
+    'SmallDBGQueries',
     'SparseContinualCountPerKey',
     'SparseContinualHistogramPerKey',
     'UnsupportedMechanismError',

@@ -26,6 +26,7 @@ from beam_dp.transforms.erm import SlidingWindowERM
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
 from beam_dp.transforms.select_keys import SelectKeys
+from beam_dp.transforms.smalldbg import SmallDBGQueries
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
 from beam_dp.transforms.warm_up import WarmUpContinualCountPerKey
@@ -143,6 +144,9 @@ FAMILIES = {
     'BBSchedulerQueries': ('growing', lambda **kw: BBSchedulerQueries(
         mechanism=LaplaceQueryVector(_QUERIES), budget=EPS, beta=0.05, n=100,
         domain_size=DOMAIN, **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
+    'SmallDBGQueries': ('growing', lambda **kw: SmallDBGQueries(
+        queries=_QUERIES, budget=PrivacyBudget(epsilon=40.0), beta=0.05, n=30,
+        domain_size=DOMAIN, **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
     'BBImproverQueries': ('growing', lambda **kw: BBImproverQueries(
         mechanism=LaplaceQueryVector(_QUERIES), budget=PrivacyBudget(epsilon=0.9, delta=1e-6),
         beta=0.05, n=50, domain_size=DOMAIN, **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
@@ -221,6 +225,7 @@ FIELDS = {
     'WindowedPMWG': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'BBSchedulerQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'BBImproverQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
+    'SmallDBGQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'ChooseContributionBounds': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
     'WarmUpContinualCountPerKey': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
     'ContinualERM': ({'stream_field': 'stream', 'features_field': 'features',

@@ -29,6 +29,7 @@ from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
 from beam_dp.transforms.select_keys import KeySelectionOutputs
 from beam_dp.transforms.select_keys import SelectKeys
 from beam_dp.transforms.shell import ContinualOutputs
+from beam_dp.transforms.smalldbg import SmallDBGQueries
 from beam_dp.transforms.sparse_continual import SparseContinualCountPerKey
 from beam_dp.transforms.sparse_continual import SparseContinualHistogramPerKey
 from beam_dp.transforms.warm_up import WarmUpContinualCountPerKey
@@ -62,6 +63,7 @@ __all__ = [
     'KeySelectionOutputs',
     'SelectKeys',
     'SlidingWindowERM',
+    'SmallDBGQueries',
     'SparseContinualCountPerKey',
     'SparseContinualHistogramPerKey',
     'WarmUpContinualCountPerKey',

@@ -309,8 +309,11 @@ YAML_CONFIGS = {
                                          'ranges': [[0, 1], [0, 2]]},
                               budget={'epsilon': 0.9, 'delta': 1e-6}, beta=0.05, n=50,
                               domain_size=4, domain_field='index', **_CLOCK),
+    'SmallDBGQueries': dict(queries={'ranges': [[0, 1], [0, 2]]}, budget={'epsilon': 10.0},
+                            beta=0.05, n=100, domain_size=4, domain_field='index', **_CLOCK),
 }
-_GROWING = ('BoostQueries', 'WindowedPMWG', 'BBSchedulerQueries', 'BBImproverQueries')
+_GROWING = ('BoostQueries', 'WindowedPMWG', 'BBSchedulerQueries', 'BBImproverQueries',
+            'SmallDBGQueries')
 
 
 @pytest.mark.parametrize('name', sorted(yaml_provider.TRANSFORMS))
