@@ -53,6 +53,7 @@ from beam_dp.transforms import ContinualVariancePerKey
 from beam_dp.transforms import DynamicCountPerKey
 from beam_dp.transforms import DynamicHistogramPerKey
 from beam_dp.transforms import DynamicLinearQueriesPerKey
+from beam_dp.transforms import ERMGQueries
 from beam_dp.transforms import ERMOutputs
 from beam_dp.transforms import GrowingDatabaseOutputs
 from beam_dp.transforms import KeySelectionOutputs
@@ -101,6 +102,7 @@ __all__ = [
     'DynamicCountPerKey',
     'DynamicHistogramPerKey',
     'DynamicLinearQueriesPerKey',
+    'ERMGQueries',
     'ERMLedgerRow',
     'ERMOutputs',
     'EventLevel',

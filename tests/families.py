@@ -23,6 +23,7 @@ from beam_dp.transforms.dynamic import DynamicHistogramPerKey
 from beam_dp.transforms.dynamic import DynamicLinearQueriesPerKey
 from beam_dp.transforms.erm import ContinualERM
 from beam_dp.transforms.erm import SlidingWindowERM
+from beam_dp.transforms.ermg import ERMGQueries
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
 from beam_dp.transforms.select_keys import SelectKeys
@@ -40,6 +41,7 @@ EPS = PrivacyBudget(epsilon=1.0)
 PRIVATE = PrivateKeys(PrivacyBudget(epsilon=1.0, delta=1e-6), num_shards=2)
 _QUERIES = tuple(LinearQuery.range(DOMAIN, 0, b) for b in range(1, DOMAIN + 1))
 _CLOCK = dict(start=0, step=1, end=10)
+_ERM_POINTS = [[0.6, 0.8], [0.6, -0.8], [-0.6, 0.8], [-0.6, -0.8]]   # a DOMAIN-point table
 
 
 def _user(max_keys=2, kw=None):
@@ -144,6 +146,10 @@ FAMILIES = {
     'BBSchedulerQueries': ('growing', lambda **kw: BBSchedulerQueries(
         mechanism=LaplaceQueryVector(_QUERIES), budget=EPS, beta=0.05, n=100,
         domain_size=DOMAIN, **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
+    'ERMGQueries': ('growing', lambda **kw: ERMGQueries(
+        points=_ERM_POINTS, labels=[1, 1, 0, 0], reg=0.1,
+        budget=PrivacyBudget(epsilon=0.9, delta=1e-6), beta=0.05, n=30,
+        **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
     'SmallDBGQueries': ('growing', lambda **kw: SmallDBGQueries(
         queries=_QUERIES, budget=PrivacyBudget(epsilon=40.0), beta=0.05, n=30,
         domain_size=DOMAIN, **_fns({**_CLOCK, **kw}, domain_fn=lambda r: r))),
@@ -226,6 +232,7 @@ FIELDS = {
     'BBSchedulerQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'BBImproverQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'SmallDBGQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
+    'ERMGQueries': ({'domain_field': 'index'}, lambda r: {'index': r}),
     'ChooseContributionBounds': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
     'WarmUpContinualCountPerKey': ({'key_field': 'key', 'privacy_unit_field': 'unit'}, _KEYED),
     'ContinualERM': ({'stream_field': 'stream', 'features_field': 'features',

@@ -258,7 +258,8 @@ KNOWN_FAILURES = {}
 #: exist: one step's records reached the loop twice, a guard against re-processing a released
 #: step did not change it); never on the DirectRunner or Flink. Cause not found; see
 #: docs/runners.md, "Known Prism differences".
-PRISM_RERUN = ('BBImproverQueries', 'BBSchedulerQueries', 'SmallDBGQueries', 'WindowedPMWG')
+PRISM_RERUN = ('BBImproverQueries', 'BBSchedulerQueries', 'ERMGQueries', 'SmallDBGQueries',
+               'WindowedPMWG')
 
 #: Families whose DirectRunner releases are also checked against the pure reference
 #: (``beam_dp.testing.replay`` under the same seed).

@@ -23,6 +23,7 @@ from beam_dp.transforms.dynamic import DynamicLinearQueriesPerKey
 from beam_dp.transforms.erm import ContinualERM
 from beam_dp.transforms.erm import ERMOutputs
 from beam_dp.transforms.erm import SlidingWindowERM
+from beam_dp.transforms.ermg import ERMGQueries
 from beam_dp.transforms.growing_database import GrowingDatabaseOutputs
 from beam_dp.transforms.pmwg import WindowedPMWG
 from beam_dp.transforms.quantiles import ContinualQuantilesPerKey
@@ -58,6 +59,7 @@ __all__ = [
     'DynamicCountPerKey',
     'DynamicHistogramPerKey',
     'DynamicLinearQueriesPerKey',
+    'ERMGQueries',
     'ERMOutputs',
     'GrowingDatabaseOutputs',
     'KeySelectionOutputs',

@@ -67,6 +67,7 @@ from beam_dp.mechanisms import final_release  # noqa: E402
 from beam_dp.mechanisms import infinite_counter, kary_tree, key_selection, per_step  # noqa: E402
 from beam_dp.mechanisms import pmw, pmwg, sparse_counter, sparse_vector  # noqa: E402
 from beam_dp.mechanisms import smalldb as _smalldb  # noqa: E402
+from beam_dp.mechanisms import ermg as _ermg  # noqa: E402
 from beam_dp.mechanisms import time_partition, unbounded_tree  # noqa: E402
 from beam_dp.mechanisms.boost import cache as _boost_cache  # noqa: E402
 from beam_dp.mechanisms.boost import filters as _boost_filters  # noqa: E402
@@ -113,6 +114,7 @@ STATE_TYPES = {
     'mech.PMWGPublic': pmwg.PMWGPublic,
     'mech.PMWGState': pmwg.PMWGState,
     'mech.SmallDBSynthetic': _smalldb.SyntheticDatabase,
+    'mech.ERMGModel': _ermg.ERMModel,
     'mech.SparseCounterState': sparse_counter.SparseCounterState,
     'mech.SparseVectorState': sparse_vector.SparseVectorState,
     'mech.PartitionerState': time_partition.PartitionerState,

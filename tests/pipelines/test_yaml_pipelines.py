@@ -309,11 +309,14 @@ YAML_CONFIGS = {
                                          'ranges': [[0, 1], [0, 2]]},
                               budget={'epsilon': 0.9, 'delta': 1e-6}, beta=0.05, n=50,
                               domain_size=4, domain_field='index', **_CLOCK),
+    'ERMGQueries': dict(points=[[0.6, 0.8], [0.6, -0.8], [-0.6, 0.8], [-0.6, -0.8]],
+                        labels=[1, 1, 0, 0], reg=0.1, budget={'epsilon': 0.9, 'delta': 1e-6},
+                        beta=0.05, n=30, domain_field='index', **_CLOCK),
     'SmallDBGQueries': dict(queries={'ranges': [[0, 1], [0, 2]]}, budget={'epsilon': 10.0},
                             beta=0.05, n=100, domain_size=4, domain_field='index', **_CLOCK),
 }
 _GROWING = ('BoostQueries', 'WindowedPMWG', 'BBSchedulerQueries', 'BBImproverQueries',
-            'SmallDBGQueries')
+            'SmallDBGQueries', 'ERMGQueries')
 
 
 @pytest.mark.parametrize('name', sorted(yaml_provider.TRANSFORMS))

@@ -1,0 +1,103 @@
+"""``ERMGQueries``: private ERM rerun at every size of a growing database (Cummings et al.,
+Theorem 12: BBImprover with an ε-DP ERM box) answering a public query stream in Beam.
+
+Same wiring as ``BBImproverQueries`` (``growing_database.py``): data and queries tagged, keyed,
+processed in event-time order on the public step clock by the one release loop. The
+per-instance logic is ``beam_dp.drivers.smalldbg.ermg_engine`` (a ``BBEngine``: one lazy run
+per size, at the first query at that size) around ``beam_dp.mechanisms.ermg.ermg`` unchanged.
+"""
+
+from typing import Any, Callable, Optional, Sequence
+
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.growing import budget_epsilon_delta
+from beam_dp.drivers.smalldbg import ermg_engine
+from beam_dp.mechanisms.ermg import ermg
+from beam_dp.privacy_unit import EventLevel
+from beam_dp.privacy_unit import PrivacyUnit
+from beam_dp.transforms import arguments
+from beam_dp.transforms.growing_database import GROWING_DOCS
+from beam_dp.transforms.growing_database import GROWING_HINTS
+from beam_dp.transforms.growing_database import GrowingDatabaseTransform
+
+__all__ = ['ERMGQueries']
+
+ERMG_DOCS = {
+    **GROWING_DOCS,
+    'budget': '``PrivacyBudget(epsilon=ε, delta=δ)`` with ε in (0, 1) and δ in (0, 1/e] '
+              '(BBImprover is (ε, δ)-DP only): the whole release of every instance.',
+    'points': 'the public table of the N possible examples\' features (N×d, each row of L2 '
+              'norm ≤ 1): the finite universe; a record is the index of its example.',
+    'labels': 'the N labels in {0, 1} of the table\'s examples.',
+    'reg': 'Λ > 0, the L2 regularisation (strong convexity) of the logistic risk.',
+    'domain_fn': 'record → the index in [0, N) of its (features, label) example in the table.',
+    'beta': 'the failure probability (β_t = β/(2t²) per run).',
+    'c': 'the decay exponent c of ε_t = √c·ε/(3√ln(1/δ)·t^{1/2+c}) (default 0.1, ≤ n/2).',
+}
+
+
+class _ERMGBase(GrowingDatabaseTransform):
+    """The implementation (``ERMGQueries`` is its public signature)."""
+
+    def __init__(self, *, points: Sequence, labels: Sequence, reg: float, budget: PrivacyBudget,
+                 beta: float, n: int, domain_fn: Callable[[Any], int], start, step, end=None,
+                 allowed_lateness=0, c: float = 0.1, privacy_unit: PrivacyUnit = EventLevel(),
+                 data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
+                 accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
+                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
+                 label: Optional[str] = None):
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
+        with self.params():
+            epsilon, delta = budget_epsilon_delta(self.owner, budget)
+            mechanism = ermg(points=points, labels=labels, reg=reg, epsilon=epsilon,
+                             delta=delta, beta=beta, n=n, c=c)
+        self._mechanism = mechanism
+        self._engine = ermg_engine(mechanism)
+        self._domain_size = mechanism.domain_size
+        self._setup(privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
+                    allowed_lateness)
+
+    def display_data(self):
+        m = self._mechanism
+        return {'mechanism': self._engine.name, 'epsilon': str(m.epsilon),
+                'delta': str(m.delta), 'n': str(m.n), 'domain_size': str(m.domain_size),
+                'dim': str(m.mechanism.dim), 'reg': str(m.mechanism.reg),
+                'privacy_unit': 'one record (swap-one; sizes public)', **self._clock.describe()}
+
+
+@arguments.public(docs=ERMG_DOCS, hints=GROWING_HINTS)
+class ERMGQueries(_ERMGBase):
+    """Answers a public query stream from a private logistic-regression model refit at every new
+    size of a growing database (ERMG, Theorem 12: BBImprover with an ε-DP ERM box), per key, on
+    the public step clock.
+
+    Apply it to ``(data, queries)`` as ``BBImproverQueries``. The universe is a PUBLIC table
+    of N labelled examples (``points``, ``labels``); a record is the index of its example
+    (``domain_fn``). At the first query at a new size t the instance fits the L2-regularised
+    logistic risk on its t records and releases θ_t + L2-Laplace noise (output perturbation,
+    ε_t-DP for sensitivity 2/(tΛ)); a ``LinearQuery`` f is answered with ⟨f, P_θ(y = 1 | x_i)⟩
+    (a point query: the model's probability at that example; post-processing). Each run is an
+    ``EpochReleaseRecord`` (``epoch`` = t).
+
+    Privacy unit and neighbouring relation: one record (``EventLevel()``), swap-one: the size
+    t of each key's database and the key of every record are PUBLIC (docs/privacy_model.md).
+    User level is refused.
+
+    Sensitivity and guarantee: ε_t = √c·ε/(3√ln(1/δ)·t^{1/2+c}), Σ ε_t² ≤ ε²/(9 ln(1/δ)),
+    CDP composition ≤ ε: (ε, δ)-DP with ε < 1, δ ≤ 1/e; parallel composition across keys.
+
+    Not guaranteed: accuracy: the excess regularised risk of run t is ≤ α_t =
+    g(1/(ε_t t))² ln²(2t²/β), g = (1/4 + Λ)/2·(4(d+1)/Λ)², w.p. 1 − β/(2t²) — vacuous until t
+    is very large (spec P14; docs/growing_databases.md, "ERMG").
+
+    Cite: Cummings et al., "Differential Privacy for Growing Databases", NeurIPS 2018,
+    Theorem 12; Chaudhuri, Monteleoni, Sarwate 2011; docs/growing_databases.md.
+
+    Returns:
+      ``GrowingDatabaseOutputs(answers, refusals, releases, dead_letter)``.
+
+    Raises:
+      InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.
+    """
