@@ -226,7 +226,8 @@ def check_select_keys(name, transform, fn, record, micros):
 
 # -- growing databases (data and queries) -------------------------------------------------------
 
-GROWING = ['WindowedPMWG', 'BBSchedulerQueries', 'BBImproverQueries']
+GROWING = ['WindowedPMWG', 'BBSchedulerQueries', 'BBImproverQueries', 'SmallDBGQueries',
+           'ERMGQueries']
 
 
 def check_growing_data(name, transform, fn, index, micros):
