@@ -278,7 +278,7 @@ def entry_paths():
 
 def test_every_entry_path_dead_letters_or_keeps_each_record_exactly_once(entry_paths):
     """10^4 generated cases, each pushed through EVERY family's entry DoFn (one generation,
-    fourteen paths); the kept and dead-lettered totals add up to the input, per path."""
+    every path); the kept and dead-lettered totals add up to the input, per path."""
     totals = {name + part: [0, 0, 0] for name, _, part, _, _ in entry_paths}
 
     @fz.FUZZ
