@@ -54,7 +54,6 @@ from beam_dp.transforms import arguments
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.continual_extract import _MergePartialsFn
-from beam_dp.transforms.continual_extract import _PreAggregateFn
 from beam_dp.transforms.continual_extract import extract_and_bound
 from beam_dp.transforms.continual_private_keys import release_private_keys
 from beam_dp.transforms.shell import DEAD_LETTER
@@ -158,8 +157,8 @@ class _ContinualPerKey(shell.ShellTransform):
                 partials = (valid
                             | 'DropUnit' >> beam.Map(_SECOND)
                             | 'PreAggregate' >> beam.ParDo(_MergePartialsFn(driver)))
-            else:
-                partials = valid | 'PreAggregate' >> beam.ParDo(_PreAggregateFn(driver))
+            else:    # user level, valid: (shard, partial sums) per 'BoundPerUnit' call
+                partials = valid | 'PreAggregate' >> beam.ParDo(_MergePartialsFn(driver))
             seeds = shell.seeds_at_start(records.pipeline, range(driver.num_shards),
                                          driver.clock.start_micros)
             released = shell.merge_seeds(partials, seeds) | 'ReleaseNoisyValues' >> beam.ParDo(

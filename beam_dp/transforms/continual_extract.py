@@ -42,6 +42,7 @@ from beam_dp.mechanisms import exact_int
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import shell
 from beam_dp.transforms.contribution_bounding import BoundContributions
+from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
 from beam_dp.transforms.lateness import batch_input
 
 _STAGE = 'ExtractAndValidate'
@@ -86,6 +87,70 @@ class _ExtractFn(beam.DoFn):
             yield unit, (key_id, step, payload)
         else:   # the input record's rendering, for BoundContributions' dead letters
             yield unit, (key_id, step, payload, shell.render_record(record))
+
+
+class _ExtractAndGroupFn(_ExtractFn):
+    """User level: 'ExtractAndValidate', 'KeyByUnit' and 'BoundContributions'' bundle-local
+    grouping ('GroupByUnitInBundle') in ONE per-record stage. A valid record is extracted
+    exactly as ``_ExtractFn`` does (same dead letters, same item ``(key id, step, payload,
+    rendering)``) and buffered with its unit, whose encoding (``shell.extract_unit_key``) is
+    computed once, for the unit check and the grouping; the groups leave as
+    ``_GroupByUnitInBundleFn`` emits them (one element per unit shard, at the end of the bundle
+    or when its buffer is full), for ``BoundContributions(grouped_input=True)``. Saves two
+    runner stages and one unit encoding per record; what 'BoundPerUnit' sees is unchanged."""
+
+    def setup(self):
+        super().setup()
+        self._group = _GroupByUnitInBundleFn(self._label)
+
+    def start_bundle(self):
+        self._group.start_bundle()
+
+    def process(self, record, timestamp=beam.DoFn.TimestampParam):
+        micros = timestamp.micros
+        try:
+            key = shell.extract_key(self._key_fn, record)
+            key_id, step, shard, slot, units = self._driver.extract(key, micros, record,
+                                                                    self._value_fn)
+            unit, encoded = shell.extract_unit_key(self._unit_fn, record)
+        except InvalidRecordError as e:
+            yield shell.dead_letter(self._label, _STAGE, str(e), record, micros)
+            return
+        payload = ((shard, key_id, slot, units, unit) if self._private
+                   else (shard, slot, units))
+        yield from self._group.add(encoded, unit, (key_id, step, payload,
+                                                   shell.render_record(record)), micros)
+
+    def finish_bundle(self):
+        yield from self._group.finish_bundle()
+
+
+class _KeptSums:
+    """``BoundContributions(aggregate=...)`` at user level over public keys: a factory of the
+    sums per (shard, step, flat position) of the records one 'BoundPerUnit' call keeps, emitted
+    at the end of the call as ``(shard, ShardPartial)`` partials (what 'PreAggregate' emits),
+    so the kept records do not leave the stateful stage one element each; 'PreAggregate'
+    (``_MergePartialsFn``) then merges a bundle's partials per (shard, step). Exact sums."""
+
+    def __init__(self, clock):
+        self._clock = clock
+
+    def __call__(self):
+        return _KeptSums.Sums(self._clock)
+
+    class Sums:
+        """The sums of one call."""
+
+        def __init__(self, clock):
+            self._clock = clock
+            self._sums = _new_sums()
+
+        def add(self, key, step, payload):     # pylint: disable=unused-argument
+            shard, flat, units = payload
+            add_units(self._sums[(shard, step)], flat, units)
+
+        def emit(self):
+            return _emit_sums(self._clock, self._sums)
 
 
 def _partial(clock, shard, step, positions, values, unit=False, records=None):
@@ -434,7 +499,7 @@ def extract_and_bound(records, driver: KeyedReleaseDriver, label: str, key_fn, v
     ``distinct_units``: 'BoundContributions' keeps each unit's first record per key only
     (``ContinualDistinctCountPerKey``)."""
     if unit_fn is not None:
-        extract_fn = _ExtractFn
+        extract_fn = _ExtractAndGroupFn
     elif driver.private_keys is None:
         extract_fn = _ExtractAndAggregateFn
     else:
@@ -450,13 +515,14 @@ def extract_and_bound(records, driver: KeyedReleaseDriver, label: str, key_fn, v
     dead = [extracted[shell.DEAD_LETTER]]
     valid = extracted.valid
     unit = driver.privacy_unit
-    if isinstance(unit, UserLevel):
+    if isinstance(unit, UserLevel):     # valid: records grouped per unit shard and bundle
+        valid.element_type = beam.typehints.Tuple[int, beam.typehints.Any]
         bounded = (
             valid
-            | 'KeyByUnit' >> beam.Map(lambda e: (e[0], e[1]))
             | 'BoundContributions' >> BoundContributions(
                 unit, label, mark_new_keys=driver.private_keys is not None, clock=driver.clock,
-                distinct_units=distinct_units))
+                distinct_units=distinct_units, grouped_input=True,
+                aggregate=None if driver.private_keys is not None else _KeptSums(driver.clock)))
         dead.append(bounded.dead_letter)
         valid = bounded.kept
     return valid, dead

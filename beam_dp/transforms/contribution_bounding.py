@@ -166,6 +166,12 @@ class _GroupByUnitInBundleFn(beam.DoFn):
                               f'privacy unit id cannot be encoded as a key: {e!r}',
                               _input_record(unit, record), micros)
             return
+        yield from self.add(encoded, unit, record, micros)
+
+    def add(self, encoded: bytes, unit, record, micros: int):
+        """Buffers one record of the unit whose ``key_bytes`` is ``encoded``; yields the groups
+        when the buffer is full. For an entry stage that extracts and groups in one DoFn
+        (``continual_extract._ExtractAndGroupFn``, which encodes the unit once)."""
         group = self._groups.get(encoded)
         if group is None:
             self._groups[encoded] = group = (unit, [])
@@ -231,10 +237,13 @@ class _BoundContributionsFn(beam.DoFn):
     END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     def __init__(self, unit: UserLevel, transform_label: str, mark_new_keys: bool = False,
-                 clock: Optional[StepClock] = None, distinct_units: bool = False):
+                 clock: Optional[StepClock] = None, distinct_units: bool = False,
+                 aggregate=None):
         self._unit = unit
         self._label = transform_label
         self._mark = mark_new_keys
+        #: ``BoundContributions(aggregate=...)``: a factory of the per-call sums of kept records.
+        self._aggregate = aggregate
         self._distinct = distinct_units
         self._clock = clock
         self._capacity = shard_capacity(unit)
@@ -262,6 +271,7 @@ class _BoundContributionsFn(beam.DoFn):
         before = admitted = None if admitted_state is None else admitted_state.read() or 0
         tables = list(kept_state.read())
         delta = _UnitTable()
+        sums = self._sums = None if self._aggregate is None else self._aggregate()
         for encoded, unit_id, records in units:
             record = _latest(tables, encoded)
             admit = admitted is not None and record == () and encoded not in delta
@@ -275,6 +285,8 @@ class _BoundContributionsFn(beam.DoFn):
                 delta[encoded] = usage.record()
             if admit:
                 admitted += 1
+        if sums is not None:
+            yield from sums.emit()
         if not delta:
             return
         if len(tables) + 1 >= MAX_DELTAS:
@@ -325,7 +337,9 @@ class _BoundContributionsFn(beam.DoFn):
                                   _input_record(unit_id, item), micros)
                 continue
             kept.append(step)
-            if self._mark:   # the unit's first kept record of this key, over the whole horizon
+            if self._sums is not None:   # summed in this call (``aggregate``), emitted at its end
+                self._sums.add(key, step, payload)
+            elif self._mark:   # the unit's first kept record of this key, over the whole horizon
                 yield key, step, payload, int(first)
             else:
                 yield key, step, payload
@@ -417,11 +431,20 @@ class BoundContributions(beam.PTransform):
         beyond K (or C) or late is dead-lettered as usual. The unit's record then never
         collapses to the exhausted marker: it holds at most K keys (``min(K, C)``) for ever.
         Use it with m = S = 1.
+      grouped_input: the input is already grouped per unit shard and bundle, in the shape
+        'GroupByUnitInBundle' emits (``(shard, ((unit key bytes, unit, ((item, event time
+        µs), ...)), ...))``, e.g. by ``continual_extract._ExtractAndGroupFn``, which extracts
+        and groups in one per-record stage): 'GroupByUnitInBundle' is then left out.
+      aggregate: a picklable factory of sums (``add(key, step, payload)``, ``emit()``: the
+        output elements, e.g. ``continual_extract._KeptSums``); 'BoundPerUnit' then adds each
+        kept record to the sums of its call and emits ``sums.emit()`` at the end of the call
+        instead of one ``kept`` element per record (with ``mark_new_keys`` it is not called: the
+        flag is per record). The kept records, the dead letters and the state are unchanged.
     """
 
     def __init__(self, privacy_unit: UserLevel, transform_label: str = 'BoundContributions',
                  mark_new_keys: bool = False, clock: Optional[StepClock] = None,
-                 distinct_units: bool = False):
+                 distinct_units: bool = False, grouped_input: bool = False, aggregate=None):
         super().__init__()
         if not isinstance(privacy_unit, UserLevel):
             raise InvalidParamsError(f'BoundContributions: privacy_unit must be UserLevel(...), '
@@ -431,14 +454,20 @@ class BoundContributions(beam.PTransform):
         self._mark_new_keys = mark_new_keys
         self._clock = clock
         self._distinct_units = distinct_units
+        self._grouped_input = grouped_input
+        self._aggregate = aggregate
 
     def expand(self, pcoll):
-        grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
-            _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
-                typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
+        if self._grouped_input:     # the entry stage grouped the records already
+            shards, dead = pcoll, ()
+        else:
+            grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
+                _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
+                    typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
+            shards, dead = grouped.grouped, (grouped[DEAD_LETTER],)
         fn = (_BoundContributionsFn if self._unit.max_units is None
               else _CappedBoundContributionsFn)
-        shards, clock = grouped.grouped, self._clock
+        clock = self._clock
         if batch_input(pcoll):
             # A bounded input in a batch pipeline: no release time passes before the whole input
             # is read, so the chain would only cost UNIT_SHARDS firings per step; no step is
@@ -449,9 +478,9 @@ class BoundContributions(beam.PTransform):
                 pcoll.pipeline, range(UNIT_SHARDS), clock.start_micros))
         bounded = shards | 'BoundPerUnit' >> beam.ParDo(
             fn(self._unit, self._transform_label, self._mark_new_keys,
-               clock, self._distinct_units)).with_outputs(DEAD_LETTER, main='kept')
-        dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
-                | 'MergeBoundingDeadLetters' >> beam.Flatten())
+               clock, self._distinct_units, self._aggregate)).with_outputs(DEAD_LETTER,
+                                                                           main='kept')
+        dead = (dead + (bounded[DEAD_LETTER],)) | 'MergeBoundingDeadLetters' >> beam.Flatten()
         return BoundedOutputs(bounded.kept, dead)
 
 

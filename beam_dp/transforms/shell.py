@@ -662,6 +662,16 @@ def extract_unit(unit_fn, record):
     """
     if unit_fn is None:
         return None
+    return extract_unit_key(unit_fn, record)[0]
+
+
+def extract_unit_key(unit_fn, record):
+    """``(unit id, key_bytes(unit id))`` of a record (``unit_fn`` not None): the unit and the
+    encoding its state is keyed by, computed once.
+
+    Raises:
+      InvalidRecordError: as ``extract_unit``.
+    """
     try:
         unit = unit_fn(record)
     except Exception as e:  # pylint: disable=broad-except
@@ -669,10 +679,10 @@ def extract_unit(unit_fn, record):
     if unit is None:
         raise InvalidRecordError('privacy unit id is None')
     try:
-        key_bytes(unit)
+        encoded = key_bytes(unit)
     except Exception as e:  # pylint: disable=broad-except
         raise InvalidRecordError(f'privacy unit id cannot be encoded as a key: {e!r}') from e
-    return unit
+    return unit, encoded
 
 
 def key_bytes(key) -> bytes:
