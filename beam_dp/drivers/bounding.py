@@ -108,14 +108,14 @@ class UnitUsage:
         if isinstance(record, int):
             usage.exhausted = record
             return usage
-        if record:
-            usage.total = record[0]
-            for entry in record[1:]:
-                if len(entry) == 1:
-                    usage.keys[entry[0]] = _Key(bound.max_steps_per_unit, None)
-                    continue
-                live = {entry[i]: entry[i + 1] for i in range(2, len(entry), 2)}
-                usage.keys[entry[0]] = _Key(entry[1], live)
+        if not record:      # a new unit: nothing to settle
+            return usage
+        usage.total = record[0]
+        for entry in record[1:]:
+            if len(entry) == 1:
+                usage.keys[entry[0]] = _Key(bound.max_steps_per_unit, None)
+                continue
+            usage.keys[entry[0]] = _Key(entry[1], dict(zip(entry[2::2], entry[3::2])))
         usage._settle()
         return usage
 
@@ -170,15 +170,18 @@ class UnitUsage:
     def _settle_key(self, entry: _Key) -> None:
         """Moves released steps to ``dead`` and marks the key full when no record of it can
         be kept any more (S steps used, each live one at m)."""
-        if entry.live is None:
+        live = entry.live
+        if live is None:
             return
-        for step in [s for s in entry.live if s <= self._released]:
-            del entry.live[step]
-            entry.dead += 1
-        m = self._bound.max_contributions_per_step
-        if entry.used() >= self._bound.max_steps_per_unit and \
-                all(n >= m for n in entry.live.values()):
-            entry.dead, entry.live = self._bound.max_steps_per_unit, None
+        if self._released >= 0:     # steps start at 0: nothing to fold before one is released
+            for step in [s for s in live if s <= self._released]:
+                del live[step]
+                entry.dead += 1
+        bound = self._bound
+        if entry.dead + len(live) >= bound.max_steps_per_unit and \
+                min(live.values(), default=bound.max_contributions_per_step) >= \
+                bound.max_contributions_per_step:
+            entry.dead, entry.live = bound.max_steps_per_unit, None
 
     def holds(self, key) -> bool:
         """Whether the unit already kept a record of ``key`` (exact with ``keep_keys``)."""

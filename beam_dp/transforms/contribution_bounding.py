@@ -174,7 +174,9 @@ class _GroupByUnitInBundleFn(beam.DoFn):
         (``continual_extract._ExtractAndGroupFn``, which encodes the unit once)."""
         group = self._groups.get(encoded)
         if group is None:
-            self._groups[encoded] = group = (unit, [])
+            self._groups[encoded] = group = [unit, [], micros]
+        elif micros < group[2]:
+            group[2] = micros
         group[1].append((record, micros))
         self._buffered += 1
         if self._buffered >= self._max_buffered:
@@ -184,12 +186,15 @@ class _GroupByUnitInBundleFn(beam.DoFn):
         yield from self._flush()
 
     def _flush(self):
-        shards = collections.defaultdict(list)
-        for encoded, (unit, records) in self._groups.items():
-            shards[unit_shard(encoded)].append((encoded, unit, tuple(records)))
+        shards, earliest = collections.defaultdict(list), {}
+        crc32, n = zlib.crc32, UNIT_SHARDS
+        for encoded, (unit, records, first) in self._groups.items():
+            shard = crc32(encoded) % n      # unit_shard(encoded)
+            shards[shard].append((encoded, unit, tuple(records)))
+            if first < earliest.get(shard, first + 1):
+                earliest[shard] = first
         for shard, units in shards.items():
-            earliest = min(micros for _, _, records in units for _, micros in records)
-            yield WindowedValue((shard, tuple(units)), Timestamp(micros=earliest),
+            yield WindowedValue((shard, tuple(units)), Timestamp(micros=earliest[shard]),
                                 [GlobalWindow()])
         self._groups = {}
         self._buffered = 0
