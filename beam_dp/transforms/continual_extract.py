@@ -33,6 +33,7 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dp.drivers.key_layout import _ID_BITS
+from beam_dp.drivers.key_layout import CountCodes
 from beam_dp.drivers.keyed import KeyedReleaseDriver
 from beam_dp.drivers.keyed import PrivatePartial
 from beam_dp.drivers.keyed import ShardPartial
@@ -102,6 +103,16 @@ class _ExtractAndGroupFn(_ExtractFn):
     def setup(self):
         super().setup()
         self._group = _GroupByUnitInBundleFn(self._label)
+        driver = self._driver
+        # Counts over public keys: ``CountCodes``' fast path (a subset of what ``extract``
+        # accepts, with the same key index and step: tests/drivers/test_key_layout.py).
+        codes = (CountCodes(driver.layout, driver.clock)
+                 if driver.metric == 'count' and driver.layout is not None else None)
+        self._index = {} if codes is None else codes.index
+        self._lo, self._hi = (0, 0) if codes is None else (codes.start_micros, codes.end_micros)
+        self._step_micros = driver.clock.step_micros
+        self._num_shards = 1 if codes is None else driver.layout.num_shards
+        self._bins = driver.bins_per_key
 
     def start_bundle(self):
         self._group.start_bundle()
@@ -110,8 +121,14 @@ class _ExtractAndGroupFn(_ExtractFn):
         micros = timestamp.micros
         try:
             key = shell.extract_key(self._key_fn, record)
-            key_id, step, shard, slot, units = self._driver.extract(key, micros, record,
-                                                                    self._value_fn)
+            i = self._index.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
+            if i is not None and self._lo <= micros < self._hi:     # ``extract``, fast
+                key_id, step, units = i, (micros - self._lo) // self._step_micros, 1
+                shard, position = i % self._num_shards, i // self._num_shards
+                slot = position * self._bins
+            else:
+                key_id, step, shard, slot, units = self._driver.extract(key, micros, record,
+                                                                        self._value_fn)
             unit, encoded = shell.extract_unit_key(self._unit_fn, record)
         except InvalidRecordError as e:
             yield shell.dead_letter(self._label, _STAGE, str(e), record, micros)

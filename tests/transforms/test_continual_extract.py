@@ -163,3 +163,59 @@ def test_input_in_other_windows_is_re_windowed_first_and_counted_the_same(window
     labels = _Labels()
     p.visit(labels)
     assert ('Counts/GlobalWindow' in labels.labels) == windowed
+
+
+def _unit_of(record):
+    value = record[1]
+    if value == 'q':
+        raise RuntimeError('no unit')
+    return None if value is None else ['u1', 'u2', 7, 7.0, b'u', ('u', 3)][len(str(value)) % 6]
+
+
+@pytest.mark.parametrize('metric', ['count', 'sum', 'histogram'])
+@pytest.mark.parametrize('seed', [1, 2])
+def test_user_level_entry_equals_extract_then_group(metric, seed):
+    """'ExtractAndValidate' grouping per unit shard at user level (``_ExtractAndGroupFn``, with
+    the count fast path) = ``_ExtractFn`` then 'KeyByUnit' + 'GroupByUnitInBundle': the same
+    dead letters in order and the same groups (unit key, unit, records with their times)."""
+    from beam_dp import UserLevel
+    from beam_dp.transforms.continual_extract import _ExtractAndGroupFn
+    from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
+    common = dict(public_keys=KEYS, start=START, step=STEP, end=START + STEPS * STEP,
+                  budget=PrivacyBudget(epsilon=1.0), key_fn=_raising_key, num_shards=3,
+                  privacy_unit=UserLevel(_unit_of, max_keys_per_unit=2,
+                                         max_contributions_per_step=2, max_steps_per_unit=3))
+    t = (ContinualCountPerKey(**common) if metric == 'count' else
+         ContinualSumPerKey(lower=-2, upper=3, **common) if metric == 'sum' else
+         ContinualHistogramPerKey(bins=BINS, **common))
+    args = (t.driver, 'L', t._key_fn, t._value_fn, t._unit_fn)  # pylint: disable=protected-access
+    records = stream(seed, 2000)
+    for max_buffered in (None, 50):
+        new, old, group = _ExtractAndGroupFn(*args), _ExtractFn(*args), \
+            _GroupByUnitInBundleFn('L', max_buffered)
+        new.setup()
+        old.setup()
+        if max_buffered:
+            new._group._max_buffered = max_buffered   # pylint: disable=protected-access
+        outs = {'new': [], 'old': []}
+        for lo in range(0, len(records), 700):   # bundles
+            new.start_bundle()
+            group.start_bundle()
+            for record, micros in records[lo:lo + 700]:
+                ts = Timestamp(micros=micros)
+                outs['new'] += list(new.process(record, ts))
+                for out in old.process(record, ts):
+                    if getattr(out, 'tag', None) == DEAD_LETTER:
+                        outs['old'].append(out)
+                    else:
+                        outs['old'] += list(group.process((out[0], out[1]), ts))
+            outs['new'] += list(new.finish_bundle())
+            outs['old'] += list(group.finish_bundle())
+
+        def norm(out):
+            if getattr(out, 'tag', None) == DEAD_LETTER:
+                return ('dead', out.value)
+            return ('group', out.value, out.timestamp, tuple(out.windows))
+        assert [norm(o) for o in outs['new']] == [norm(o) for o in outs['old']]
+        kinds = collections.Counter(norm(o)[0] for o in outs['new'])
+        assert kinds['dead'] > 50 and kinds['group'] >= 3
