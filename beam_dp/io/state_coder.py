@@ -244,16 +244,29 @@ def _enc_seq(tag):
     def enc(value, out):
         out.append(tag)
         out.append(_length(len(value)))
+        append, pack = out.append, _Q.pack
         for v in value:
-            _enc(v, out)
+            # ``_enc_int`` inlined for the common 64-bit int (the same bytes): unit tables
+            # hold millions of them
+            if type(v) is int and _INT_MIN <= v <= _INT_MAX:  # pylint: disable=unidiomatic-typecheck
+                append(_INT)
+                append(pack(v))
+            else:
+                _enc(v, out)
     return enc
 
 
 def _enc_dict(value, out):
     out.append(_DICT)
     out.append(_length(len(value)))
+    append = out.append
     for k, v in value.items():
-        _enc(k, out)
+        if type(k) is bytes:     # ``_enc_bytes`` inlined (the same bytes)  # pylint: disable=unidiomatic-typecheck
+            append(_BYTES)
+            append(_length(len(k)))
+            append(k)
+        else:
+            _enc(k, out)
         _enc(v, out)
 
 

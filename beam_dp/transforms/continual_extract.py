@@ -144,10 +144,11 @@ class _ExtractAndGroupFn(_ExtractFn):
 
 class _KeptSums:
     """``BoundContributions(aggregate=...)`` at user level over public keys: a factory of the
-    sums per (shard, step, flat position) of the records one 'BoundPerUnit' call keeps, emitted
-    at the end of the call as ``(shard, ShardPartial)`` partials (what 'PreAggregate' emits),
-    so the kept records do not leave the stateful stage one element each; 'PreAggregate'
-    (``_MergePartialsFn``) then merges a bundle's partials per (shard, step). Exact sums."""
+    sums per (shard, step, flat position) of the records one 'BoundPerUnit' bundle keeps,
+    emitted at the end of the bundle as ``(shard, ShardPartial)`` partials (what 'PreAggregate'
+    emitted), so the kept records do not leave the stateful stage one element each;
+    'PreAggregate' (``_MergePartialsFn``) then merges a bundle's partials per (shard, step).
+    Exact sums."""
 
     def __init__(self, clock):
         self._clock = clock
@@ -156,7 +157,7 @@ class _KeptSums:
         return _KeptSums.Sums(self._clock)
 
     class Sums:
-        """The sums of one call."""
+        """The sums of one bundle."""
 
         def __init__(self, clock):
             self._clock = clock

@@ -247,11 +247,20 @@ class _BoundContributionsFn(beam.DoFn):
         self._unit = unit
         self._label = transform_label
         self._mark = mark_new_keys
-        #: ``BoundContributions(aggregate=...)``: a factory of the per-call sums of kept records.
+        #: ``BoundContributions(aggregate=...)``: a factory of the bundle's sums of kept records.
         self._aggregate = aggregate
+        self._sums = None
         self._distinct = distinct_units
         self._clock = clock
         self._capacity = shard_capacity(unit)
+
+    def start_bundle(self):
+        self._sums = None if self._aggregate is None else self._aggregate()
+
+    def finish_bundle(self):
+        if self._sums is not None:
+            yield from self._sums.emit()
+            self._sums = self._aggregate()
 
     def process(self, element, kept_state=beam.DoFn.StateParam(KEPT),
                 released_state=beam.DoFn.StateParam(RELEASED),
@@ -276,7 +285,6 @@ class _BoundContributionsFn(beam.DoFn):
         before = admitted = None if admitted_state is None else admitted_state.read() or 0
         tables = list(kept_state.read())
         delta = _UnitTable()
-        sums = self._sums = None if self._aggregate is None else self._aggregate()
         for encoded, unit_id, records in units:
             record = _latest(tables, encoded)
             admit = admitted is not None and record == () and encoded not in delta
@@ -290,8 +298,6 @@ class _BoundContributionsFn(beam.DoFn):
                 delta[encoded] = usage.record()
             if admit:
                 admitted += 1
-        if sums is not None:
-            yield from sums.emit()
         if not delta:
             return
         if len(tables) + 1 >= MAX_DELTAS:
@@ -342,7 +348,7 @@ class _BoundContributionsFn(beam.DoFn):
                                   _input_record(unit_id, item), micros)
                 continue
             kept.append(step)
-            if self._sums is not None:   # summed in this call (``aggregate``), emitted at its end
+            if self._sums is not None:   # summed in the bundle (``aggregate``), emitted at its end
                 self._sums.add(key, step, payload)
             elif self._mark:   # the unit's first kept record of this key, over the whole horizon
                 yield key, step, payload, int(first)
@@ -442,9 +448,10 @@ class BoundContributions(beam.PTransform):
         and groups in one per-record stage): 'GroupByUnitInBundle' is then left out.
       aggregate: a picklable factory of sums (``add(key, step, payload)``, ``emit()``: the
         output elements, e.g. ``continual_extract._KeptSums``); 'BoundPerUnit' then adds each
-        kept record to the sums of its call and emits ``sums.emit()`` at the end of the call
-        instead of one ``kept`` element per record (with ``mark_new_keys`` it is not called: the
-        flag is per record). The kept records, the dead letters and the state are unchanged.
+        kept record to the sums of its bundle and emits ``sums.emit()`` at the end of the bundle
+        instead of one ``kept`` element per record (``continual`` passes it only without
+        ``mark_new_keys``, whose flag is per record). Which records are kept, the dead letters
+        and the state are unchanged.
     """
 
     def __init__(self, privacy_unit: UserLevel, transform_label: str = 'BoundContributions',
