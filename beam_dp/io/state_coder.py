@@ -248,7 +248,8 @@ def _enc_seq(tag):
         for v in value:
             # ``_enc_int`` inlined for the common 64-bit int (the same bytes): unit tables
             # hold millions of them
-            if type(v) is int and _INT_MIN <= v <= _INT_MAX:  # pylint: disable=unidiomatic-typecheck
+            # pylint: disable-next=unidiomatic-typecheck
+            if type(v) is int and _INT_MIN <= v <= _INT_MAX:
                 append(_INT)
                 append(pack(v))
             else:
@@ -261,7 +262,8 @@ def _enc_dict(value, out):
     out.append(_length(len(value)))
     append = out.append
     for k, v in value.items():
-        if type(k) is bytes:     # ``_enc_bytes`` inlined (the same bytes)  # pylint: disable=unidiomatic-typecheck
+        # ``_enc_bytes`` inlined (the same bytes)
+        if type(k) is bytes:  # pylint: disable=unidiomatic-typecheck
             append(_BYTES)
             append(_length(len(k)))
             append(k)

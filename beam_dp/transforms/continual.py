@@ -10,7 +10,12 @@ Wiring (every label is part of the Dataflow update contract):
                              (``continual_extract``; at event level, public or private keys, it
                              sums the bundle's valid records: 'DropUnit' and 'PreAggregate' then
                              see a few partial sums per bundle, not one element per record)
-    | 'KeyByUnit' + 'BoundContributions'       (user-level only)
+                             (at user level it also groups the bundle's valid records per unit
+                             shard, ``continual_extract._ExtractAndGroupFn``, which was
+                             'KeyByUnit' + 'BoundContributions/GroupByUnitInBundle')
+    | 'BoundContributions'   (user-level only; ``grouped_input=True``: 'BoundPerUnit' and, over
+                             public keys, the bundle's kept records summed per (shard, step),
+                             ``aggregate=continual_extract._KeptSums``)
     | 'PreAggregate'         bundle-local sums per (shard, step, key) — combiner lifting by hand,
                              so the stateful DoFn sees one small vector per shard, step and bundle
     + 'ShardSeeds'           one element per shard at ``start``: every shard gets a timer even if

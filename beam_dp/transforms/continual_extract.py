@@ -5,9 +5,12 @@ vector per shard, step and bundle instead of one element per record).
 
 Two shapes, chosen by ``ContinualPerKey.expand``:
 
-* **per record** (``_ExtractFn`` + ``_PreAggregateFn``, or the private-keys
-  ``continual_private_keys._PreAggregateFn``): user level (each record must pass
-  'BoundContributions' first).
+* **grouping** (``_ExtractAndGroupFn``): user level. Each record must pass
+  'BoundContributions' first, so the entry groups the bundle's valid records per unit shard
+  (what 'GroupByUnitInBundle' did); over public keys 'BoundPerUnit' sums the records it keeps
+  per bundle (``_KeptSums``) and 'PreAggregate' merges those partials (``_MergePartialsFn``);
+  over private keys the kept records stay per record (``continual_private_keys``'
+  'PreAggregate'). ``_ExtractFn`` + ``_PreAggregateFn`` are the per-record reference.
 * **aggregating** (``_ExtractAndAggregateFn`` + ``_MergePartialsFn``): event level over public
   keys; ``_ExtractAndAggregatePrivateFn`` + ``continual_private_keys._MergePrivatePartialsFn``
   the same over private keys (partials ``{key: (per-bin units, records)}`` per shard and step,
@@ -121,7 +124,8 @@ class _ExtractAndGroupFn(_ExtractFn):
         micros = timestamp.micros
         try:
             key = shell.extract_key(self._key_fn, record)
-            i = self._index.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
+            # pylint: disable-next=unidiomatic-typecheck
+            i = self._index.get(key) if type(key) is str else None
             if i is not None and self._lo <= micros < self._hi:     # ``extract``, fast
                 key_id, step, units = i, (micros - self._lo) // self._step_micros, 1
                 shard, position = i % self._num_shards, i // self._num_shards
@@ -510,9 +514,9 @@ def _concat(packed):
 
 def extract_and_bound(records, driver: KeyedReleaseDriver, label: str, key_fn, value_fn,
                       unit_fn, distinct_units: bool = False):
-    """'GlobalWindow' + 'ExtractAndValidate' (+ 'KeyByUnit' / 'BoundContributions' at user
-    level) of the keyed transform ``label``: the valid elements and the list of dead-letter
-    PCollections so far. At event level (no ``unit_fn``) 'ExtractAndValidate' also sums the
+    """'GlobalWindow' + 'ExtractAndValidate' (+ 'BoundContributions' at user level: the
+    entry groups per unit shard) of the keyed transform ``label``: the valid elements and the
+    list of dead-letter PCollections so far. At event level (no ``unit_fn``) 'ExtractAndValidate' also sums the
     bundle's records, as nothing before 'PreAggregate' needs the single record.
     ``distinct_units``: 'BoundContributions' keeps each unit's first record per key only
     (``ContinualDistinctCountPerKey``)."""
