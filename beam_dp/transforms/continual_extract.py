@@ -135,12 +135,11 @@ class _ExtractAndGroupFn(_ExtractFn):
                                                                         self._value_fn)
             unit, encoded = shell.extract_unit_key(self._unit_fn, record)
         except InvalidRecordError as e:
-            yield shell.dead_letter(self._label, _STAGE, str(e), record, micros)
-            return
+            return [shell.dead_letter(self._label, _STAGE, str(e), record, micros)]
         payload = ((shard, key_id, slot, units, unit) if self._private
                    else (shard, slot, units))
-        yield from self._group.add(encoded, unit, (key_id, step, payload,
-                                                   shell.render_record(record)), micros)
+        return self._group.add(encoded, unit, (key_id, step, payload,
+                                               shell.render_record(record)), micros)
 
     def finish_bundle(self):
         yield from self._group.finish_bundle()

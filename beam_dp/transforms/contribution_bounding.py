@@ -169,9 +169,10 @@ class _GroupByUnitInBundleFn(beam.DoFn):
         yield from self.add(encoded, unit, record, micros)
 
     def add(self, encoded: bytes, unit, record, micros: int):
-        """Buffers one record of the unit whose ``key_bytes`` is ``encoded``; yields the groups
-        when the buffer is full. For an entry stage that extracts and groups in one DoFn
-        (``continual_extract._ExtractAndGroupFn``, which encodes the unit once)."""
+        """Buffers one record of the unit whose ``key_bytes`` is ``encoded``; returns the
+        groups to emit (a list, when the buffer is full) or ``()``. For an entry stage that
+        extracts and groups in one DoFn (``continual_extract._ExtractAndGroupFn``, which
+        encodes the unit once)."""
         group = self._groups.get(encoded)
         if group is None:
             self._groups[encoded] = group = [unit, [], micros]
@@ -180,7 +181,8 @@ class _GroupByUnitInBundleFn(beam.DoFn):
         group[1].append((record, micros))
         self._buffered += 1
         if self._buffered >= self._max_buffered:
-            yield from self._flush()
+            return list(self._flush())
+        return ()
 
     def finish_bundle(self):
         yield from self._flush()

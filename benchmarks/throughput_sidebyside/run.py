@@ -82,7 +82,7 @@ def stage_costs(args):
     bag), 'PreAggregate'; on ``--rows`` rows drawn like the pipelines' (one generator)."""
     import collections
     from beam_dp import ContinualCountPerKey, PrivacyBudget, UserLevel
-    from beam_dp.transforms import continual, contribution_bounding as cb
+    from beam_dp.transforms import continual_extract as ce, contribution_bounding as cb
     rng = np.random.default_rng(args.seed)
     p = np.arange(1, args.keys + 1, dtype=np.float64) ** -1.1
     cdf = np.cumsum(p / p.sum())
@@ -107,10 +107,22 @@ def stage_costs(args):
         t = ContinualCountPerKey(public_keys=names, start=START, step=STEP, end=START + args.steps
                                  * STEP, budget=PrivacyBudget(epsilon=1.0),
                                  **({'privacy_unit': unit} if level == 'user' else {}))
-        extract = continual._ExtractFn(t.driver, 'L', t._key_fn, t._value_fn, t._unit_fn)
+        extract = ce._ExtractFn(t.driver, 'L', t._key_fn, t._value_fn, t._unit_fn)
         extract.setup()
         valid = timed(f'ExtractAndValidate ({level})', lambda: [
             out for r, ts in zip(rows, stamps) for out in extract.process(r, ts)])
+    fused = ce._ExtractAndGroupFn(t.driver, 'L', t._key_fn, t._value_fn, t._unit_fn)
+    fused.setup()
+
+    def fused_entry():
+        out = []
+        for i in range(0, n, 10_000):
+            fused.start_bundle()
+            for r, ts in zip(rows[i:i + 10_000], stamps[i:i + 10_000]):
+                out.extend(fused.process(r, ts) or ())
+            out.extend(fused.finish_bundle())
+        return out
+    timed('ExtractAndValidate (user, grouping: now)', fused_entry)
     keyed = timed('KeyByUnit', lambda: [(e[0], e[1]) for e in valid])
     group = cb._GroupByUnitInBundleFn('L')
 
@@ -128,7 +140,7 @@ def stage_costs(args):
     bound = cb._BoundContributionsFn(unit, 'L')
     kept = timed('BoundPerUnit', lambda: [o for e in grouped for o in bound.process(e, bags[e[0]])
                                           if type(o) is tuple])
-    pre = continual._PreAggregateFn(t.driver)
+    pre = ce._PreAggregateFn(t.driver)
     pre.start_bundle()
     timed('PreAggregate', lambda: ([pre.process(e) for e in kept], list(pre.finish_bundle())))
     for name, us_per_row in costs.items():
