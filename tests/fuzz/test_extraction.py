@@ -16,6 +16,7 @@ import numbers
 import pytest
 from apache_beam.coders import StrUtf8Coder
 from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +24,8 @@ from beam_dp.drivers.growing import RECORD
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms.continual_extract import _ExtractAndAggregateFn
 from beam_dp.transforms.continual_extract import _ExtractAndAggregatePrivateFn
+from beam_dp.transforms.continual_extract import _ExtractAndGroupFn
+from beam_dp.transforms.contribution_bounding import unit_shard
 from beam_dp.transforms.shell import key_bytes
 from tests import families
 from tests.fuzz import strategies as fz
@@ -36,6 +39,8 @@ LAST_STEP = 9
 def run_entry(fn, record, micros):
     if isinstance(fn, _ExtractAndAggregateFn):
         return _run_aggregating_entry(fn, record, micros)
+    if isinstance(fn, _ExtractAndGroupFn):
+        return _run_grouping_entry(fn, record, micros)
     if isinstance(fn, _ExtractAndAggregatePrivateFn):
         return _run_aggregating_private_entry(fn, record, micros)
     if 'timestamp' in inspect.signature(fn.process).parameters:
@@ -66,6 +71,24 @@ def _run_aggregating_entry(fn, record, micros):
             (slot,), (units,) = positions.tolist(), values.tolist()
         key_index = slot // driver.bins_per_key * driver.num_shards + shard
         valid.append((unit, (key_index, step, (shard, slot, units))))
+    return valid, dead, other
+
+
+def _run_grouping_entry(fn, record, micros):
+    """The user-level entry, which groups its bundle per unit shard: one record in a bundle of
+    its own; its group is turned back into the per-record shape (unit, (key id, step, payload,
+    rendering)) for the checks, and must hold exactly that one record, under its unit's
+    encoding and shard, timestamped at the record."""
+    fn.start_bundle()
+    valid, dead, other = fz._split(list(fn.process(record, timestamp=Timestamp(micros=micros))
+                                        or ()))
+    assert not valid, valid                  # groups leave only at the end of the bundle
+    for out in fn.finish_bundle():
+        shard, units = out.value
+        assert list(out.windows) == [GlobalWindow()] and out.timestamp.micros == micros
+        ((encoded, unit, ((item, at),)),) = units
+        assert encoded == key_bytes(unit) and shard == unit_shard(encoded) and at == micros
+        valid.append((unit, item))
     return valid, dead, other
 
 
