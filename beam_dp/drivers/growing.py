@@ -51,11 +51,13 @@ __all__ = [
     'GrowingDriver',
     'GrowingEngine',
     'GrowingItem',
+    'instance_key',
     'instance_rng',
     'InstanceOutput',
     'late_query',
     'normalise_query',
     'order',
+    'period_last_step',
     'PMWGEngine',
     'process',
     'QUERY',
@@ -78,6 +80,23 @@ def instance_rng(rng: noise.RandomSource, label: str, key, window_id) -> noise.R
     the instance's query index), data batches ``.derive('data')``. Under a seed this makes every
     runner and bundling draw the same noise."""
     return rng.derive(label, key, window_id)
+
+
+def instance_key(key, keyed: bool, micros: int, period_micros: Optional[int]):
+    """The key of the instance an item belongs to: the user key, or with a period the pair
+    (key, period index) (the period index alone without a key function). Periods are aligned
+    on the epoch (index = ⌊micros / period⌋), as Beam's FixedWindows."""
+    if period_micros is None:
+        return key
+    index = int(micros) // period_micros
+    return (key, index) if keyed else index
+
+
+def period_last_step(clock: StepClock, micros: int, period_micros: int) -> int:
+    """The last step holding an event time of the period of ``micros`` (the step of its last
+    microsecond, or the clock's last step if that is earlier)."""
+    last = clock.step_of((int(micros) // period_micros + 1) * period_micros - 1)
+    return last if clock.last_step is None else min(last, clock.last_step)
 
 
 def refusal_message(status: str, t: int, n: int) -> str:
@@ -354,13 +373,25 @@ class GrowingDriver:
     black-box runs (``RELEASES``), and arms the next pending step. Steps without items are not
     visited (nothing to release). Noise: the instance's source is ``noise.derive(key, None)``,
     i.e. ``instance_rng(rng, label, key, None)``: the addresses of the Beam-window version in
-    the global window, unchanged."""
+    the global window, unchanged.
+
+    With ``period_micros`` (per-period instances, ``instance_key``), an instance ends with the
+    last step of its period: the close of that step says ``expire`` and the loop clears all
+    of the instance's state. An instance whose items stop before its last step arms that
+    step's release time (an empty close, which expires it). An item of an expired instance
+    never reaches the loop: it is late, and the lateness gate in front of 'AnswerQueries'
+    dead-letters (refuses) it on the public deadlines (a batch pipeline has none: every item is
+    read before the first release); so the privacy argument is the one of the per-period key
+    (each record in one instance, parallel composition), and no noise address is drawn
+    twice."""
 
     LOOP = 'buffered'
 
-    def __init__(self, engine: GrowingEngine, clock: StepClock):
+    def __init__(self, engine: GrowingEngine, clock: StepClock,
+                 period_micros: Optional[int] = None):
         self.engine = engine
         self.clock = clock
+        self.period_micros = period_micros
 
     def start(self, key, noise_root) -> Outcome:
         return Outcome(state=None)
@@ -400,12 +431,18 @@ class GrowingDriver:
                                           state.key, None)
         answers, refusals = split_refusals(out.answers)
         wake = min((clock.step_of(i[0]) for i in rest), default=None)
+        expire = False
+        if self.period_micros is not None and wake is None:
+            # Per-period instance: it ends with its period's last step (an empty close there).
+            last = upto if not due else period_last_step(clock, due[0][0], self.period_micros)
+            expire = upto >= last
+            wake = None if expire else last
         dead = [Dead(STAGE, reason, payload, micros) for reason, payload, micros in out.rejected]
-        return Outcome(ClockState(state.key, mechanism, queries, upto, wake),
+        return Outcome(None if expire else ClockState(state.key, mechanism, queries, upto, wake),
                        releases=answers, dead_letters=dead, pending=rest,
                        timer_micros=None if wake is None else clock.release_time_micros(wake),
                        tagged=[(REFUSALS, r) for r in refusals]
-                       + [(RELEASES, r) for r in out.releases])
+                       + [(RELEASES, r) for r in out.releases], expire=expire)
 
 
 def budget_epsilon_delta(owner: str, budget) -> Tuple[float, float]:

@@ -86,6 +86,9 @@ class Outcome(NamedTuple):
     #: with ``keep``: the item the bag stores instead of the payload (the payload without the
     #: records it carried in flight for a late dead letter: those never enter state).
     stored: Any = None
+    #: after ``close`` (buffered loop): the key's work is done: the loop clears its state cell,
+    #: pending bag, flag and timers (a finished per-period instance; nothing of it is kept).
+    expire: bool = False
 
 
 class NoiseRoot(NamedTuple):

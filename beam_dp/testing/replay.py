@@ -146,14 +146,18 @@ def replay(driver, events: Sequence, *, label: str, seed=None, rng=None,
     def fire_until(micros):
         while timers and timers[0][0] <= micros:
             when, _, key = heapq.heappop(timers)
-            entry = keys[key]
-            if entry.timer != when:     # re-armed since (Beam keeps one timer per key)
-                continue
+            entry = keys.get(key)
+            if entry is None or entry.timer != when:     # expired, or re-armed since (Beam
+                continue                                 # keeps one timer per key)
             entry.timer = None
             if entry.finished:
                 continue
             closed = driver.close(entry.state, key, when,
                                   [] if single else list(entry.pending), root)
+            if closed.expire:          # the loop clears the key's state and timers
+                del keys[key]
+                emit(closed, _Key())
+                continue
             if closed.pending is not None:
                 entry.pending = list(closed.pending)
             emit(closed, entry)

@@ -9,17 +9,12 @@ an ``EpochReleaseRecord`` (``beam_dp.io.epochs``; public metadata: epoch, t, ε_
 ln(1/β_i)) on its schedule, and queries are answered from the current run (post-processing).
 """
 
-from typing import Any, Callable, Optional
+from typing import Optional
 
-from beam_dp.accounting import BudgetAccountant
-from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.growing import BBEngine
-from beam_dp.drivers.growing import budget_epsilon_delta
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.bb_scheduler import BBImprover
 from beam_dp.mechanisms.bb_scheduler import BBScheduler
-from beam_dp.privacy_unit import EventLevel
-from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.transforms import arguments
 from beam_dp.transforms.growing_database import GROWING_DOCS
 from beam_dp.transforms.growing_database import GROWING_HINTS
@@ -32,21 +27,19 @@ __all__ = [
 
 
 class _BBQueries(GrowingDatabaseTransform):
+    """What both transforms share: ``_box_args`` (set by the subclass) build the box."""
     _owner_name = ''
 
-    def _init(self, make_mechanism, budget, privacy_unit, domain_fn, data_key_fn, query_key_fn,
-              start, step, end, allowed_lateness):
-        with self.params():
-            mechanism = make_mechanism(*budget_epsilon_delta(self.owner, budget))
-        self._mechanism = mechanism
+    def _build(self, epsilon, delta, domain_size):
+        box = BBScheduler if self._owner_name == 'BBScheduler' else BBImprover
+        return box(epsilon=epsilon, delta=delta, domain_size=domain_size, **self._box_args)
+
+    def _make_engine(self, mechanism):
         box = getattr(mechanism.mechanism, 'name', 'black_box')
-        self._engine = BBEngine(mechanism, f'{self._owner_name.lower()}/{box}')
-        self._domain_size = mechanism.domain_size
-        self._setup(privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
-                    allowed_lateness)
+        return BBEngine(mechanism, f'{self._owner_name.lower()}/{box}')
 
     def display_data(self):
-        m = self._mechanism
+        m = self.mechanism
         return {'mechanism': self._engine.name, 'epsilon': str(m.epsilon),
                 'delta': str(m.delta), 'n': str(m.n), 'domain_size': str(m.domain_size),
                 'privacy_unit': 'one record (swap-one; sizes public)', **self._clock.describe()}
@@ -95,21 +88,11 @@ class BBSchedulerQueries(_BBQueries):
     """
     _owner_name = 'BBScheduler'
 
-    def __init__(self, *, mechanism, budget: PrivacyBudget, beta: float, n: int,
-                 domain_size: int, domain_fn: Callable[[Any], int], start, step, end=None,
-                 allowed_lateness=0, p: Optional[float] = None, g: Optional[float] = None,
-                 lazy: bool = False, privacy_unit: PrivacyUnit = EventLevel(),
-                 data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
-                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
-                 label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
-                         noise_key=noise_key, debug_metrics=debug_metrics)
-        self._init(lambda epsilon, delta: BBScheduler(
-            mechanism=mechanism, epsilon=epsilon, beta=beta, n=n, domain_size=domain_size,
-            delta=delta, p=p, g=g, lazy=lazy),
-                   budget, privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
-                   allowed_lateness)
+    def __init__(self, *, mechanism, beta: float, n: int, p: Optional[float] = None,
+                 g: Optional[float] = None, lazy: bool = False, **kwargs):
+        self._box_args = {'mechanism': mechanism, 'beta': beta, 'n': n, 'p': p, 'g': g,
+                          'lazy': lazy}
+        super().__init__(**kwargs)
 
 
 @arguments.public(docs=GROWING_DOCS, hints=GROWING_HINTS)
@@ -136,21 +119,11 @@ class BBImproverQueries(_BBQueries):
     """
     _owner_name = 'BBImprover'
 
-    def __init__(self, *, mechanism, budget: PrivacyBudget, beta: float, n: int,
-                 domain_size: int, domain_fn: Callable[[Any], int], start, step, end=None,
-                 allowed_lateness=0, c: float = 0.1, p1: Optional[float] = None,
-                 p2: float = 0.0, lazy: bool = True, privacy_unit: PrivacyUnit = EventLevel(),
-                 data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
-                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
-                 label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
-                         noise_key=noise_key, debug_metrics=debug_metrics)
+    def __init__(self, *, mechanism, beta: float, n: int, c: float = 0.1,
+                 p1: Optional[float] = None, p2: float = 0.0, lazy: bool = True, **kwargs):
         if lazy is not True:
-            raise InvalidParamsError(f'{self.owner}: only lazy=True is supported (one run per '
-                                     f'size at query times), got lazy={lazy!r}.')
-        self._init(lambda epsilon, delta: BBImprover(
-            mechanism=mechanism, epsilon=epsilon, delta=delta, beta=beta, n=n,
-            domain_size=domain_size, c=c, p1=p1, p2=p2, lazy=True),
-                   budget, privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
-                   allowed_lateness)
+            raise InvalidParamsError(f'{type(self).__name__}: only lazy=True is supported (one '
+                                     f'run per size at query times), got lazy={lazy!r}.')
+        self._box_args = {'mechanism': mechanism, 'beta': beta, 'n': n, 'c': c, 'p1': p1,
+                          'p2': p2, 'lazy': True}
+        super().__init__(**kwargs)

@@ -26,16 +26,20 @@ is dead-lettered), and its answer is released at the end of its step. The schedu
 the step clock, never the data, decides when a step is released and what is late
 (docs/privacy_model.md, "Lateness"); the database size t used by the mechanisms is public under
 the swap-one relation the transforms declare. Beam windows are not read: the inputs must be in
-the global window (an independent database per period is a key: ``data_key_fn`` /
-``query_key_fn`` returning (key, period)).
+the global window. ``period=`` gives an independent database per key and fixed event-time
+period: the instance key is (key, period index), and the instance's state (its cell, pending bag
+and timers) is cleared by the release loop once the last step of its period is released
+(``GrowingDriver``), so a long job holds the state of the periods in flight only.
 """
 
 import typing
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
+from beam_dp.accounting import BudgetAccountant
+from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers import growing as driver
 from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.growing import QUERY
@@ -49,6 +53,7 @@ from beam_dp.errors import InvalidParamsError
 from beam_dp.errors import InvalidRecordError
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.privacy_unit import EventLevel
+from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms import arguments
 from beam_dp.transforms import release_loop
@@ -88,6 +93,12 @@ GROWING_DOCS = {
     'domain_fn': 'record → its domain element, an integer in [0, domain_size).',
     'data_key_fn': 'record → key (one key = one database; None, the default: one database).',
     'query_key_fn': 'query → key (None, the default: one database).',
+    'period': 'None (default): each key\'s database grows for ever. A duration (seconds, a Beam '
+              'Duration or a timedelta): one independent database per key and fixed event-time '
+              'period (periods aligned on the epoch, as Beam\'s FixedWindows: the instance key '
+              'is (key, period index), or the period index without ``data_key_fn``), whose '
+              'state is cleared once the last step of its period is released (the state held '
+              'stays bounded over a long job).',
     'n': 'the initial size: queries before an instance has n records are refused '
          "'NOT_STARTED'.",
     'domain_size': 'N, the size of the public data domain {0, ..., N-1}.',
@@ -108,8 +119,8 @@ GROWING_DOCS = {
 GROWING_HINTS = {
     'timer_granularity': 'answers are released at the end of each step of the public clock: '
                          'pass step=<seconds> (and start=, end=) instead',
-    'window': 'Beam windows are not read: an independent database per period is a key, '
-              'data_key_fn=lambda r: (key, period) and query_key_fn likewise',
+    'window': 'Beam windows are not read: pass period=<seconds> for an independent database '
+              'per period (its state cleared once the period is released)',
     'unit_fn': 'only privacy_unit=EventLevel() is supported',
 }
 
@@ -138,9 +149,8 @@ def check_global_window(owner: str, *pcolls) -> None:
             raise InvalidParamsError(
                 f'{owner}: the inputs must be in the global window, got {type(fn).__name__}: '
                 f'Beam windows are not read (the public step clock start=/step=/end= decides '
-                f'when answers are released). For an independent database per period, key by '
-                f'the period: data_key_fn=lambda r: (<key>, <period of r>) and query_key_fn '
-                f'likewise (each record is in one instance: parallel composition).')
+                f'when answers are released). For an independent database per period, pass '
+                f'period=<seconds> (each record is in one instance: parallel composition).')
 
 
 @beam.typehints.with_input_types(typing.Any)
@@ -150,7 +160,8 @@ class _TagFn(beam.DoFn):
 
     def __init__(self, kind: int, label: str, mechanism: str, key_fn: Optional[Callable],
                  domain_fn: Optional[Callable], domain_size: int, clock,
-                 keep_records: bool = False):
+                 keep_records: bool = False, period_micros: Optional[int] = None):
+        self._period = period_micros
         self._kind = kind
         self._label = label
         self._mechanism = mechanism
@@ -167,6 +178,7 @@ class _TagFn(beam.DoFn):
         stage = 'TagData' if self._kind == RECORD else 'TagQueries'
         try:
             key = None if self._key_fn is None else shell.extract_key(self._key_fn, element)
+            key = driver.instance_key(key, self._key_fn is not None, micros, self._period)
             instance = shell.key_bytes(key)
         except Exception as e:  # pylint: disable=broad-except
             yield dead_letter(self._label, stage, str(e), element, micros)
@@ -240,15 +252,41 @@ def _strip_text(payload: GrowingItem) -> GrowingItem:
 
 
 class GrowingDatabaseTransform(shell.ShellTransform):
-    """Base of the public transforms: validation of the shared arguments and the wiring.
+    """Base of the public transforms: the shared arguments, their validation and the wiring.
 
-    Subclasses call ``super().__init__(label, accountant=..., noise_key=..., debug_metrics=...,
-    testing_seed=...)``, build their mechanism inside ``with self.params():``, set
-    ``self._engine`` (a ``GrowingEngine``) and ``self._domain_size``, and call ``_setup``,
-    which checks the budget."""
+    A subclass's ``__init__`` takes its mechanism's own arguments and ``**kwargs`` (the shared
+    ones, which ``arguments.public`` adds to its public signature), keeps them, calls
+    ``super().__init__(**kwargs)`` and defines ``_build(epsilon, delta, domain_size)`` (the pure
+    mechanism) and ``_make_engine(mechanism)`` (its ``GrowingEngine``). The budget is checked
+    at construction."""
+
+    def __init__(self, *, budget: PrivacyBudget, domain_size: int,
+                 domain_fn: Callable[[Any], int], start, step, end=None, allowed_lateness=0,
+                 period=None, privacy_unit: PrivacyUnit = EventLevel(),
+                 data_key_fn: Optional[Callable] = None,
+                 query_key_fn: Optional[Callable] = None,
+                 accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
+                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
+                 label: Optional[str] = None):
+        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
+                         noise_key=noise_key, debug_metrics=debug_metrics)
+        with self.params():
+            epsilon, delta = driver.budget_epsilon_delta(self.owner, budget)
+            mechanism = self._build(epsilon, delta, domain_size)
+        self._engine = self._make_engine(mechanism)
+        self._domain_size = mechanism.domain_size
+        self._setup(privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
+                    allowed_lateness, period)
+
+    def _build(self, epsilon: float, delta: float, domain_size: int):
+        """The pure mechanism of every instance."""
+        raise NotImplementedError
+
+    def _make_engine(self, mechanism) -> GrowingEngine:
+        raise NotImplementedError
 
     def _setup(self, privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
-               allowed_lateness) -> None:
+               allowed_lateness, period=None) -> None:
         owner = self.owner
         if privacy_unit is not None and not isinstance(privacy_unit, EventLevel):
             raise InvalidParamsError(
@@ -258,9 +296,16 @@ class GrowingDatabaseTransform(shell.ShellTransform):
                 f'user upstream (event level is then user level).')
         self._clock = shell.parse_clock(owner, start=start, step=step, end=end,
                                         allowed_lateness=allowed_lateness)
+        self._period = None if period is None else shell.to_micros(owner, 'period', period,
+                                                                    allow_zero=False,
+                                                                    duration=True)
         shell.check_callable(owner, 'domain_fn', domain_fn)
         shell.check_callable(owner, 'data_key_fn', data_key_fn, optional=True)
         shell.check_callable(owner, 'query_key_fn', query_key_fn, optional=True)
+        if (data_key_fn is None) != (query_key_fn is None) and period is not None:
+            raise InvalidParamsError(
+                f'{owner}: with period=, give both data_key_fn and query_key_fn or neither (the '
+                f'instance key is (key, period index), or the period index alone).')
         self._domain_fn = domain_fn
         self._data_key_fn = data_key_fn
         self._query_key_fn = query_key_fn
@@ -286,7 +331,7 @@ class GrowingDatabaseTransform(shell.ShellTransform):
 
     def loop_driver(self) -> GrowingDriver:
         """What the release loop runs per key (``beam_dp.testing.replay`` drives it too)."""
-        return GrowingDriver(self._engine, self._clock)
+        return GrowingDriver(self._engine, self._clock, self._period)
 
     def expand(self, inputs):
         if isinstance(inputs, dict):
@@ -301,9 +346,11 @@ class GrowingDatabaseTransform(shell.ShellTransform):
         gate = not (batch_input(data) and batch_input(queries))
         records = data | 'TagData' >> beam.ParDo(_TagFn(
             RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom, clock,
-            keep_records=gate)).with_outputs(DEAD_LETTER, main='items')
+            keep_records=gate, period_micros=self._period)).with_outputs(DEAD_LETTER,
+                                                                         main='items')
         asked = queries | 'TagQueries' >> beam.ParDo(_TagFn(
-            QUERY, label, name, self._query_key_fn, None, n_dom, clock)).with_outputs(
+            QUERY, label, name, self._query_key_fn, None, n_dom, clock,
+            period_micros=self._period)).with_outputs(
                 DEAD_LETTER, REFUSALS, main='items')
         items = [records.items, asked.items]
         refusals, dead = [asked[REFUSALS]], [records[DEAD_LETTER], asked[DEAD_LETTER]]

@@ -7,15 +7,10 @@ per-instance logic is ``PMWGEngine`` (``beam_dp.drivers.growing``) around
 ``beam_dp.mechanisms.PMWG`` unchanged, run by ``GrowingDriver`` on the one release loop.
 """
 
-from typing import Any, Callable, Optional
+from typing import Optional
 
-from beam_dp.accounting import BudgetAccountant
-from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.growing import PMWGEngine
-from beam_dp.drivers.growing import budget_epsilon_delta
 from beam_dp.mechanisms.pmwg import PMWG
-from beam_dp.privacy_unit import EventLevel
-from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.transforms import arguments
 from beam_dp.transforms.growing_database import GROWING_DOCS
 from beam_dp.transforms.growing_database import GROWING_HINTS
@@ -39,8 +34,9 @@ class WindowedPMWG(GrowingDatabaseTransform):
       ``query_id``, or Avro dicts of ``beam_dp.io.queries.QUERY_SCHEMA``.
 
     Instances: one PMWG per key (``data_key_fn`` / ``query_key_fn``; default a single
-    database), growing for ever (the paper's setting). For an independent database per period,
-    put the period in the key. Beam windows are refused (the name is historical).
+    database), growing for ever (the paper's setting); with ``period=``, one per key and fixed
+    event-time period, its state cleared once the period is released. Beam windows are refused
+    (the name is historical).
 
     Order and schedule: the records and queries of step k ([start + k·step, start +
     (k+1)·step)) are processed when the watermark passes the step's end plus
@@ -87,26 +83,18 @@ class WindowedPMWG(GrowingDatabaseTransform):
       BudgetExceededError: if ``accountant`` cannot pay for the cost.
     """
 
-    def __init__(self, *, budget: PrivacyBudget, alpha: float, n: int, domain_size: int,
-                 domain_fn: Callable[[Any], int], start, step, end=None, allowed_lateness=0,
-                 p: Optional[float] = None, privacy_unit: PrivacyUnit = EventLevel(),
-                 data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
-                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
-                 label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
-                         noise_key=noise_key, debug_metrics=debug_metrics)
-        with self.params():
-            epsilon, delta = budget_epsilon_delta(self.owner, budget)
-            self._mechanism = PMWG(epsilon=epsilon, alpha=alpha, n=n, domain_size=domain_size,
-                                   delta=delta, p=p)
-        self._engine = PMWGEngine(self._mechanism)
-        self._domain_size = self._mechanism.domain_size
-        self._setup(privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
-                    allowed_lateness)
+    def __init__(self, *, alpha: float, n: int, p: Optional[float] = None, **kwargs):
+        self._pmwg_args = {'alpha': alpha, 'n': n, 'p': p}
+        super().__init__(**kwargs)
+
+    def _build(self, epsilon, delta, domain_size):
+        return PMWG(epsilon=epsilon, delta=delta, domain_size=domain_size, **self._pmwg_args)
+
+    def _make_engine(self, mechanism):
+        return PMWGEngine(mechanism)
 
     def display_data(self):
-        m = self._mechanism
+        m = self.mechanism
         return {'mechanism': 'pmwg', 'epsilon': str(m.epsilon), 'delta': str(m.delta),
                 'alpha': str(m.alpha), 'n': str(m.n), 'domain_size': str(m.domain_size),
                 'privacy_unit': 'one record (swap-one; sizes public)', **self._clock.describe()}

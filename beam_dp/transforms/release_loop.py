@@ -231,12 +231,18 @@ class _BufferedFn(_LoopFn):
             self._arm(release_timer, out.timer_micros)
         return self._outputs(out)
 
-    def _release(self, key, fired, cell, pending, finished, release_timer):
-        """The release timer fired: the driver's ``close``."""
+    def _release(self, key, fired, cell, pending, finished, release_timer, end_timer=None):
+        """The release timer fired: the driver's ``close`` (``expire``: every state and timer
+        of the key is cleared)."""
         if finished.read():
             return ()
         items = [_unwrap(item) for item in pending.read()]
         out = self._driver.close(_unwrap(cell.read()), key, fired.micros, items, self._noise)
+        if out.expire:
+            for state in (cell, pending, finished, release_timer, end_timer):
+                if state is not None:
+                    state.clear()
+            return self._outputs(out)
         return self._apply(out, cell, pending, release_timer)
 
     def _end(self, key, cell, pending, finished, release_timer):
@@ -313,8 +319,9 @@ def _buffered_class(cell_name: str, timer_name: str = 'release'):
                     cell=beam.DoFn.StateParam(cell_spec),
                     pending=beam.DoFn.StateParam(pending_spec),
                     finished=beam.DoFn.StateParam(finished_spec),
-                    release_timer=beam.DoFn.TimerParam(release_spec)):
-            return self._release(key, fired, cell, pending, finished, release_timer)
+                    release_timer=beam.DoFn.TimerParam(release_spec),
+                    end_timer=beam.DoFn.TimerParam(end_spec)):
+            return self._release(key, fired, cell, pending, finished, release_timer, end_timer)
 
         @on_timer(end_spec)
         def end_of_input(self, key=beam.DoFn.KeyParam, cell=beam.DoFn.StateParam(cell_spec),
