@@ -62,8 +62,9 @@ class JobOutputs(NamedTuple):
 
 
 def period_fn(window_seconds: int) -> Optional[Callable]:
-    """trip or query record → its fixed event-time period (the key of its database), or None
-    (one database)."""
+    """trip or query record → its fixed event-time period (the key of its database, as
+    ``WindowedPMWG(period=window_seconds)`` computes it from the event time), or None (one
+    database)."""
     if not window_seconds:
         return None
     micros = int(window_seconds) * 1_000_000
@@ -144,13 +145,15 @@ def build_job(pipeline, args, accountants: Optional[Dict[str, BudgetAccountant]]
                                   args.query_avro or sample_data.QUERIES_PATH,
                                   sample_data.query_record_schema())
     accountant = (accountants or job_accountants(args))['trips']
-    period = period_fn(args.window_seconds)
     with noise_key_scope(args):
         pmwg = WindowedPMWG(
             budget=PrivacyBudget(epsilon=args.epsilon, delta=args.delta), alpha=args.alpha,
             n=INITIAL_SIZE, domain_size=args.domain_size, domain_fn=domain_fn(args.domain_size),
-            start=args.start, step=args.step_seconds, end=args.end, data_key_fn=period,
-            query_key_fn=period, accountant=accountant, debug_metrics=args.debug_metrics)
+            start=args.start, step=args.step_seconds, end=args.end,
+            # one database per period (the period index is its key, as period_fn's), its state
+            # cleared once the period is released
+            period=args.window_seconds or None, accountant=accountant,
+            debug_metrics=args.debug_metrics)
     out = (trips, queries) | 'AnswerWithPMWG' >> pmwg
     dead = ((dead_trips, dead_queries, out.dead_letter)
             | 'MergeDeadLetters' >> beam.Flatten().with_output_types(DeadLetter))
