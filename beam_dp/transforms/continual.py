@@ -86,6 +86,8 @@ class _ContinualPerKey(shell.ShellTransform):
     _distinct_units = False
     #: public keys given as a PCollection (a side input), else None
     _key_input = None
+    #: value_fn=None is refused (the metric reads a value)
+    _value_required = False
 
     def __init__(self, *, public_keys: Optional[Sequence[str]] = None, keys=None, start, step,
                  end=None, budget: PrivacyBudget, privacy_unit: Optional[PrivacyUnit] = None,
@@ -102,35 +104,56 @@ class _ContinualPerKey(shell.ShellTransform):
                  label: Optional[str] = None):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
                          noise_key=noise_key, debug_metrics=debug_metrics)
+
+        self._key_input = None
+        self._setup(public_keys=public_keys, keys=keys, start=start, step=step, end=end,
+                    allowed_lateness=allowed_lateness, privacy_unit=privacy_unit, key_fn=key_fn,
+                    value_fn=value_fn, driver_args=dict(
+                        budget=budget, num_shards=num_shards, lower=lower, upper=upper,
+                        grid_bits=grid_bits, bins=bins, count_share=count_share,
+                        horizon_steps=horizon_steps, estimator=estimator, mechanism=mechanism,
+                        output=output, final_share=final_share))
+
+    def _make_driver(self, owner, public_keys, private_keys, clock, privacy_unit, *, budget,
+                     num_shards, lower, upper, grid_bits, bins, count_share, horizon_steps,
+                     estimator, mechanism, output, final_share):
+        """The family's pure driver (a subclass with another driver overrides this)."""
+        if isinstance(public_keys, beam.pvalue.PCollection):
+            # a key set known when the pipeline runs: a side input (``KeySetInput``)
+            self._key_input = public_keys
+            private_keys = KeySetInput(8 if num_shards is None else num_shards)
+            public_keys, num_shards = None, None
+        extra = {'count_share': count_share} if self._metric in ('mean', 'variance') else {}
+        return KeyedReleaseDriver.of_arguments(
+            owner, self._metric, public_keys=public_keys, private_keys=private_keys,
+            num_shards=num_shards, lower=lower, upper=upper, grid_bits=grid_bits,
+            budget=budget, privacy_unit=privacy_unit, clock=clock,
+            horizon_steps=horizon_steps, estimator=estimator, mechanism=mechanism,
+            bins=tuple(bins), output=output, final_share=final_share, **extra)
+
+    def _setup(self, *, public_keys, keys, start, step, end, allowed_lateness, privacy_unit,
+               key_fn, value_fn, driver_args) -> None:
+        """Checks the key set, the callables and the clock, builds the driver
+        (``_make_driver``, its errors under the public name), keeps the record functions and
+        checks the budget."""
         owner = self.owner
         public_keys, private_keys = shell.parse_key_set(owner, public_keys, keys)
         shell.check_callable(owner, 'key_fn', key_fn)
-        if value_fn is not None:
+        if value_fn is not None or self._value_required:
             shell.check_callable(owner, 'value_fn', value_fn)
         clock = shell.parse_clock(owner, start=start, step=step, end=end,
                                   allowed_lateness=allowed_lateness)
         privacy_unit = EventLevel() if privacy_unit is None else privacy_unit
         with self.params():
-            self._key_input = None
-            if isinstance(public_keys, beam.pvalue.PCollection):
-                # a key set known when the pipeline runs: a side input (``KeySetInput``)
-                self._key_input = public_keys
-                private_keys = KeySetInput(8 if num_shards is None else num_shards)
-                public_keys, num_shards = None, None
-            extra = {'count_share': count_share} if self._metric in ('mean', 'variance') else {}
-            self._driver = KeyedReleaseDriver.of_arguments(
-                owner, self._metric, public_keys=public_keys, private_keys=private_keys,
-                num_shards=num_shards, lower=lower, upper=upper, grid_bits=grid_bits,
-                budget=budget, privacy_unit=privacy_unit, clock=clock,
-                horizon_steps=horizon_steps, estimator=estimator, mechanism=mechanism,
-                bins=tuple(bins), output=output, final_share=final_share, **extra)
+            self._driver = self._make_driver(owner, public_keys, private_keys, clock,
+                                             privacy_unit, **driver_args)
         self._key_fn = key_fn
         self._value_fn = value_fn
         self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
         self.check_budget()
 
     @property
-    def driver(self) -> KeyedReleaseDriver:
+    def driver(self):
         """The pure driver this transform runs (drive it by hand for a reference)."""
         return self._driver
 

@@ -5,20 +5,13 @@ wiring ('GlobalWindow' → 'ExtractAndValidate' → ('KeyByUnit' → 'BoundContr
 (``beam_dp.drivers.quantiles.QuantilesLoop``). All arithmetic is in the driver.
 """
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Sequence
 
-from beam_dp.accounting import BudgetAccountant
-from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.quantiles import QuantilesDriver
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io.quantiles import QuantileRelease
-from beam_dp.privacy_unit import EventLevel
-from beam_dp.privacy_unit import PrivacyUnit
-from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import arguments
-from beam_dp.transforms import shell
-from beam_dp.transforms.continual import _FIRST
 from beam_dp.transforms.continual import _SECOND
 from beam_dp.transforms.continual import _ContinualPerKey
 
@@ -43,7 +36,8 @@ _DOCS = {
 }
 
 
-@arguments.public(docs=_DOCS, required=('lower', 'upper'), defaults={'value_fn': _SECOND})
+@arguments.public(docs=_DOCS, required=('lower', 'upper'), defaults={'value_fn': _SECOND},
+                  drop=('grid_bits', 'bins', 'count_share', 'output'))
 class ContinualQuantilesPerKey(_ContinualPerKey):
     """Continual percentiles of a bounded value per key, released at every step.
 
@@ -96,53 +90,32 @@ class ContinualQuantilesPerKey(_ContinualPerKey):
     _metric = 'histogram'
     _release_type = QuantileRelease
 
-    def __init__(self, *, public_keys: Optional[Sequence[str]] = None, keys=None, start, step,
-                 end=None, budget: PrivacyBudget, privacy_unit: Optional[PrivacyUnit] = None,
-                 accountant: Optional[BudgetAccountant] = None,
-                 key_fn: Callable[[Any], Any] = _FIRST,
-                 value_fn: Optional[Callable[[Any], Any]] = None,
-                 lower: Optional[float] = None, upper: Optional[float] = None,
-                 percentiles: Sequence[float] = (50.0,), branching: int = 2, depth: int = 6,
-                 layout: str = 'auto', allowed_lateness=0,
-                 horizon_steps: Optional[int] = None, mechanism: str = 'auto',
-                 estimator: Optional[str] = None, num_shards: Optional[int] = None,
-                 final_share: Optional[float] = None,
-                 noise_key: Optional[str] = None, debug_metrics: bool = False,
-                 testing_seed: Optional[int] = None, label: Optional[str] = None):
-        shell.ShellTransform.__init__(self, label, accountant=accountant,
-                                      testing_seed=testing_seed, noise_key=noise_key,
-                                      debug_metrics=debug_metrics)
-        owner = self.owner
-        public_keys, private_keys = shell.parse_key_set(owner, public_keys, keys)
-        shell.check_callable(owner, 'key_fn', key_fn)
-        shell.check_callable(owner, 'value_fn', value_fn)
-        clock = shell.parse_clock(owner, start=start, step=step, end=end,
-                                  allowed_lateness=allowed_lateness)
-        privacy_unit = EventLevel() if privacy_unit is None else privacy_unit
-        with self.params():
-            if private_keys is not None and num_shards is not None:
-                raise InvalidParamsError(f'{owner}: with private keys set '
-                                         f'PrivateKeys(num_shards=...), not num_shards.')
-            if isinstance(percentiles, (str, bytes)) or not hasattr(percentiles, '__iter__'):
-                raise InvalidParamsError(f'{owner}: percentiles must be a list of numbers in '
-                                         f'[0, 100], got {percentiles!r}.')
-            key_layout = None if private_keys is not None else KeyLayout.of(list(public_keys),
-                                                                            num_shards)
-            self._driver = QuantilesDriver(
-                metric='histogram', budget=budget, privacy_unit=privacy_unit, clock=clock,
-                layout=key_layout, private_keys=private_keys, horizon_steps=horizon_steps,
-                estimator=estimator, mechanism=mechanism, lower=lower, upper=upper,
-                percentiles=tuple(percentiles), branching=branching, depth=depth,
-                histogram_layout=layout, final_share=final_share)
-        self._key_fn = key_fn
-        self._value_fn = value_fn
-        self._unit_fn = privacy_unit.unit_fn if isinstance(privacy_unit, UserLevel) else None
-        self.check_budget()
+    _value_required = True
 
-    @property
-    def driver(self) -> QuantilesDriver:
-        """The pure driver this transform runs (drive it by hand for a reference)."""
-        return self._driver
+    def __init__(self, *, percentiles: Sequence[float] = (50.0,), branching: int = 2,
+                 depth: int = 6, layout: str = 'auto', **kwargs):
+        self._histogram_args = {'percentiles': percentiles, 'branching': branching,
+                                'depth': depth, 'histogram_layout': layout}
+        super().__init__(**kwargs)
+
+    def _make_driver(self, owner, public_keys, private_keys, clock, privacy_unit, *, budget,
+                     num_shards, lower, upper, horizon_steps, estimator, mechanism, final_share,
+                     **unused):
+        percentiles = self._histogram_args['percentiles']
+        if private_keys is not None and num_shards is not None:
+            raise InvalidParamsError(f'{owner}: with private keys set '
+                                     f'PrivateKeys(num_shards=...), not num_shards.')
+        if isinstance(percentiles, (str, bytes)) or not hasattr(percentiles, '__iter__'):
+            raise InvalidParamsError(f'{owner}: percentiles must be a list of numbers in '
+                                     f'[0, 100], got {percentiles!r}.')
+        key_layout = None if private_keys is not None else KeyLayout.of(list(public_keys),
+                                                                        num_shards)
+        return QuantilesDriver(
+            metric='histogram', budget=budget, privacy_unit=privacy_unit, clock=clock,
+            layout=key_layout, private_keys=private_keys, horizon_steps=horizon_steps,
+            estimator=estimator, mechanism=mechanism, lower=lower, upper=upper,
+            final_share=final_share,
+            **{**self._histogram_args, 'percentiles': tuple(percentiles)})
 
     def loop_driver(self):
         """What the release loop runs (``beam_dp.testing.replay`` drives the same)."""
