@@ -324,7 +324,7 @@ _COUNT_SHARE_DOC = ('the share of the budget for the count, the rest split equal
                   drop=('bins',), required=('lower', 'upper'), defaults={'value_fn': _SECOND},
                   hints=_NOT_FOR_RATIOS)
 class ContinualMeanPerKey(_ContinualPerKey):
-    """Continual means per key of a value clamped to [``lower``, ``upper``].
+    __doc__ = """Continual means per key of a value clamped to [``lower``, ``upper``].
 
     As ``ContinualSumPerKey`` (same keys, schedule, privacy units, private keys, counters and
     dead letters), releasing for every key and step the mean of the values of the key's records
@@ -340,13 +340,7 @@ class ContinualMeanPerKey(_ContinualPerKey):
     noise sd at the noisy values, capped at upper − lower; it is honest when the count is large
     against ``noise_stddev`` (docs/mean.md: behaviour at tiny counts).
 
-    Returns:
-      ``ContinualOutputs(releases, dead_letter)``.
-
-    Raises:
-      InvalidParamsError: on a bad or missing parameter, naming it.
-      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
-    """
+""" + _RETURNS
     _metric = 'mean'
 
 
@@ -358,7 +352,7 @@ class ContinualMeanPerKey(_ContinualPerKey):
                   drop=('bins',), required=('lower', 'upper'), defaults={'value_fn': _SECOND},
                   hints=_NOT_FOR_RATIOS)
 class ContinualVariancePerKey(_ContinualPerKey):
-    """Continual variances (and means) per key of a value clamped to [``lower``, ``upper``].
+    __doc__ = """Continual variances (and means) per key of a value clamped to [``lower``, ``upper``].
 
     As ``ContinualMeanPerKey``, with a 3-vector per key: the count, the centred sum and the
     centred sum of squares (PipelineDP's VARIANCE accounting: the budget split in three equal
@@ -368,11 +362,5 @@ class ContinualVariancePerKey(_ContinualPerKey):
     ``noise_stddev`` the exact sd of the count's noise. The sds are delta-method estimates
     (docs/mean.md).
 
-    Returns:
-      ``ContinualOutputs(releases, dead_letter)``.
-
-    Raises:
-      InvalidParamsError: on a bad or missing parameter, naming it.
-      BudgetExceededError: if ``accountant`` cannot pay for ``budget``.
-    """
+""" + _RETURNS
     _metric = 'variance'

@@ -21,7 +21,6 @@ from typing import Any, Callable, NamedTuple, Optional
 import apache_beam as beam
 
 from beam_dp import noise
-from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
 from beam_dp.drivers.keyed import text_key
 from beam_dp.errors import InvalidParamsError
@@ -175,12 +174,10 @@ class SelectKeys(shell.ShellTransform):
     def __init__(self, *, budget: PrivacyBudget,
                  privacy_unit: Optional[PrivacyUnit] = None,
                  key_fn: Callable[[Any], Any] = operator.itemgetter(0),
-                 method: str = 'truncated_geometric',
-                 accountant: Optional[BudgetAccountant] = None,
-                 noise_key: Optional[str] = None, debug_metrics: bool = False,
-                 testing_seed: Optional[int] = None, label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
-                         noise_key=noise_key, debug_metrics=debug_metrics)
+                 method: str = 'truncated_geometric', **kwargs):
+        # kwargs: the shared arguments (label, accountant, noise_key, debug_metrics,
+        # testing_seed) of ``ShellTransform``, in the public signature (``arguments.public``)
+        super().__init__(**kwargs)
         owner = self.owner
         if not isinstance(budget, PrivacyBudget):
             raise InvalidParamsError(f'{owner}: budget must be a PrivacyBudget, got {budget!r}.')
