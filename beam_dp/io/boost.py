@@ -14,6 +14,8 @@ from typing import Any, Dict, List, NamedTuple, Optional
 import fastavro
 
 from beam_dp.io.avro import record_schema
+from beam_dp.io.queries import QueryAnswer
+from beam_dp.io.queries import answer_to_avro
 
 __all__ = [
     'BOOST_ANSWER_SCHEMA',
@@ -31,6 +33,7 @@ __all__ = [
     'BoostRowRejection',
     'boost_from_avro',
     'boost_to_avro',
+    'refusal_answer',
 ]
 
 #: Why a query is refused (public: parameters, sealed block ids and filter state only).
@@ -71,7 +74,9 @@ class BoostAnswerRecord(NamedTuple):
 
 
 class BoostRefusal(NamedTuple):
-    """A refused query and the public reason (``BOOST_REFUSAL_REASONS``)."""
+    """A refused query and the public reason (``BOOST_REFUSAL_REASONS``), as the Boost driver
+    keeps it (state, ``replay``); ``BoostQueries``' ``refusals`` output carries it as the one
+    refusal record of every query family, a ``QueryAnswer`` (``refusal_answer``)."""
     dataset: str
     query_id: str
     reason: str
@@ -129,8 +134,23 @@ _SCHEMAS = {cls: schema for cls, schema in zip(RECORD_TYPES, (
 _PARSED: Dict[type, Any] = {}
 
 
+def refusal_answer(refusal: BoostRefusal, micros: int) -> QueryAnswer:
+    """The refusal as the one refusal record of the query families: a ``QueryAnswer`` with
+    ``refusal`` = the reason in upper case (``REFUSAL_REASONS``) and the dataset, the window and
+    whether the query id was a replay in ``message``; ``micros``: its event time."""
+    words = (f"{refusal.reason.replace('_', ' ')}: dataset {refusal.dataset!r}, blocks "
+             f'[{refusal.first_block}, {refusal.last_block}]'
+             + ('; a replayed query id' if refusal.replay else ''))
+    return QueryAnswer(query_id=refusal.query_id, value=None, mechanism='boost',
+                       epsilon_spent=0.0, timestamp=int(micros),
+                       refusal=refusal.reason.upper(), message=words)
+
+
 def boost_to_avro(record) -> Dict[str, Any]:
-    """The Avro dict of any Boost record (validated against its schema)."""
+    """The Avro dict of any Boost record (validated against its schema); a refusal
+    (``QueryAnswer``) in ``ANSWER_SCHEMA``."""
+    if isinstance(record, QueryAnswer):
+        return answer_to_avro(record)
     cls = type(record)
     if cls not in _PARSED:
         _PARSED[cls] = fastavro.parse_schema(_SCHEMAS[cls])

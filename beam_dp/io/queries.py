@@ -38,7 +38,10 @@ __all__ = [
 
 #: Why a mechanism refused to answer; the names match the mechanisms' ``status`` values.
 REFUSAL_REASONS = ('HALTED', 'NOT_STARTED', 'BUDGET_EXHAUSTED', 'UNKNOWN_QUERY', 'INVALID_QUERY',
-                   'LATE')
+                   'LATE',
+                   # BoostQueries (``beam_dp.io.boost.BOOST_REFUSAL_REASONS``, upper case)
+                   'EMPTY_WINDOW', 'INVALID_WINDOW', 'REPLAY_WINDOW_EXPIRED', 'WINDOW_EXPIRED',
+                   'WINDOW_NOT_SEALED', 'WINDOW_TOO_LONG', 'WRONG_DATASET')
 
 _NULLABLE_LONG = ['null', 'long']
 

@@ -57,6 +57,8 @@ from beam_dp.io.boost import BoostAnswerRecord
 from beam_dp.io.boost import BoostBlockSealed
 from beam_dp.io.boost import BoostLedgerRow
 from beam_dp.io.boost import BoostRefusal
+from beam_dp.io.boost import refusal_answer
+from beam_dp.io.queries import QueryAnswer
 from beam_dp.mechanisms.boost import Readiness
 from beam_dp.transforms import arguments
 from beam_dp.transforms import boost_options
@@ -78,7 +80,9 @@ __all__ = [
 
 class BoostOutputs(NamedTuple):
     """``answers``: ``BoostAnswerRecord`` (DP value, count estimate, path; replays flagged);
-    ``refusals``: ``BoostRefusal`` with a public reason; ``ledger``: ``BoostLedgerRow`` per
+    ``refusals``: the one refusal record of the query families, a ``QueryAnswer`` with
+    ``refusal`` set (a Boost reason in upper case, e.g. 'WINDOW_NOT_SEALED'; the dataset and
+    window in ``message``: ``beam_dp.io.boost.refusal_answer``); ``ledger``: ``BoostLedgerRow`` per
     per-block charge; ``blocks``: ``BoostBlockSealed`` per sealed block (public size);
     ``dead_letter``: ``DeadLetter`` (malformed, unknown dataset, late, out-of-range rows and
     malformed queries: as private as the input)."""
@@ -252,8 +256,11 @@ class BoostQueries(shell.ShellTransform):
             noise_label=noise_label)).with_outputs(
                 DEAD_LETTER, REFUSALS, LEDGER, BLOCKS, main='answers')
         answered.answers.element_type = BoostAnswerRecord
-        refusals = (answered[REFUSALS], extracted[QUERY][REFUSALS]) | 'MergeRefusals' >> \
-            beam.Flatten().with_output_types(BoostRefusal)
+        refusals = ((answered[REFUSALS], extracted[QUERY][REFUSALS]) | 'MergeRefusals' >>
+                    beam.Flatten().with_output_types(BoostRefusal)
+                    | 'RefusalsAsAnswers' >> beam.Map(
+                        lambda r, at=beam.DoFn.TimestampParam: refusal_answer(r, at.micros)
+                    ).with_output_types(QueryAnswer))
         answered[LEDGER].element_type = BoostLedgerRow
         answered[BLOCKS].element_type = BoostBlockSealed
         dead = shell.merge_dead_letters([extracted[ROW][DEAD_LETTER],

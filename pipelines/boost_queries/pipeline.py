@@ -3,7 +3,8 @@
   rows     Create (embedded sample) / ReadFromAvro / ReadFromPubSub | 'StampRows'
   queries  Create (embedded sample) / ReadFromAvro / ReadFromPubSub | 'StampQueries'
   (both)   'AnswerWithBoost'  beam_dp BoostQueries (dataset 'covid', shape 2×2×4×8, weekly blocks)
-  answers, refusals, ledger, blocks → '<Name>Avro' files (beam_dp.io.boost schemas) and, for the
+  answers, refusals, ledger, blocks → '<Name>Avro' files (beam_dp.io.boost schemas; refusals:
+  beam_dp.io.queries.ANSWER_SCHEMA, the one refusal record) and, for the
            answers, 'PublishAnswers'; dead letters → 'DeadLetters' Avro / Pub/Sub
 
 No DP logic lives here: the parameters go to beam_dp, which validates them when the graph is built.
@@ -25,6 +26,7 @@ from beam_dp import DeadLetter
 from beam_dp import PrivacyBudget
 from beam_dp.io import boost as records
 from beam_dp.io.records import DEAD_LETTER_SCHEMA
+from beam_dp.io.queries import ANSWER_SCHEMA
 from beam_dp.io.records import dead_letter_to_avro
 from pipelines.common.launch import noise_key_scope
 from pipelines.boost_queries import sample_data
@@ -37,7 +39,7 @@ __all__ = ['JobOutputs', 'build_job', 'build_pipeline', 'job_accountants', 'quer
 STREAMING_FILE_WINDOW_SECONDS = 60
 #: (output, file prefix, Avro schema) of every typed output.
 OUTPUT_FILES = (('answers', 'answers', records.BOOST_ANSWER_SCHEMA),
-                ('refusals', 'refusals', records.BOOST_REFUSAL_SCHEMA),
+                ('refusals', 'refusals', ANSWER_SCHEMA),   # QueryAnswer refusals
                 ('ledger', 'ledger', records.BOOST_LEDGER_SCHEMA),
                 ('blocks', 'blocks', records.BOOST_BLOCK_SCHEMA))
 

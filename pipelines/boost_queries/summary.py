@@ -174,7 +174,8 @@ def summarize(args) -> Summary:
     for row in ledger:
         per_block.setdefault(row['block'], [0, 0.0])[1] = max(
             per_block[row['block']][1], row['consumed'])
-    refusals = collections.Counter(r['reason'] for r in _read(out, 'refusals'))
+    refusals = collections.Counter(r['refusal']['reason'].lower()
+                                   for r in _read(out, 'refusals'))
     queries = _queries(args)
     order = [q['query_id'] for _, q in sorted(queries, key=lambda t: (t[0], t[1]['query_id']))]
     gaussian = getattr(args, 'noise', 'laplace') == 'gaussian'

@@ -98,8 +98,13 @@ def test_batch_parity_with_the_pure_driver_blocks_replay_and_refusals():
     assert len(q1) == 2 and q1[0].value == q1[1].value and {a.replay for a in q1} == {False, True}
     assert sum(r.query_id == 'q1' for r in got['ledger']) == sum(
         r.query_id == 'q1' for r in ref if type(r).__name__ == 'BoostLedgerRow')
-    reasons = {r.query_id: r.reason for r in got['refusals']}
-    assert reasons == {'q5': 'window_not_sealed', 'x': 'wrong_dataset'}
+    # Refusals: the one refusal record (``QueryAnswer``), the reference's BoostRefusal reasons.
+    reasons = {r.query_id: r.refusal for r in got['refusals']}
+    assert reasons == {'q5': 'WINDOW_NOT_SEALED', 'x': 'WRONG_DATASET'}
+    assert {r.query_id: r.reason.upper() for r in ref
+            if type(r).__name__ == 'BoostRefusal'} == {'q5': 'WINDOW_NOT_SEALED'}
+    assert all(r.value is None and r.mechanism == 'boost' and "dataset '" in r.message
+               for r in got['refusals'])
     # No output carries a true answer: values are noisy fractions, never the exact count.
     assert all(not hasattr(a, 'true_value') for a in answers)
     for record in answers + got['ledger'] + got['blocks'] + got['refusals']:

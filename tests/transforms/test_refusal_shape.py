@@ -1,6 +1,7 @@
 """One refusal shape for every query family (``WindowedPMWG``, ``BBSchedulerQueries``,
 ``BBImproverQueries``, ``BoostQueries``): refused queries go to the ``refusals`` output, never to
-``answers``; each names its query and a public reason of its family's table. Pipeline tier
+``answers``; each is ONE record type, a ``QueryAnswer`` naming its query, a public reason of
+``REFUSAL_REASONS`` and words. Pipeline tier
 (TestStream, streaming mode, the runner ``tests/runners.py`` names)."""
 
 import apache_beam as beam
@@ -9,7 +10,6 @@ import pytest
 from beam_dp.io.boost import BOOST_REFUSAL_REASONS
 from beam_dp.io.boost import BoostAnswerRecord
 from beam_dp.io.boost import BoostQueryRecord
-from beam_dp.io.boost import BoostRefusal
 from beam_dp.io.queries import REFUSAL_REASONS
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.queries import LinearQuery
@@ -60,12 +60,14 @@ def test_refused_queries_go_to_the_refusals_output_and_never_to_the_answers(name
     got = run(_build(name))
     answers, refusals = got.get('answers', []), got.get('refusals', [])
     assert refusals, name
+    # ONE refusal record for every family: a QueryAnswer with a reason and words, no value.
+    assert all(isinstance(r, QueryAnswer) and r.value is None and r.refusal in REFUSAL_REASONS
+               and r.message for r in refusals)
     if name == 'BoostQueries':
         assert all(isinstance(a, BoostAnswerRecord) and a.value is not None for a in answers)
-        assert all(isinstance(r, BoostRefusal) and r.reason in BOOST_REFUSAL_REASONS
-                   for r in refusals)
-        assert {r.query_id: r.reason for r in refusals}['x'] == 'wrong_dataset'
+        assert {r.query_id: r.refusal for r in refusals}['x'] == 'WRONG_DATASET'
         assert 'w' in {r.query_id for r in refusals} | {a.query_id for a in answers}
+        assert {r.refusal.lower() for r in refusals} <= set(BOOST_REFUSAL_REASONS)
         return
     assert all(isinstance(a, QueryAnswer) and a.refusal is None for a in answers)
     assert all(isinstance(r, QueryAnswer) and r.value is None and r.refusal in REFUSAL_REASONS
