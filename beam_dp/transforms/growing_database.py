@@ -3,7 +3,8 @@
 one instance per key on the one release loop (``release_loop.buffered_loop`` running
 ``beam_dp.drivers.growing.GrowingDriver``).
 
-Wiring (labels are part of the Dataflow update contract):
+Wiring (labels are part of the Dataflow update contract; the entry stages are in
+``growing_entry.py``, the argument descriptions in ``growing_options.py``):
 
   data    | 'TagData'      key_fn, domain_fn, the record's step → (key bytes, GrowingItem);
                            malformed, before start or after end → dead letter
@@ -32,11 +33,9 @@ and timers) is cleared by the release loop once the last step of its period is r
 (``GrowingDriver``), so a long job holds the state of the periods in flight only.
 """
 
-import typing
 from typing import Any, Callable, NamedTuple, Optional
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
@@ -48,21 +47,24 @@ from beam_dp.drivers.growing import REFUSALS
 from beam_dp.drivers.growing import RELEASES
 from beam_dp.drivers.growing import GrowingDriver
 from beam_dp.drivers.growing import GrowingEngine
-from beam_dp.drivers.growing import GrowingItem
 from beam_dp.errors import InvalidParamsError
-from beam_dp.errors import InvalidRecordError
 from beam_dp.io.queries import QueryAnswer
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
-from beam_dp.queries import LinearQuery
-from beam_dp.transforms import arguments
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
+from beam_dp.transforms.growing_entry import LOOP_ELEMENT
+from beam_dp.transforms.growing_entry import TagFn
+from beam_dp.transforms.growing_entry import item_step
+from beam_dp.transforms.growing_entry import late_query
+from beam_dp.transforms.growing_entry import late_record
+from beam_dp.transforms.growing_entry import strip_text
+from beam_dp.transforms.growing_options import GROWING_DOCS
+from beam_dp.transforms.growing_options import GROWING_HINTS
+from beam_dp.transforms.growing_options import check_global_window
 from beam_dp.transforms.lateness import LatenessGate
 from beam_dp.transforms.lateness import batch_input
 from beam_dp.transforms.shell import DEAD_LETTER
-from beam_dp.transforms.shell import RecordText
-from beam_dp.transforms.shell import dead_letter
 
 __all__ = [
     'GROWING_DOCS',
@@ -70,60 +72,6 @@ __all__ = [
     'GrowingDatabaseOutputs',
     'GrowingDatabaseTransform',
 ]
-
-_LOOP_ELEMENT = typing.Tuple[bytes, typing.Any]
-
-#: Descriptions of the growing-database arguments (``arguments.public``).
-GROWING_DOCS = {
-    **arguments.COMMON_DOCS,
-    'budget': '``PrivacyBudget(epsilon=ε)`` (pure ε) or ``PrivacyBudget(epsilon=ε, '
-              'delta=δ)``: the whole release of every instance (each record is in one '
-              'instance: parallel composition over keys). Not ``rho``.',
-    'privacy_unit': 'only ``EventLevel()`` (the default): one record, swap-one (the database '
-                    'size is public). User level is refused: bound each user to one record '
-                    'upstream, and event level is then user level.',
-    'start': 'event time of the start of step 0 (seconds since the epoch, a Beam Timestamp or '
-             'a timezone-aware datetime): records and queries before it are dead-lettered.',
-    'step': 'the length of a step (seconds, a Beam Duration or a timedelta): the records and '
-            'queries of a step are processed, and the answers released, when the watermark '
-            'passes its end plus ``allowed_lateness``.',
-    'allowed_lateness': 'how long (seconds) a step waits for late records and queries after '
-                        "its end; later records are dead-lettered, later queries refused 'LATE' "
-                        '(default 0).',
-    'domain_fn': 'record → its domain element, an integer in [0, domain_size).',
-    'data_key_fn': 'record → key (one key = one database; None, the default: one database).',
-    'query_key_fn': 'query → key (None, the default: one database).',
-    'period': 'None (default): each key\'s database grows for ever. A duration (seconds, a Beam '
-              'Duration or a timedelta): one independent database per key and fixed event-time '
-              'period (periods aligned on the epoch, as Beam\'s FixedWindows: the instance key '
-              'is (key, period index), or the period index without ``data_key_fn``), whose '
-              'state is cleared once the last step of its period is released (the state held '
-              'stays bounded over a long job).',
-    'n': 'the initial size: queries before an instance has n records are refused '
-         "'NOT_STARTED'.",
-    'domain_size': 'N, the size of the public data domain {0, ..., N-1}.',
-    'alpha': "the accuracy target α of PMWG's answers.",
-    'p': 'PMWG: the failure probability (default 1/N); the BB transforms: as their mechanism.',
-    'mechanism': 'the static black box (``LaplaceQueryVector``, ``StaticPMWBox``, '
-                 '``CallableBlackBox``), pure ε_i-DP for sensitivity 1/t.',
-    'beta': 'the failure probability of the accuracy bound of each run.',
-    'g': 'BBScheduler: the epoch growth γ ∈ (0, 1) (default the mechanism\'s).',
-    'lazy': 'BBScheduler: False (default) runs the box eagerly at each epoch start; True at '
-            "the first query of an epoch. BBImprover: only True.",
-    'c': 'BBImprover: the decay exponent c of ε_t (default 0.1).',
-    'p1': 'BBImprover: as ``BBImprover`` (default the mechanism\'s).',
-    'p2': 'BBImprover: as ``BBImprover`` (default 0).',
-}
-
-#: What to write instead of the arguments of the Beam-window version.
-GROWING_HINTS = {
-    'timer_granularity': 'answers are released at the end of each step of the public clock: '
-                         'pass step=<seconds> (and start=, end=) instead',
-    'window': 'Beam windows are not read: pass period=<seconds> for an independent database '
-              'per period (its state cleared once the period is released)',
-    'unit_fn': 'only privacy_unit=EventLevel() is supported',
-}
-
 
 class GrowingDatabaseOutputs(NamedTuple):
     """Outputs of a growing-database transform: ``answers`` (``QueryAnswer`` with a value, or a
@@ -134,121 +82,6 @@ class GrowingDatabaseOutputs(NamedTuple):
     refusals: beam.PCollection
     releases: beam.PCollection
     dead_letter: beam.PCollection
-
-
-def check_global_window(owner: str, *pcolls) -> None:
-    """Refuses inputs in Beam windows other than the global window (the step clock replaced
-    them).
-
-    Raises:
-      InvalidParamsError: saying what to write instead.
-    """
-    for pcoll in pcolls:
-        fn = pcoll.windowing.windowfn
-        if not isinstance(fn, GlobalWindows):
-            raise InvalidParamsError(
-                f'{owner}: the inputs must be in the global window, got {type(fn).__name__}: '
-                f'Beam windows are not read (the public step clock start=/step=/end= decides '
-                f'when answers are released). For an independent database per period, pass '
-                f'period=<seconds> (each record is in one instance: parallel composition).')
-
-
-@beam.typehints.with_input_types(typing.Any)
-@beam.typehints.with_output_types(_LOOP_ELEMENT)
-class _TagFn(beam.DoFn):
-    """Validates one input and keys it by ``key_bytes(key)``, as a ``GrowingItem``."""
-
-    def __init__(self, kind: int, label: str, mechanism: str, key_fn: Optional[Callable],
-                 domain_fn: Optional[Callable], domain_size: int, clock,
-                 keep_records: bool = False, period_micros: Optional[int] = None):
-        self._period = period_micros
-        self._kind = kind
-        self._label = label
-        self._mechanism = mechanism
-        self._key_fn = key_fn
-        self._domain_fn = domain_fn
-        self._domain_size = domain_size
-        self._clock = clock
-        #: Records on an unbounded input: their rendering, for a late dead letter (never
-        #: stored by 'AnswerQueries').
-        self._keep = keep_records
-
-    def process(self, element, timestamp=beam.DoFn.TimestampParam):
-        micros = timestamp.micros
-        stage = 'TagData' if self._kind == RECORD else 'TagQueries'
-        try:
-            key = None if self._key_fn is None else shell.extract_key(self._key_fn, element)
-            key = driver.instance_key(key, self._key_fn is not None, micros, self._period)
-            instance = shell.key_bytes(key)
-        except Exception as e:  # pylint: disable=broad-except
-            yield dead_letter(self._label, stage, str(e), element, micros)
-            return
-        if self._kind == RECORD:
-            try:
-                index = self._domain_fn(element)
-            except Exception as e:  # pylint: disable=broad-except
-                yield dead_letter(self._label, stage, f'domain_fn raised {e!r}', element, micros)
-                return
-            reason = driver.check_domain_index(index, self._domain_size)
-            if reason is None:
-                reason = self._outside(micros)
-            if reason is not None:
-                yield dead_letter(self._label, stage, reason, element, micros)
-                return
-            text = shell.render_record(element) if self._keep else None
-            yield instance, GrowingItem(key, (micros, RECORD, int(index), int(index)), text)
-            return
-        qid, query = driver.normalise_query(element, self._domain_size)
-        if not qid:
-            reason = 'query has no query_id' + ('' if isinstance(query, LinearQuery)
-                                                else f' ({query})')
-            yield dead_letter(self._label, stage, reason, element, micros)
-            return
-        if not isinstance(query, LinearQuery):
-            dead = dead_letter(self._label, stage, f'invalid query {qid!r}: {query}', element,
-                               micros)
-        else:
-            outside = self._outside(micros)
-            dead = None if outside is None else dead_letter(self._label, stage, outside,
-                                                            element, micros)
-        if dead is not None:
-            yield dead
-            yield beam.pvalue.TaggedOutput(REFUSALS, driver.answer_record(
-                qid, self._mechanism, micros, refusal='INVALID_QUERY', message=dead.value.reason))
-            return
-        yield instance, GrowingItem(key, (micros, QUERY, qid, (qid, query)))
-
-    def _outside(self, micros: int) -> Optional[str]:
-        """Why an event time is outside the clock (before start, after end), or None."""
-        try:
-            self._clock.checked_step(micros)
-        except InvalidRecordError as e:
-            return str(e)
-        return None
-
-
-def _item_step(clock):
-    def step(payload: GrowingItem) -> int:
-        return clock.step_of(payload.item[0])
-    return step
-
-
-def _late_record(clock):
-    def late(unused_key, payload: GrowingItem, step):
-        record = payload.item[3] if payload.text is None else RecordText(payload.text)
-        return clock.late_reason(step), record, payload.item[0]
-    return late
-
-
-def _late_query(clock, mechanism: str):
-    def refuse(unused_key, payload: GrowingItem, step):
-        micros, _, _, (qid, _) = payload.item
-        return driver.late_query(qid, mechanism, micros, clock, step)
-    return refuse
-
-
-def _strip_text(payload: GrowingItem) -> GrowingItem:
-    return payload._replace(text=None)
 
 
 class GrowingDatabaseTransform(shell.ShellTransform):
@@ -344,11 +177,11 @@ class GrowingDatabaseTransform(shell.ShellTransform):
         noise_label = self.spend_budget((data, queries))
         label, name, n_dom, clock = self.label, self._engine.name, self._domain_size, self._clock
         gate = not (batch_input(data) and batch_input(queries))
-        records = data | 'TagData' >> beam.ParDo(_TagFn(
+        records = data | 'TagData' >> beam.ParDo(TagFn(
             RECORD, label, name, self._data_key_fn, self._domain_fn, n_dom, clock,
             keep_records=gate, period_micros=self._period)).with_outputs(DEAD_LETTER,
                                                                          main='items')
-        asked = queries | 'TagQueries' >> beam.ParDo(_TagFn(
+        asked = queries | 'TagQueries' >> beam.ParDo(TagFn(
             QUERY, label, name, self._query_key_fn, None, n_dom, clock,
             period_micros=self._period)).with_outputs(
                 DEAD_LETTER, REFUSALS, main='items')
@@ -357,16 +190,16 @@ class GrowingDatabaseTransform(shell.ShellTransform):
         if gate:
             # Whether an item is late is decided on the public deadlines, never by another
             # record of its key (docs/privacy_model.md, "Lateness").
-            step_fn = _item_step(clock)
+            step_fn = item_step(clock)
             gated = items[0] | 'GateLateRecords' >> LatenessGate(
-                clock, label, driver.STAGE, step_fn, _late_record(clock), pass_fn=_strip_text)
+                clock, label, driver.STAGE, step_fn, late_record(clock), pass_fn=strip_text)
             gated_queries = items[1] | 'GateLateQueries' >> LatenessGate(
-                clock, label, driver.STAGE, step_fn, _late_record(clock),
-                refuse_fn=_late_query(clock, name))
+                clock, label, driver.STAGE, step_fn, late_record(clock),
+                refuse_fn=late_query(clock, name))
             items = [gated.passed, gated_queries.passed]
             refusals.append(gated_queries.refused)
             dead += [gated.dead_letter, gated_queries.dead_letter]
-        merged = items | 'MergeInputs' >> beam.Flatten().with_output_types(_LOOP_ELEMENT)
+        merged = items | 'MergeInputs' >> beam.Flatten().with_output_types(LOOP_ELEMENT)
         processed = merged | 'AnswerQueries' >> beam.ParDo(release_loop.buffered_loop(
             self.loop_driver(), label, self.rng, cell='key_state',
             noise_label=noise_label)).with_outputs(DEAD_LETTER, REFUSALS, RELEASES,
