@@ -46,13 +46,10 @@ from beam_dp.drivers.boost_events import BLOCKS
 from beam_dp.drivers.boost_events import LEDGER
 from beam_dp.drivers.boost_events import QUERY
 from beam_dp.drivers.boost_events import REFUSALS
-from beam_dp.drivers.boost_events import BoostItem
 from beam_dp.drivers.boost_events import BoostLoop
 from beam_dp.drivers.boost_events import ROW
 from beam_dp.drivers.boost_events import parse_query
-from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.clock import require_public_end
-from beam_dp.errors import InvalidRecordError
 from beam_dp.io.boost import BoostAnswerRecord
 from beam_dp.io.boost import BoostBlockSealed
 from beam_dp.io.boost import BoostLedgerRow
@@ -65,6 +62,7 @@ from beam_dp.transforms import boost_options
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import batch_input
+from beam_dp.transforms.boost_entry import ExtractFn
 from beam_dp.transforms.boost_options import BOOST_DOCS
 from beam_dp.transforms.shell import DEAD_LETTER
 
@@ -91,63 +89,6 @@ class BoostOutputs(NamedTuple):
     ledger: beam.PCollection
     blocks: beam.PCollection
     dead_letter: beam.PCollection
-
-
-class _ExtractFn(beam.DoFn):
-    """Rows → (dataset, ('row', micros, attributes)); queries → (dataset, ('query', micros,
-    record)); or a dead letter (a query of an unknown dataset: a refusal)."""
-
-    def __init__(self, kind: str, label: str, driver: BoostDriver, fns, datasets,
-                 clock: StepClock, keep_records: bool = False):
-        self._kind = kind
-        self._label = label
-        self._driver = driver
-        #: Rows: a 4th item, the input record's rendering, so a late row's dead letter holds
-        #: it ('AnswerQueries' drops it before storing the row).
-        self._keep = keep_records
-        self._fns = fns
-        self._datasets = frozenset(datasets)
-        self._clock = clock
-
-    def setup(self):
-        self._empty = self._driver.init_state()
-
-    def extract_row(self, record, micros: int):
-        """(dataset, item); raises ``InvalidRecordError`` with the dead-letter reason."""
-        dataset_fn, attributes_fn = self._fns
-        dataset = shell.extract_key(dataset_fn, record)
-        if not isinstance(dataset, str) or dataset not in self._datasets:
-            raise InvalidRecordError(f'dataset {dataset!r:.80} is not in the public dataset set')
-        try:
-            attributes = tuple(attributes_fn(record))
-        except Exception as e:  # pylint: disable=broad-except
-            raise InvalidRecordError(f'attributes_fn raised {e!r}') from e
-        state, rejected = self._driver.add_rows(self._empty, [(micros, attributes)])
-        if rejected:
-            raise InvalidRecordError(rejected[0].reason)
-        self._clock.checked_step(micros)       # after its last step: the clock's reason
-        return dataset, BoostItem(ROW, micros, tuple(int(x) for x in attributes))
-
-    def process(self, element, timestamp=beam.DoFn.TimestampParam):
-        micros = timestamp.micros
-        stage = 'ExtractRows' if self._kind == ROW else 'ExtractQueries'
-        try:
-            if self._kind == ROW:
-                dataset, item = self.extract_row(element, micros)
-                if self._keep:
-                    item += (shell.render_record(element),)
-                yield dataset, item
-                return
-            query = parse_query(element)
-        except InvalidRecordError as e:
-            yield shell.dead_letter(self._label, stage, str(e), element, micros)
-            return
-        if query.dataset not in self._datasets:
-            yield beam.pvalue.TaggedOutput(REFUSALS, BoostRefusal(
-                query.dataset, query.query_id, 'wrong_dataset', query.first_block,
-                query.last_block, False))
-            return
-        yield query.dataset, BoostItem(QUERY, micros, query)
 
 
 @arguments.public(docs=BOOST_DOCS)
@@ -243,7 +184,7 @@ class BoostQueries(shell.ShellTransform):
             extracted[kind] = (
                 pcoll
                 | f'{name}ToGlobalWindow' >> beam.WindowInto(GlobalWindows())
-                | f'Extract{"Rows" if kind == ROW else name}' >> beam.ParDo(_ExtractFn(
+                | f'Extract{"Rows" if kind == ROW else name}' >> beam.ParDo(ExtractFn(
                     kind, label, any_driver, self._fns, self._datasets, clock,
                     keep_records=not batch_input(pcoll))).with_outputs(
                         DEAD_LETTER, REFUSALS, main='valid'))
