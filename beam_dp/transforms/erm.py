@@ -10,7 +10,8 @@ Wiring (labels are part of the update contract):
 
   records
     | 'GlobalWindow'        re-window (timestamps kept; blocks are the StepClock's steps)
-    | 'ExtractAndValidate'  (stream, (block, features, label)); malformed / unknown stream /
+    | 'ExtractAndValidate'  (stream, (block, features, label)), ``erm_entry.py``; malformed /
+                            unknown stream /
                             before start / after end → dead letter (the driver's reasons)
     + 'StreamSeeds'/'SeedAtStart'  one element per public stream at ``start``: every stream
                             releases from block 0, with or without data
@@ -39,7 +40,6 @@ from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.erm import LEDGER
 from beam_dp.drivers.erm import ERMLoop
 from beam_dp.drivers.erm import ERMStreamDriver
-from beam_dp.errors import InvalidRecordError
 from beam_dp.io.erm import ERMLedgerRow
 from beam_dp.io.erm import ModelRelease
 from beam_dp.mechanisms.erm import SlidingWindowChain
@@ -48,6 +48,7 @@ from beam_dp.transforms import erm_options
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import batch_input
+from beam_dp.transforms.erm_entry import ExtractFn
 from beam_dp.transforms.erm_options import ERM_DOCS
 from beam_dp.transforms.erm_options import ERM_GUARANTEE
 from beam_dp.transforms.erm_options import check_unwindowed
@@ -69,46 +70,6 @@ class ERMOutputs(NamedTuple):
     releases: beam.PCollection
     ledger: beam.PCollection
     dead_letter: beam.PCollection
-
-
-class _ExtractFn(beam.DoFn):
-    """record → (stream, (block, features tuple, label)) or a dead letter with the reason."""
-
-    def __init__(self, label: str, driver: ERMStreamDriver, fns, streams: Sequence[str],
-                 keep_records: bool = False):
-        self._label = label
-        self._driver = driver
-        self._fns = fns
-        self._streams = tuple(streams)
-        #: A 4th and 5th item, the input record's rendering and event time, so a late record's
-        #: dead letter holds it ('TrainBlocks' drops them before storing the record).
-        self._keep = keep_records
-
-    def setup(self):
-        self._streams_set = frozenset(self._streams)
-        self._empty = self._driver.init_state()
-
-    def extract(self, record, micros: int):
-        """(stream, (block, x, y)); raises ``InvalidRecordError`` with the dead-letter reason."""
-        stream_fn, features_fn, label_fn = self._fns
-        stream = shell.extract_key(stream_fn, record)
-        if not isinstance(stream, str) or stream not in self._streams_set:
-            raise InvalidRecordError(f'stream {stream!r:.80} is not in the public stream set')
-        try:
-            x, y = features_fn(record), label_fn(record)
-        except Exception as e:  # pylint: disable=broad-except
-            raise InvalidRecordError(f'features_fn/label_fn raised {e!r}') from e
-        return str(stream), self._driver.block_record(micros, x, y, self._empty)
-
-    def process(self, record, timestamp=beam.DoFn.TimestampParam):
-        micros = timestamp.micros
-        try:
-            stream, item = self.extract(record, micros)
-            if self._keep:
-                item += (shell.render_record(record), micros)
-            yield stream, item
-        except InvalidRecordError as e:
-            yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
 
 
 class _ERMTransform(shell.ShellTransform):
@@ -180,7 +141,7 @@ class _ERMTransform(shell.ShellTransform):
         extracted = (
             records
             | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
-            | 'ExtractAndValidate' >> beam.ParDo(_ExtractFn(
+            | 'ExtractAndValidate' >> beam.ParDo(ExtractFn(
                 label, self._driver, self._fns, self._streams,
                 keep_records=not batch_input(records))).with_outputs(
                     DEAD_LETTER, main='valid'))
