@@ -253,11 +253,11 @@ KAFKA_FAMILIES = ('BoostQueries', 'ContinualERM', 'WindowedPMWG')
 KNOWN_FAILURES = {}
 
 #: Families whose Prism run is repeated once when it differs from the reference (the first
-#: difference is printed). Seen on Prism only, about 1 run in 4 with the growing-database
-#: families on the buffered release loop (BBSchedulerQueries answered t = 133 where 120 records
-#: exist: one step's records reached the loop twice, a guard against re-processing a released
-#: step did not change it); never on the DirectRunner or Flink. Cause not found; see
-#: docs/runners.md, "Known Prism differences".
+#: difference is printed). Seen on Prism only, about 1 run in 20 with the growing-database
+#: families: Prism delivers one element (a step's group of records) twice to the lateness gate's
+#: stateful 'DropLate' stage although 'GroupByShardInBundle' emitted it once (issue 22,
+#: instrumented runs); never on the DirectRunner or Flink. See docs/runners.md, "Known Prism
+#: differences".
 PRISM_RERUN = ('BBImproverQueries', 'BBSchedulerQueries', 'ERMGQueries', 'SmallDBGQueries',
                'WindowedPMWG')
 
