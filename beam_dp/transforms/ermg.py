@@ -17,6 +17,7 @@ from beam_dp.mechanisms.ermg import ermg
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.transforms import arguments
+from beam_dp.transforms import shell
 from beam_dp.transforms.growing_database import GROWING_DOCS
 from beam_dp.transforms.growing_database import GROWING_HINTS
 from beam_dp.transforms.growing_database import GrowingDatabaseTransform
@@ -47,8 +48,10 @@ class _ERMGBase(GrowingDatabaseTransform):
                  accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
                  debug_metrics: bool = False, testing_seed: Optional[int] = None,
                  label: Optional[str] = None):
-        super().__init__(label, accountant=accountant, testing_seed=testing_seed,
-                         noise_key=noise_key, debug_metrics=debug_metrics)
+        # the shell only: this class builds its mechanism itself and calls ``_setup``
+        shell.ShellTransform.__init__(self, label, accountant=accountant,
+                                      testing_seed=testing_seed, noise_key=noise_key,
+                                      debug_metrics=debug_metrics)
         with self.params():
             epsilon, delta = budget_epsilon_delta(self.owner, budget)
             mechanism = ermg(points=points, labels=labels, reg=reg, epsilon=epsilon,
