@@ -249,6 +249,8 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
       start, step, end, allowed_lateness: the stream's clock (as ``ContinualCountPerKey``).
       budget: the whole budget (histograms + release).
       unit_fn: record → privacy unit id; key_fn: record → key (default ``record[0]``).
+      key_field, privacy_unit_field, timestamp_field: instead of ``key_fn``, ``unit_fn`` and the
+        element timestamp, the names of fields of schema'd records (docs/configuration.md).
       warm_up_steps: W ≥ 1.
       bounds_share: the histograms' share of ``budget`` (0.1).
       horizon: the steps after the warm-up the bounds are chosen for (default: to ``end``;
