@@ -23,6 +23,15 @@ spent on choosing them, and the continual count runs from step W on at the chose
    the rest of the budget. The warm-up steps are **not released** (their records only choose
    the bounds): the first release is step W and counts the records of steps W.. ; every step
    from W on is released on the public schedule of the stream's clock.
+4. **The warm-up steps** (``warm_up_release``, the user's choice): 'none' (default, as above)
+   or 'default_bounds': steps 0..W−1 are also released on the stream's schedule, by a
+   separate continual count over the warm-up's records only (``warm_up_driver``: its own
+   clock, steps 0..W−1 of the stream's) at public conservative default bounds, the
+   ``fallback`` (K, m, S, C) (S counted within the warm-up), from ``warm_up_share`` of the
+   budget (the release then gets 1 − bounds_share − warm_up_share). Its counts start at
+   zero at step 0; the release from step W on counts steps W.. only (the two series are not
+   summed: a user who wants totals since the start adds the final warm-up release, whose
+   noise is independent).
 
 Privacy (add/remove of all records of one unit; ε-DP or ρ-zCDP as the budget): the histograms
 are (bounds_share · budget)-DP (each unit adds 1 to one bucket of each of the four, released
@@ -31,7 +40,15 @@ parameters; given the bounds, the release is ((1 − bounds_share) · budget)-DP
 (its counter is calibrated to them, ``KeyedReleaseDriver``). By adaptive sequential
 composition the whole output is budget-DP: ``privacy_costs`` lists both parts, checked against
 the accountant at construction (``release_cost`` is the release budget itself, an upper bound
-of every counter ``release_driver`` builds, which it checks). The schedule stays
+of every counter ``release_driver`` builds, which it checks). With
+``warm_up_release='default_bounds'`` a third part: the warm-up release is
+(warm_up_share · budget)-DP on its own (a counter calibrated to the fallback bounds over the W
+warm-up steps, the unit's warm-up records bounded at them, in arrival order, ``UnitUsage``),
+its bounds and schedule are public and fixed before any data, so it composes sequentially
+with the histograms (which read the same warm-up records) and the release (which reads only
+records of steps ≥ W): the three costs sum to the budget exactly (``privacy_costs``, the
+warm-up's cost its budget, an upper bound of its counter's, checked at construction). The
+schedule stays
 data-independent: the warm-up closes, the bounds are released and every step is released at
 public event times; which of a unit's records are kept depends on its own records, the bounds
 and the watermark only.
@@ -76,6 +93,10 @@ __all__ = [
 ]
 
 _OWNER = 'WarmUpContinualCountPerKey'
+#: ``warm_up_release`` values (module docstring, item 4).
+WARM_UP_RELEASES = ('none', 'default_bounds')
+#: The warm-up release's ledger label suffix, stage and noise label suffix.
+WARM_UP_RELEASE_LABEL = 'WarmUpRelease'
 
 
 class WarmUpBounds(NamedTuple):
@@ -112,7 +133,12 @@ class WarmUpPlan:
       mechanism: the release counter (``ContinualCountPerKey``'s ``mechanism=``, 'auto').
       key_share, max_value, per_octave, shares: ``BoundsChooser``'s.
       extrapolate: scale S_u and C_u by horizon / W (module docstring); False: as seen.
-      fallback: (K, m, S, C) used if the chosen bounds cannot run (C 0: none).
+      fallback: (K, m, S, C) used if the chosen bounds cannot run (C 0: none); with
+        ``warm_up_release='default_bounds'`` also the warm-up release's bounds.
+      warm_up_release: 'none' (the warm-up steps are not released) or 'default_bounds'
+        (released on schedule at ``fallback``: module docstring).
+      warm_up_share: the warm-up release's share of ``budget`` with 'default_bounds' (0.1;
+        bounds_share + warm_up_share < 1); ignored with 'none'.
 
     Raises:
       InvalidParamsError: on a bad parameter, naming it.
@@ -130,6 +156,8 @@ class WarmUpPlan:
     shares: Tuple[float, float, float, float] = (0.2, 0.2, 0.2, 0.4)
     extrapolate: bool = True
     fallback: Tuple[int, int, int, int] = (1, 1, 1, 0)
+    warm_up_release: str = 'none'
+    warm_up_share: float = 0.1
 
     def __post_init__(self):
         if not isinstance(self.budget, PrivacyBudget):
@@ -168,7 +196,21 @@ class WarmUpPlan:
                                      f'and C ≥ 0 (0: no cap), got {self.fallback!r}.')
         object.__setattr__(self, 'fallback', WarmUpBounds(*fb))
         object.__setattr__(self, '_drivers', {})
-        hist_budget, release_budget = self.budget.split(share, 1 - share)
+        if self.warm_up_release not in WARM_UP_RELEASES:
+            raise InvalidParamsError(f'{_OWNER}: warm_up_release must be one of '
+                                     f'{WARM_UP_RELEASES}, got {self.warm_up_release!r}.')
+        warm_budget = None
+        if self.warm_up_release == 'none':
+            hist_budget, release_budget = self.budget.split(share, 1 - share)
+        else:
+            warm = v.check_real(_OWNER, 'warm_up_share', self.warm_up_share)
+            if not 0 < warm < 1 - share:
+                raise InvalidParamsError(
+                    f'{_OWNER}: warm_up_share must be in (0, 1 − bounds_share) = (0, '
+                    f'{1 - share:g}), got {warm!r}.')
+            hist_budget, warm_budget, release_budget = self.budget.split(
+                share, warm, 1 - share - warm)
+        object.__setattr__(self, 'warm_up_budget', warm_budget)
         object.__setattr__(self, 'release_budget', release_budget)
         object.__setattr__(self, 'chooser', BoundsChooser(
             hist_budget, release_budget, self.horizon, mechanism=self.mechanism,
@@ -176,6 +218,25 @@ class WarmUpPlan:
             shares=self.shares))
         # The fallback must run (it is what the job uses if the chosen bounds cannot).
         self.release_driver(self.fallback)
+        object.__setattr__(self, 'warm_up_driver', None if warm_budget is None
+                           else self._warm_up_driver(warm_budget))
+
+    def _warm_up_driver(self, warm_budget: PrivacyBudget) -> KeyedReleaseDriver:
+        """The warm-up release's driver: a count at the fallback bounds on the warm-up's clock
+        (steps 0..W−1), its cost checked against ``warm_budget``."""
+        c = self.clock
+        driver = KeyedReleaseDriver(
+            metric='count', budget=warm_budget,
+            privacy_unit=self.fallback.user_level(_unit_fn_placeholder),
+            clock=StepClock(c.start_micros, c.step_micros, c.allowed_lateness_micros,
+                            self.warm_up_steps - 1),
+            layout=self.layout, mechanism=self.mechanism)
+        cost, limit = driver.release_cost(), warm_budget.as_cost()
+        if (cost.rho > limit.rho * (1 + 1e-9) if limit.is_zcdp else
+                cost.epsilon > limit.epsilon * (1 + 1e-9) or cost.delta > limit.delta * (1 + 1e-9)):
+            raise InvalidParamsError(f'{_OWNER}: the warm-up release at fallback={self.fallback}'
+                                     f' costs {cost}, more than its budget {warm_budget}.')
+        return driver
 
     # -- the clocks ------------------------------------------------------------------------------
 
@@ -209,9 +270,12 @@ class WarmUpPlan:
         return PrivacyCost(epsilon=b.epsilon, delta=b.delta)
 
     def privacy_costs(self, label: str) -> List[Tuple[str, PrivacyCost]]:
-        """(ledger label, cost): the histograms first, then the release."""
-        return [(f'{label}/ChooseBounds', self.chooser.privacy_cost()),
-                (label, self.release_cost())]
+        """(ledger label, cost): the histograms first, then the warm-up release (with
+        'default_bounds'), then the release."""
+        costs = [(f'{label}/ChooseBounds', self.chooser.privacy_cost())]
+        if self.warm_up_budget is not None:
+            costs.append((f'{label}/{WARM_UP_RELEASE_LABEL}', self.warm_up_budget.as_cost()))
+        return costs + [(label, self.release_cost())]
 
     # -- the warm-up -------------------------------------------------------------------------------
 
@@ -349,48 +413,29 @@ def run_warm_up(plan: WarmUpPlan, unit_cells: Mapping[Any, Mapping[Tuple[object,
     return plan.choose(plan.bucket_counts(stats), rng)
 
 
-def replay(plan: WarmUpPlan, records: Sequence[Tuple[Any, str, int]], rng: RandomSource,
-           noise_label: str) -> Tuple[BoundsRecommendation, WarmUpBounds, List[Tuple[str, int,
-                                                                                   float, float]]]:
-    """What ``WarmUpContinualCountPerKey`` outputs for ``records`` = (unit, key, stream step)
-    in arrival order when nothing is late (the transform's noise label and random source):
-    (recommendation, bounds, [(key, stream step, value, noise sd)] for every key and released
-    step). Records of keys outside the public set are skipped (the transform dead-letters
-    them first). The reference of the pipeline tests and the benchmark."""
+def _drive(driver: KeyedReleaseDriver, bounds: WarmUpBounds,
+           records: Sequence[Tuple[Any, str, int]], loop, first_payload, root, offset: int,
+           last: int) -> List[Tuple[str, int, float, float]]:
+    """``records`` (unit, key, step on ``driver``'s clock) bounded at ``bounds`` in arrival
+    order, pre-aggregated and released by ``loop`` per shard for steps 0..``last`` (the
+    shard's first fold ``first_payload`` when not None): [(key, step + offset, value, sd)]."""
     from beam_dp.drivers.bounding import UnitUsage  # pylint: disable=import-outside-toplevel
-    from beam_dp.drivers.protocol import NoiseRoot  # pylint: disable=import-outside-toplevel
-    w = plan.warm_up_steps
-    warm: Dict[Any, Dict[Tuple[object, int], int]] = {}
-    post = []
-    public = set(plan.layout.keys)
-    for unit, key, step in records:
-        if key not in public:       # dead-lettered at extraction, before everything else
-            continue
-        if step < w:
-            cells = warm.setdefault(unit, {})
-            cells[(key, step)] = cells.get((key, step), 0) + 1
-        else:
-            post.append((unit, key, step - w))
-    rec, bounds = run_warm_up(plan, warm, rng.derive(noise_label, 'warm_up_histograms'))
     level = bounds.user_level(_unit_fn_placeholder)
     usages: Dict[Any, UnitUsage] = {}
-    template = plan.template_driver()
     sums: Dict[Tuple[int, int], Dict[int, int]] = {}
-    for unit, key, step in post:
+    for unit, key, step in records:
         usage = usages.setdefault(unit, UnitUsage(level))
         if usage.offer(key, step)[0] is not None:
             continue
-        _, shard, position = template.locate(key)
+        _, shard, position = driver.locate(key)
         per = sums.setdefault((shard, step), {})
         per[position] = per.get(position, 0) + 1
-    loop = WarmUpShardLoop(plan)
-    root = NoiseRoot(rng, noise_label)
-    clock = plan.release_clock
-    last = clock.last_step if clock.last_step is not None else plan.horizon - 1
+    clock = driver.clock
     out = []
-    for shard in range(plan.layout.num_shards):
+    for shard in range(driver.layout.num_shards):
         state = loop.start(shard, root).state
-        state = loop.fold(state, shard, bounds).state
+        if first_payload is not None:
+            state = loop.fold(state, shard, first_payload).state
         for step in range(last + 1):
             per = sums.get((shard, step))
             if per:
@@ -400,5 +445,42 @@ def replay(plan: WarmUpPlan, records: Sequence[Tuple[Any, str, int]], rng: Rando
             result = loop.close(state, shard, clock.release_time_micros(step), (), root)
             state = result.state
             for r in result.releases:
-                out.append((r.key, r.step + w, r.value, r.noise_stddev))
+                out.append((r.key, r.step + offset, r.value, r.noise_stddev))
+    return out
+
+
+def replay(plan: WarmUpPlan, records: Sequence[Tuple[Any, str, int]], rng: RandomSource,
+           noise_label: str) -> Tuple[BoundsRecommendation, WarmUpBounds, List[Tuple[str, int,
+                                                                                   float, float]]]:
+    """What ``WarmUpContinualCountPerKey`` outputs for ``records`` = (unit, key, stream step)
+    in arrival order when nothing is late (the transform's noise label and random source):
+    (recommendation, bounds, [(key, stream step, value, noise sd)] for every key and released
+    step: with ``warm_up_release='default_bounds'`` the warm-up release's steps 0..W−1 first).
+    Records of keys outside the public set are skipped (the transform dead-letters them
+    first). The reference of the pipeline tests and the benchmark."""
+    from beam_dp.drivers.protocol import NoiseRoot  # pylint: disable=import-outside-toplevel
+    w = plan.warm_up_steps
+    warm: Dict[Any, Dict[Tuple[object, int], int]] = {}
+    warm_records = []
+    post = []
+    public = set(plan.layout.keys)
+    for unit, key, step in records:
+        if key not in public:       # dead-lettered at extraction, before everything else
+            continue
+        if step < w:
+            cells = warm.setdefault(unit, {})
+            cells[(key, step)] = cells.get((key, step), 0) + 1
+            warm_records.append((unit, key, step))
+        else:
+            post.append((unit, key, step - w))
+    rec, bounds = run_warm_up(plan, warm, rng.derive(noise_label, 'warm_up_histograms'))
+    out = []
+    if plan.warm_up_driver is not None:
+        driver = plan.warm_up_driver
+        out += _drive(driver, plan.fallback, warm_records, driver.loop_driver(), None,
+                      NoiseRoot(rng, f'{noise_label}/{WARM_UP_RELEASE_LABEL}'), 0, w - 1)
+    clock = plan.release_clock
+    last = clock.last_step if clock.last_step is not None else plan.horizon - 1
+    out += _drive(plan.template_driver(), bounds, post, WarmUpShardLoop(plan), bounds,
+                  NoiseRoot(rng, noise_label), w, last)
     return rec, bounds, out
