@@ -22,6 +22,9 @@ Wiring (labels are part of the update contract):
     | 'ReleaseNoisyValues'     the release loop running ``WarmUpShardLoop`` (its first timer
                                is armed when its bounds arrive)
     | 'StreamSteps'            the releases' step index on the stream's clock (+ W)
+  warm-up release (``warm_up_release='default_bounds'`` only; ``warm_up_release.py``):
+    'GroupWarmUpByUnit' | 'WarmUpRelease'   steps 0..W−1 at the fallback bounds, flattened
+                               into the releases by 'MergeWarmUpReleases'
 """
 
 import typing
@@ -58,6 +61,7 @@ from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import RecordText
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.state_types import STATE_CODER
+from beam_dp.transforms.warm_up_release import WarmUpRelease
 
 __all__ = [
     'WarmUpContinualCountPerKey',
@@ -217,7 +221,11 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
     privately on the stream's first ``warm_up_steps`` steps (no batch needed ahead of time).
 
     Steps 0..W−1 (W = ``warm_up_steps``, public) are the warm-up: their records choose the
-    bounds and are **not released** (they are not counted). At the warm-up's end (the release
+    bounds and, with ``warm_up_release='none'`` (default), are **not released** (they are not
+    counted); with ``warm_up_release='default_bounds'`` the warm-up steps are also released on
+    schedule, each at its own release time, by a continual count of the warm-up's records at
+    the public ``fallback`` bounds (S counted within the warm-up) from ``warm_up_share`` of
+    ``budget`` (its steps 0..W−1; the release from W on counts steps W.. only). At the warm-up's end (the release
     time of step W−1) four DP histograms of per-unit statistics of the warm-up (keys,
     largest records in one key and step, largest steps in one key, records; S and C scaled
     to the release's horizon) are released at ``bounds_share`` of ``budget`` and the bounds of
@@ -234,7 +242,10 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
     ``budget=PrivacyBudget(epsilon=ε)`` or ρ-zCDP for ``PrivacyBudget(rho=ρ)``: the histograms
     at bounds_share·budget, the bounds their post-processing, the release at
     (1 − bounds_share)·budget calibrated to the bounds it gets, composed adaptively and
-    sequentially. Both costs are checked against ``accountant`` at construction and recorded
+    sequentially; with 'default_bounds' the warm-up release, (warm_up_share · budget)-DP at
+    bounds and a schedule fixed before any data, is a third sequential part (the release then
+    gets 1 − bounds_share − warm_up_share): ε-DP/ρ-zCDP in total, the parts summing to the
+    budget exactly. All costs are checked against ``accountant`` at construction and recorded
     when the transform is applied (``beam_dp.drivers.warm_up`` has the argument). The bounds
     reach every stage at a public time (the warm-up's end + 1 µs) before the first release;
     records of steps ≥ W that arrive earlier wait for them.
@@ -259,7 +270,11 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
       key_share, max_value, per_octave, shares: as ``ChooseContributionBounds``.
       extrapolate: scale each unit's steps and records seen in the warm-up to the horizon
         (True).
-      fallback: (K, m, S, C) if the chosen bounds cannot run (C 0: no cap).
+      fallback: (K, m, S, C) if the chosen bounds cannot run (C 0: no cap); with
+        'default_bounds' also the warm-up release's bounds (public, conservative).
+      warm_up_release: 'none' (default: the warm-up steps are not released) or
+        'default_bounds' (released on schedule at ``fallback``).
+      warm_up_share: the warm-up release's share of ``budget`` with 'default_bounds' (0.1).
       num_shards, accountant, noise_key, debug_metrics, testing_seed, label: as
         ``ContinualCountPerKey``.
 
@@ -277,7 +292,8 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
                  horizon: Optional[int] = None, mechanism: str = 'auto',
                  key_share: float = 0.1, max_value: int = 1 << 20, per_octave: int = 2,
                  shares=(0.2, 0.2, 0.2, 0.4), extrapolate: bool = True,
-                 fallback=(1, 1, 1, 0), allowed_lateness=0, num_shards: Optional[int] = None,
+                 fallback=(1, 1, 1, 0), warm_up_release: str = 'none',
+                 warm_up_share: float = 0.1, allowed_lateness=0, num_shards: Optional[int] = None,
                  accountant: Optional[BudgetAccountant] = None,
                  noise_key: Optional[str] = None, debug_metrics: bool = False,
                  testing_seed: Optional[int] = None, label: Optional[str] = None):
@@ -298,7 +314,8 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
                 key_share=key_share, max_value=max_value, per_octave=per_octave,
                 shares=tuple(shares) if isinstance(shares, list) else shares,
                 extrapolate=extrapolate, fallback=tuple(fallback)
-                if isinstance(fallback, list) else fallback)
+                if isinstance(fallback, list) else fallback,
+                warm_up_release=warm_up_release, warm_up_share=warm_up_share)
         self._key_fn = key_fn
         self._unit = UserLevel(unit_fn=unit_fn, max_keys_per_unit=1,
                                max_contributions_per_step=1, max_steps_per_unit=1)
@@ -315,7 +332,10 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
     def display_data(self):
         plan = self._plan
         return {'budget': str(plan.budget), 'warm_up_steps': plan.warm_up_steps,
-                'bounds_share': plan.bounds_share, 'horizon': plan.horizon}
+                'bounds_share': plan.bounds_share, 'horizon': plan.horizon,
+                **({} if plan.warm_up_driver is None
+                   else {'warm_up_release': plan.warm_up_release,
+                         'warm_up_share': plan.warm_up_share})}
 
     def expand(self, records):
         plan = self._plan
@@ -364,5 +384,12 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
             _stream_step(plan.step_offset)).with_output_types(Release)
         dead = [extracted[DEAD_LETTER], warm[DEAD_LETTER], stats[DEAD_LETTER],
                 bounded.dead_letter, released[DEAD_LETTER]]
+        if plan.warm_up_driver is not None:
+            warm_releases, warm_dead = warm.grouped | 'WarmUpRelease' >> WarmUpRelease(
+                plan, self._unit.unit_fn, self.label, self.rng, noise_label)
+            warm_releases.element_type = Release
+            releases = (warm_releases, releases) | 'MergeWarmUpReleases' >> beam.Flatten(
+            ).with_output_types(Release)
+            dead += warm_dead
         return WarmUpOutputs(releases, recommendation,
                              shell.merge_dead_letters(dead, self.debug_metrics, self.label))

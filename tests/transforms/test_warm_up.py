@@ -125,3 +125,70 @@ def test_the_budget_is_checked_at_construction_and_recorded():
 def test_bad_arguments_are_refused(kw, needle):
     with pytest.raises(InvalidParamsError, match=needle):
         _transform(**kw)
+
+
+def _check_default_bounds(c, t, records):
+    rec, bounds, ref = _reference(t, records)
+    assert c['b'] == [rec]
+    assert _released(c) == sorted(ref)
+    assert {r.step for r in c['r']} == set(range(STEPS))             # warm-up released too
+    assert len(c['r']) == len(KEYS) * STEPS
+    warm = [x for x in ref if x[1] < W]
+    assert len(warm) == len(KEYS) * W and all(x[3] > 0 for x in warm)
+    return ref
+
+
+def test_streaming_default_bounds_releases_the_warm_up_as_the_reference_computes():
+    """DIRECT_RUNNER (BundleBasedDirectRunner, streaming TestStream)."""
+    records = _records(seed=5)
+    t = _transform(warm_up_release='default_bounds', fallback=(2, 1, 2, 0))
+    with pipeline(runner=DIRECT_RUNNER) as p:
+        out = p | stream(*_script(records)) | t
+        collect(out.releases, 'r')
+        collect(out.bounds, 'b')
+        collect(out.dead_letter, 'd')
+    c = collected()
+    _check_default_bounds(c, t, records)
+    # the warm-up release bounds the heavy units at the fallback bounds
+    bound = [d for d in c['d'] if d.stage == 'BoundContributions' and d.event_time_micros
+             < W * 10_000_000]
+    assert bound and all(d.reason.startswith('contribution bound') for d in bound)
+
+
+def test_batch_default_bounds_releases_what_the_reference_computes():
+    records = _records(seed=6)
+    t = _transform(budget=PrivacyBudget(epsilon=3.0), warm_up_release='default_bounds')
+    with pipeline(streaming=False, runner=BATCH_RUNNER) as p:
+        out = (p | beam.Create(records) | beam.MapTuple(beam.window.TimestampedValue) | t)
+        collect(out.releases, 'r')
+        collect(out.bounds, 'b')
+    _check_default_bounds(collected(), t, records)
+
+
+def test_default_bounds_costs_are_exact_checked_and_recorded():
+    accountant = BudgetAccountant(PrivacyBudget(rho=2.0))
+    t = _transform(accountant=accountant, bounds_share=0.2, warm_up_release='default_bounds',
+                   warm_up_share=0.25)
+    costs = dict(t.privacy_costs())
+    assert costs[f'{t.label}/ChooseBounds'].rho == pytest.approx(0.4)
+    assert costs[f'{t.label}/WarmUpRelease'].rho == pytest.approx(0.5)
+    assert costs[t.label].rho == pytest.approx(1.1)
+    assert sum(x.rho for x in costs.values()) == pytest.approx(2.0, rel=1e-12)
+    with pytest.raises(BudgetExceededError):
+        _transform(accountant=BudgetAccountant(PrivacyBudget(rho=1.99)),
+                   warm_up_release='default_bounds')
+    with pipeline(runner=DIRECT_RUNNER) as p:
+        _ = p | stream(*_script(_records(units=3))) | t
+    spent = {e.label: e.cost for e in accountant.ledger}
+    assert spent[f'{t.label}/WarmUpRelease'].rho == pytest.approx(0.5)
+    assert accountant.spent().rho == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize('kw, needle', [
+    (dict(warm_up_release='held'), 'warm_up_release'),
+    (dict(warm_up_release='default_bounds', warm_up_share=0.95), 'warm_up_share'),
+    (dict(warm_up_release='default_bounds', bounds_share=0.5, warm_up_share=0.5),
+     'warm_up_share')])
+def test_bad_warm_up_release_arguments_are_refused(kw, needle):
+    with pytest.raises(InvalidParamsError, match=needle):
+        _transform(**kw)
