@@ -10,6 +10,7 @@ import pytest
 
 from beam_dp import noise
 from beam_dp.accounting import PrivacyBudget
+from beam_dp.drivers.bounds import STATISTICS
 from beam_dp.drivers.bounds import BoundsChooser
 from beam_dp.drivers.bounds import unit_statistics
 from beam_dp.drivers.clock import StepClock
@@ -192,3 +193,57 @@ def test_the_plan_is_frozen():
     plan = _plan()
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.warm_up_steps = 3
+
+
+@pytest.mark.parametrize('budget, field', [(PrivacyBudget(rho=0.5), 'rho'),
+                                           (PrivacyBudget(epsilon=2.0, delta=1e-6), 'epsilon')])
+def test_default_bounds_costs_three_parts_exactly(budget, field):
+    plan = _plan(budget, bounds_share=0.2, warm_up_release='default_bounds',
+                 warm_up_share=0.3, fallback=(2, 1, 3, 4))
+    costs = plan.privacy_costs('T')
+    assert [label for label, _ in costs] == ['T/ChooseBounds', 'T/WarmUpRelease', 'T']
+    parts = [getattr(cost, field) for _, cost in costs]
+    total = getattr(budget, field)
+    assert parts == pytest.approx([0.2 * total, 0.3 * total, 0.5 * total], rel=1e-12)
+    assert sum(parts) == pytest.approx(total, rel=1e-12)
+    driver = plan.warm_up_driver
+    assert driver.clock.last_step == 9 and driver.clock.start_micros == CLOCK.start_micros
+    assert driver.clock.release_time_micros(9) == plan.warm_up_end_micros
+    assert getattr(driver.release_cost(), field) <= parts[1] * (1 + 1e-9)
+    unit = driver.privacy_unit
+    assert (unit.max_keys_per_unit, unit.max_contributions_per_step, unit.max_steps_per_unit,
+            unit.max_total_contributions) == (2, 1, 3, 4)
+    # the release from W on gets the rest; 'none' keeps the two-part split
+    assert getattr(plan.release_cost(), field) == pytest.approx(0.5 * total, rel=1e-12)
+    none = _plan(budget, bounds_share=0.2)
+    assert none.warm_up_driver is None and len(none.privacy_costs('T')) == 2
+
+
+def test_default_bounds_replay_releases_every_step_and_the_warm_up_at_the_fallback():
+    plan = _plan(warm_up_release='default_bounds', fallback=(1, 1, 2, 0))
+    records = _records(n_units=60)
+    rec, bounds, out = replay(plan, records, noise.seeded(5), 'T')
+    steps = sorted({s for _, s, _, _ in out})
+    assert steps == list(range(40))
+    none_rec, none_bounds, none_out = replay(_plan(), records, noise.seeded(5), 'T')
+    for name in STATISTICS:                               # the same noisy histograms
+        assert getattr(none_rec, name) == getattr(rec, name)
+    assert none_rec.predicted_noise < rec.predicted_noise  # the release has less budget
+    assert {s for _, s, _, _ in none_out} == set(range(10, 40))
+    # the warm-up noise is its own (address T/WarmUpRelease), its sd the warm-up driver's
+    warm = [x for x in out if x[1] < 10]
+    assert len(warm) == 3 * 10 and len({x[3] for x in warm if x[1] == 9}) == 1
+    # exact counts, noise removed: a unit adds at most S = 2 records over the warm-up
+    units = {u for u, _, s in records if s < 10}
+    final = sum(v for _, s, v, _ in warm if s == 9)
+    assert final < 2 * len(units) + 6 * max(x[3] for x in warm)
+
+
+@pytest.mark.parametrize('kw, needle', [
+    (dict(warm_up_release='held'), 'warm_up_release'),
+    (dict(warm_up_release='default_bounds', warm_up_share=0.0), 'warm_up_share'),
+    (dict(warm_up_release='default_bounds', bounds_share=0.4, warm_up_share=0.6),
+     'warm_up_share')])
+def test_default_bounds_bad_arguments(kw, needle):
+    with pytest.raises(InvalidParamsError, match=needle):
+        _plan(**kw)

@@ -116,3 +116,70 @@ def test_the_audit_catches_bounding_looser_than_the_calibration():
         if usage.offer(key, step - W)[0] is None:
             delta[key][step - W] += 1
     assert _release_loss(plan, bounds, delta) > 1.5 * plan.release_budget.rho
+
+
+def _default_bounds_plan(fallback=(2, 2, 3, 0)):
+    return WarmUpPlan(BUDGET, StepClock(0, 1, 0, STEPS - 1), W, KeyLayout.of(KEYS, 1),
+                      bounds_share=0.2, mechanism='per_cell', key_share=0.3,
+                      warm_up_release='default_bounds', warm_up_share=0.3, fallback=fallback)
+
+
+def _warm_cells(values):
+    out = {}
+    for key in KEYS:
+        series = np.array([values[(key, s)] for s in range(W)])
+        out[key] = np.diff(np.concatenate([[0.0], series]))
+    return out
+
+
+def _warm_loss(plan, delta_cells):
+    counter = plan.warm_up_driver.counter(1)
+    norm2 = sum(float(d @ d) for d in delta_cells.values())
+    return plan.warm_up_budget.rho * norm2 / counter.cell_sensitivity ** 2
+
+
+def test_default_bounds_the_three_transcripts_lose_at_most_the_budget():
+    """warm_up_release='default_bounds': the warm-up release's transcript (steps 0..W−1) on
+    neighbouring streams differs by u's records kept at the fallback bounds, within its
+    calibration; with the histograms and the release the losses sum to at most the budget."""
+    plan = _default_bounds_plan()
+    background = _background()
+    neighbour = _with_heavy_unit(background)
+    rec0, bounds0, out0 = replay(plan, background, noise.seeded(11), 'T')
+    rec1, bounds1, out1 = replay(plan, neighbour, noise.seeded(11), 'T')
+    hist_loss = 0.0
+    for name in STATISTICS:
+        d = np.array(getattr(rec1, name)) - np.array(getattr(rec0, name))
+        assert np.abs(d).sum() == 1, (name, d)
+        param = float(noise.as_rational_up(plan.chooser.histograms[name].noise_param))
+        hist_loss += float(d @ d) / (2 * param)
+    assert hist_loss == pytest.approx(0.2 * BUDGET.rho, rel=1e-3)
+    v0 = {(k, s): v for k, s, v, _ in out0}
+    v1 = {(k, s): v for k, s, v, _ in out1}
+    assert len(v0) == len(out0) == len(KEYS) * STEPS               # every step released
+    warm = {k: d1 - d0 for (k, d1), d0 in zip(_warm_cells(v1).items(),
+                                               _warm_cells(v0).values())}
+    assert all(np.all(d >= 0) and np.all(d == np.round(d)) for d in warm.values())
+    k, m, s, _ = plan.fallback
+    assert sum(1 for d in warm.values() if d.any()) == k            # u at the fallback bounds
+    assert all(d.max() <= m and np.count_nonzero(d) <= s for d in warm.values())
+    warm_loss = _warm_loss(plan, warm)
+    assert warm_loss == pytest.approx(plan.warm_up_budget.rho, rel=1e-9)   # u uses all of it
+    assert bounds0 == bounds1
+    delta = {key: c1 - c0 for (key, c1), c0 in zip(_cells(v1).items(), _cells(v0).values())}
+    release_loss = _release_loss(plan, bounds1, delta)
+    assert release_loss <= plan.release_budget.rho * (1 + 1e-9)
+    assert hist_loss + warm_loss + release_loss <= BUDGET.rho * (1 + 1e-9)
+    assert plan.warm_up_budget.rho + plan.release_budget.rho + 0.2 * BUDGET.rho == \
+        pytest.approx(BUDGET.rho, rel=1e-12)
+
+
+def test_the_audit_catches_a_warm_up_bounded_looser_than_its_calibration():
+    plan = _default_bounds_plan()
+    loose = WarmUpBounds(*(2 * x for x in plan.fallback))
+    usage = UnitUsage(loose.user_level(len))
+    delta = {key: np.zeros(W) for key in KEYS}
+    for _, key, step in [r for r in _with_heavy_unit([]) if r[2] < W]:
+        if usage.offer(key, step)[0] is None:
+            delta[key][step] += 1
+    assert _warm_loss(plan, delta) > 1.5 * plan.warm_up_budget.rho
