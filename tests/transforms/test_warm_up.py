@@ -141,18 +141,24 @@ def _check_default_bounds(c, t, records):
 def test_streaming_default_bounds_releases_the_warm_up_as_the_reference_computes():
     """DIRECT_RUNNER (BundleBasedDirectRunner, streaming TestStream)."""
     records = _records(seed=5)
+    late = [(('b', 'u99'), 25.0)]
     t = _transform(warm_up_release='default_bounds', fallback=(2, 1, 2, 0))
     with pipeline(runner=DIRECT_RUNNER) as p:
-        out = p | stream(*_script(records)) | t
+        out = p | stream(*_script(records, late)) | t
         collect(out.releases, 'r')
         collect(out.bounds, 'b')
         collect(out.dead_letter, 'd')
     c = collected()
     _check_default_bounds(c, t, records)
     # the warm-up release bounds the heavy units at the fallback bounds
-    bound = [d for d in c['d'] if d.stage == 'BoundContributions' and d.event_time_micros
-             < W * 10_000_000]
+    warm = [d for d in c['d'] if d.stage == 'BoundContributions' and d.event_time_micros
+            < W * 10_000_000]
+    late_letters = [d for d in warm if d.event_time_micros == 25_000_000]
+    assert len(late_letters) == 1 and late_letters[0].reason.startswith('late')
+    bound = [d for d in warm if d not in late_letters]
     assert bound and all(d.reason.startswith('contribution bound') for d in bound)
+    # the late warm-up record is also late for the statistics (one dead letter per use)
+    assert sum(1 for d in c['d'] if d.stage == 'WarmUpStatistics') == 1
 
 
 def test_batch_default_bounds_releases_what_the_reference_computes():
