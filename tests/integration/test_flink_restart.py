@@ -107,7 +107,9 @@ def counts(start):
 
 
 def submit(cluster, broker, topic_in, topic_out, start, extra=()):
-    """Builds the job and submits it to the session cluster; returns the PipelineResult."""
+    """Builds the job and submits it to the session cluster (once a slot is free); returns the
+    PipelineResult."""
+    cluster.wait_for_free_slot()
     args = [a for a in runners.flink_options(streaming=True, master=cluster.url)
             if not a.startswith('--flink_job_server_jar=')]
     args += ['--job_endpoint=' + cluster.job_endpoint, '--checkpointing_interval=2000',
@@ -391,6 +393,7 @@ def test_savepoint_of_the_first_versioned_release_restores_on_this_code(cluster,
     jobs = []
 
     def submit_old(cluster, broker, topic_in, topic_out, start):
+        cluster.wait_for_free_slot()
         env = dict(os.environ, PYTHONPATH=str(tree))        # the noise key is inherited
         proc = subprocess.Popen(
             [sys.executable, '-c', _OLD_JOB, cluster.url, cluster.job_endpoint,
