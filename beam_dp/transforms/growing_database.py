@@ -153,6 +153,15 @@ class GrowingDatabaseTransform(shell.ShellTransform):
     def mechanism(self):
         return self._engine.mechanism
 
+    def _display(self, **extra):
+        """``display_data`` of a scheduler transform: the public parameters, ``extra`` (the
+        box's own) before the privacy unit and the clock."""
+        m = self.mechanism
+        return {'mechanism': self._engine.name, 'epsilon': str(m.epsilon),
+                'delta': str(m.delta), 'n': str(m.n), 'domain_size': str(m.domain_size),
+                **extra, 'privacy_unit': 'one record (swap-one; sizes public)',
+                **self._clock.describe()}
+
     @property
     def engine(self) -> GrowingEngine:
         """The pure adapter of one instance (``drivers.growing.run_instance``)."""
