@@ -40,7 +40,7 @@ the clear; ``ChooseContributionBounds`` documents what this does not protect).
 import dataclasses
 import functools
 import math
-from typing import Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -97,8 +97,24 @@ def unit_statistics(cells: Mapping[Tuple[object, int], int]) -> Tuple[int, int, 
     return len(steps_per_key), largest, max(steps_per_key.values()), total
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChooserOptions:
+    """The settings of the bound choice (keyword-only), shared by ``BoundsChooser`` and
+    ``beam_dp.drivers.warm_up.WarmUpPlan`` (which builds one from them); ``BoundsChooser``
+    validates them."""
+    mechanism: str = 'auto'
+    key_share: float = 0.1
+    max_value: int = 1 << 20
+    per_octave: int = 2
+    shares: Tuple[float, float, float, float] = (0.2, 0.2, 0.2, 0.4)
+
+    def chooser_options(self) -> Dict[str, Any]:
+        """These settings as keyword arguments of a ``BoundsChooser``."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(ChooserOptions)}
+
+
 @dataclasses.dataclass(frozen=True)
-class BoundsChooser:
+class BoundsChooser(ChooserOptions):
     """Releases the four contribution histograms and chooses the bounds (module docstring).
 
     Args:
@@ -120,11 +136,6 @@ class BoundsChooser:
     budget: Optional[PrivacyBudget]
     release_budget: PrivacyBudget
     horizon: int
-    mechanism: str = 'auto'
-    key_share: float = 0.1
-    max_value: int = 1 << 20
-    per_octave: int = 2
-    shares: Tuple[float, float, float, float] = (0.2, 0.2, 0.2, 0.4)
     non_private_histograms: bool = False
 
     def __post_init__(self):

@@ -291,6 +291,19 @@ def window_counter(window: int, budget: PrivacyBudget, l1: float, l2: float, dim
     return chosen
 
 
+# '<counter>/<variant>' of the counters that do not use an estimator, checked in this order
+# (subclasses first); ``mp`` marks multi-participation.
+_LABELS = (
+    (BLTCounter, lambda c, mp: f'blt/{c.buffers}_buffers{mp}'),
+    (PerCellCounter, lambda c, mp: 'per_cell/summed'),
+    (BandedInverseCounter, lambda c, mp: f'banded_inverse[p={c.bands}]/inverse_sqrt{mp}'),
+    (BandedCounter, lambda c, mp: f'banded[p={c.bands}]/sqrt{mp}'),
+    (PerStepCounter, lambda c, mp: 'per_step/summed'),
+    (BalancedTreeCounter, lambda c, mp: f'balanced_tree[k={c.k}]/signed_digits'),
+    (UnboundedTreeCounter, lambda c, mp: f'unbounded_tree[k={c.k}]/signed_digits'),
+)
+
+
 def mechanism_name(counter) -> str:
     """'<counter>/<estimator or variant>/<noise>', e.g. 'blt/4_buffers/discrete_gaussian',
     'kary_tree[k=17]/variance_reduced/discrete_laplace', 'per_step/summed/discrete_laplace',
@@ -305,23 +318,11 @@ def mechanism_name(counter) -> str:
         tree = ('fresh_per_step' if counter.levels == 1
                 else f'tree[k={counter.arity},levels={counter.levels}]/range_decomposition')
         return f'window[W={counter.window}]/{tree}/{noise}'
-    if isinstance(counter, BLTCounter):
-        mp = '+multi_participation' if counter.participation is not None else ''
-        return f'blt/{counter.buffers}_buffers{mp}/{noise}'
-    if isinstance(counter, PerCellCounter):
-        return f'per_cell/summed/{noise}'
-    if isinstance(counter, BandedInverseCounter):
-        mp = '+multi_participation' if counter.participation is not None else ''
-        return f'banded_inverse[p={counter.bands}]/inverse_sqrt{mp}/{noise}'
-    if isinstance(counter, BandedCounter):
-        mp = '+multi_participation' if counter.participation is not None else ''
-        return f'banded[p={counter.bands}]/sqrt{mp}/{noise}'
-    if isinstance(counter, PerStepCounter):
-        return f'per_step/summed/{noise}'
-    if isinstance(counter, BalancedTreeCounter):
-        return f'balanced_tree[k={counter.k}]/signed_digits/{noise}'
-    if isinstance(counter, UnboundedTreeCounter):
-        return f'unbounded_tree[k={counter.k}]/signed_digits/{noise}'
+    mp = ('+multi_participation' if getattr(counter, 'participation', None) is not None
+          else '')
+    for kind, name in _LABELS:
+        if isinstance(counter, kind):
+            return f'{name(counter, mp)}/{noise}'
     base = (f'kary_tree[k={counter.k}]' if isinstance(counter, KaryTreeCounter)
             else _NAMES[type(counter)])
     return f'{base}/{counter.estimator}/{noise}'

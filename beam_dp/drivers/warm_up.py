@@ -71,6 +71,7 @@ from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers.bounds import STATISTICS
 from beam_dp.drivers.bounds import BoundsChooser
+from beam_dp.drivers.bounds import ChooserOptions
 from beam_dp.drivers.bounds import unit_statistics
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.key_layout import KeyLayout
@@ -118,7 +119,7 @@ def _unit_fn_placeholder(record):  # pragma: no cover - never called (the bounds
 
 
 @dataclasses.dataclass(frozen=True)
-class WarmUpPlan:
+class WarmUpPlan(ChooserOptions):
     """The warm-up, the bound choice and the release (module docstring), validated at
     construction.
 
@@ -149,11 +150,6 @@ class WarmUpPlan:
     layout: KeyLayout
     bounds_share: float = 0.1
     horizon: Optional[int] = None
-    mechanism: str = 'auto'
-    key_share: float = 0.1
-    max_value: int = 1 << 20
-    per_octave: int = 2
-    shares: Tuple[float, float, float, float] = (0.2, 0.2, 0.2, 0.4)
     extrapolate: bool = True
     fallback: Tuple[int, int, int, int] = (1, 1, 1, 0)
     warm_up_release: str = 'none'
@@ -213,9 +209,7 @@ class WarmUpPlan:
         object.__setattr__(self, 'warm_up_budget', warm_budget)
         object.__setattr__(self, 'release_budget', release_budget)
         object.__setattr__(self, 'chooser', BoundsChooser(
-            hist_budget, release_budget, self.horizon, mechanism=self.mechanism,
-            key_share=self.key_share, max_value=self.max_value, per_octave=self.per_octave,
-            shares=self.shares))
+            hist_budget, release_budget, self.horizon, **self.chooser_options()))
         # The fallback must run (it is what the job uses if the chosen bounds cannot).
         self.release_driver(self.fallback)
         object.__setattr__(self, 'warm_up_driver', None if warm_budget is None

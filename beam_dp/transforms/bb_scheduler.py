@@ -39,10 +39,7 @@ class _BBQueries(GrowingDatabaseTransform):
         return BBEngine(mechanism, f'{self._owner_name.lower()}/{box}')
 
     def display_data(self):
-        m = self.mechanism
-        return {'mechanism': self._engine.name, 'epsilon': str(m.epsilon),
-                'delta': str(m.delta), 'n': str(m.n), 'domain_size': str(m.domain_size),
-                'privacy_unit': 'one record (swap-one; sizes public)', **self._clock.describe()}
+        return self._display()
 
 
 @arguments.public(docs=GROWING_DOCS, hints=GROWING_HINTS)

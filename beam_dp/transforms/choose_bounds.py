@@ -183,9 +183,8 @@ class ChooseContributionBounds(shell.ShellTransform):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
                          noise_key=noise_key, debug_metrics=debug_metrics)
         owner = self.owner
-        shell.check_callable(owner, 'key_fn', key_fn)
-        shell.check_callable(owner, 'unit_fn', unit_fn)
-        shell.check_callable(owner, 'time_fn', time_fn, optional=True)
+        shell.check_callables(owner, key_fn=key_fn, unit_fn=unit_fn, time_fn=time_fn,
+                              optional=('time_fn',))
         with self.params():
             self._chooser = BoundsChooser(budget, release_budget, horizon, mechanism=mechanism,
                                           key_share=key_share, max_value=max_value,

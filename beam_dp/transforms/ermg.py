@@ -7,17 +7,11 @@ per-instance logic is ``beam_dp.drivers.smalldbg.ermg_engine`` (a ``BBEngine``: 
 per size, at the first query at that size) around ``beam_dp.mechanisms.ermg.ermg`` unchanged.
 """
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Sequence
 
-from beam_dp.accounting import BudgetAccountant
-from beam_dp.accounting import PrivacyBudget
-from beam_dp.drivers.growing import budget_epsilon_delta
 from beam_dp.drivers.smalldbg import ermg_engine
 from beam_dp.mechanisms.ermg import ermg
-from beam_dp.privacy_unit import EventLevel
-from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.transforms import arguments
-from beam_dp.transforms import shell
 from beam_dp.transforms.growing_database import GROWING_DOCS
 from beam_dp.transforms.growing_database import GROWING_HINTS
 from beam_dp.transforms.growing_database import GrowingDatabaseTransform
@@ -39,38 +33,21 @@ ERMG_DOCS = {
 
 
 class _ERMGBase(GrowingDatabaseTransform):
-    """The implementation (``ERMGQueries`` is its public signature)."""
+    """The implementation (``ERMGQueries`` is its public signature): the shared arguments and
+    wiring are ``GrowingDatabaseTransform``'s; the domain is the table (no ``domain_size``)."""
 
-    def __init__(self, *, points: Sequence, labels: Sequence, reg: float, budget: PrivacyBudget,
-                 beta: float, n: int, domain_fn: Callable[[Any], int], start, step, end=None,
-                 allowed_lateness=0, c: float = 0.1, privacy_unit: PrivacyUnit = EventLevel(),
-                 data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
-                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
-                 label: Optional[str] = None):
-        # the shell only: this class builds its mechanism itself and calls ``_setup``
-        shell.ShellTransform.__init__(self, label, accountant=accountant,
-                                      testing_seed=testing_seed, noise_key=noise_key,
-                                      debug_metrics=debug_metrics)
-        with self.params():
-            epsilon, delta = budget_epsilon_delta(self.owner, budget)
-            mechanism = ermg(points=points, labels=labels, reg=reg, epsilon=epsilon,
-                             delta=delta, beta=beta, n=n, c=c)
-        self._mechanism = mechanism
-        self._engine = ermg_engine(mechanism)
-        self._domain_size = mechanism.domain_size
-        self._setup(privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
-                    allowed_lateness)
+    def _build(self, epsilon, delta, domain_size):
+        return ermg(epsilon=epsilon, delta=delta, **self._box_args)
+
+    def _make_engine(self, mechanism):
+        return ermg_engine(mechanism)
 
     def display_data(self):
-        m = self._mechanism
-        return {'mechanism': self._engine.name, 'epsilon': str(m.epsilon),
-                'delta': str(m.delta), 'n': str(m.n), 'domain_size': str(m.domain_size),
-                'dim': str(m.mechanism.dim), 'reg': str(m.mechanism.reg),
-                'privacy_unit': 'one record (swap-one; sizes public)', **self._clock.describe()}
+        m = self.mechanism
+        return self._display(dim=str(m.mechanism.dim), reg=str(m.mechanism.reg))
 
 
-@arguments.public(docs=ERMG_DOCS, hints=GROWING_HINTS)
+@arguments.public(docs=ERMG_DOCS, hints=GROWING_HINTS, drop=('domain_size', 'period'))
 class ERMGQueries(_ERMGBase):
     """Answers a public query stream from a private logistic-regression model refit at every new
     size of a growing database (ERMG, Theorem 12: BBImprover with an ε-DP ERM box), per key, on
@@ -104,3 +81,9 @@ class ERMGQueries(_ERMGBase):
     Raises:
       InvalidParamsError: on a bad parameter. BudgetExceededError: if ``accountant`` cannot pay.
     """
+
+    def __init__(self, *, points: Sequence, labels: Sequence, reg: float, beta: float, n: int,
+                 c: float = 0.1, **kwargs):
+        self._box_args = {'points': points, 'labels': labels, 'reg': reg, 'beta': beta,
+                          'n': n, 'c': c}
+        super().__init__(domain_size=None, **kwargs)

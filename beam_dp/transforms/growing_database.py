@@ -132,9 +132,8 @@ class GrowingDatabaseTransform(shell.ShellTransform):
         self._period = None if period is None else shell.to_micros(owner, 'period', period,
                                                                     allow_zero=False,
                                                                     duration=True)
-        shell.check_callable(owner, 'domain_fn', domain_fn)
-        shell.check_callable(owner, 'data_key_fn', data_key_fn, optional=True)
-        shell.check_callable(owner, 'query_key_fn', query_key_fn, optional=True)
+        shell.check_callables(owner, domain_fn=domain_fn, data_key_fn=data_key_fn,
+                              query_key_fn=query_key_fn, optional=('data_key_fn', 'query_key_fn'))
         if (data_key_fn is None) != (query_key_fn is None) and period is not None:
             raise InvalidParamsError(
                 f'{owner}: with period=, give both data_key_fn and query_key_fn or neither (the '
@@ -152,6 +151,15 @@ class GrowingDatabaseTransform(shell.ShellTransform):
     @property
     def mechanism(self):
         return self._engine.mechanism
+
+    def _display(self, **extra):
+        """``display_data`` of a scheduler transform: the public parameters, ``extra`` (the
+        box's own) before the privacy unit and the clock."""
+        m = self.mechanism
+        return {'mechanism': self._engine.name, 'epsilon': str(m.epsilon),
+                'delta': str(m.delta), 'n': str(m.n), 'domain_size': str(m.domain_size),
+                **extra, 'privacy_unit': 'one record (swap-one; sizes public)',
+                **self._clock.describe()}
 
     @property
     def engine(self) -> GrowingEngine:

@@ -72,6 +72,7 @@ __all__ = [
     'pipeline_accountant',
     'arm_end_of_input',
     'check_callable',
+    'check_callables',
     'dead_letter',
     'extract_key',
     'extract_unit',
@@ -529,6 +530,13 @@ def check_callable(owner: str, name: str, fn, optional: bool = False) -> None:
     if not (callable(fn) or (optional and fn is None)):
         extra = ' or None' if optional else ''
         raise InvalidParamsError(f'{owner}: {name} must be callable{extra}, got {fn!r}.')
+
+
+def check_callables(owner: str, optional: Sequence[str] = (), **fns) -> None:
+    """``check_callable`` on each of ``fns`` in the order given; the ones named in ``optional``
+    may be None."""
+    for name, fn in fns.items():
+        check_callable(owner, name, fn, optional=name in optional)
 
 
 # -- records and dead letters -----------------------------------------------------------------------

@@ -7,20 +7,14 @@ per-instance logic is ``beam_dp.drivers.smalldbg.smalldbg_engine`` (a ``BBEngine
 batches cut at epoch starts) around ``beam_dp.mechanisms.smalldb.smalldbg`` unchanged.
 """
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Sequence
 
-from beam_dp.accounting import BudgetAccountant
-from beam_dp.accounting import PrivacyBudget
-from beam_dp.drivers.growing import budget_epsilon_delta
 from beam_dp.drivers.smalldbg import smalldbg_engine
 from beam_dp.errors import InvalidParamsError
 from beam_dp.mechanisms.smalldb import MAX_CANDIDATES
 from beam_dp.mechanisms.smalldb import smalldbg
-from beam_dp.privacy_unit import EventLevel
-from beam_dp.privacy_unit import PrivacyUnit
 from beam_dp.queries import LinearQuery
 from beam_dp.transforms import arguments
-from beam_dp.transforms import shell
 from beam_dp.transforms.growing_database import GROWING_DOCS
 from beam_dp.transforms.growing_database import GROWING_HINTS
 from beam_dp.transforms.growing_database import GrowingDatabaseTransform
@@ -43,43 +37,26 @@ SMALLDBG_DOCS = {
 
 
 class _SmallDBGBase(GrowingDatabaseTransform):
-    """The implementation (``SmallDBGQueries`` is its public signature)."""
+    """The implementation (``SmallDBGQueries`` is its public signature): the shared arguments
+    and wiring are ``GrowingDatabaseTransform``'s."""
 
-    def __init__(self, *, queries: Sequence[LinearQuery], budget: PrivacyBudget, beta: float,
-                 n: int, domain_size: int, domain_fn: Callable[[Any], int], start, step, end=None,
-                 allowed_lateness=0, lazy: bool = False, max_candidates: int = MAX_CANDIDATES,
-                 privacy_unit: PrivacyUnit = EventLevel(),
-                 data_key_fn: Optional[Callable] = None, query_key_fn: Optional[Callable] = None,
-                 accountant: Optional[BudgetAccountant] = None, noise_key: Optional[str] = None,
-                 debug_metrics: bool = False, testing_seed: Optional[int] = None,
-                 label: Optional[str] = None):
-        # the shell only: this class builds its mechanism itself and calls ``_setup``
-        shell.ShellTransform.__init__(self, label, accountant=accountant,
-                                      testing_seed=testing_seed, noise_key=noise_key,
-                                      debug_metrics=debug_metrics)
-        with self.params():
-            epsilon, delta = budget_epsilon_delta(self.owner, budget)
-            mechanism = smalldbg(queries=queries, epsilon=epsilon, beta=beta, n=n, delta=delta,
-                                 lazy=lazy, max_candidates=max_candidates)
-            if domain_size != mechanism.domain_size:
-                raise InvalidParamsError(
-                    f'{self.owner}: domain_size={domain_size!r} but the queries are over a '
-                    f'domain of size {mechanism.domain_size}.')
-        self._mechanism = mechanism
-        self._engine = smalldbg_engine(mechanism)
-        self._domain_size = mechanism.domain_size
-        self._setup(privacy_unit, domain_fn, data_key_fn, query_key_fn, start, step, end,
-                    allowed_lateness)
+    def _build(self, epsilon, delta, domain_size):
+        mechanism = smalldbg(epsilon=epsilon, delta=delta, **self._box_args)
+        if domain_size != mechanism.domain_size:
+            raise InvalidParamsError(
+                f'{self.owner}: domain_size={domain_size!r} but the queries are over a '
+                f'domain of size {mechanism.domain_size}.')
+        return mechanism
+
+    def _make_engine(self, mechanism):
+        return smalldbg_engine(mechanism)
 
     def display_data(self):
-        m = self._mechanism
-        return {'mechanism': self._engine.name, 'epsilon': str(m.epsilon),
-                'delta': str(m.delta), 'n': str(m.n), 'domain_size': str(m.domain_size),
-                'queries': str(m.mechanism.k), 'synthetic_size': str(m.mechanism.m),
-                'privacy_unit': 'one record (swap-one; sizes public)', **self._clock.describe()}
+        m = self.mechanism
+        return self._display(queries=str(m.mechanism.k), synthetic_size=str(m.mechanism.m))
 
 
-@arguments.public(docs=SMALLDBG_DOCS, hints=GROWING_HINTS)
+@arguments.public(docs=SMALLDBG_DOCS, hints=GROWING_HINTS, drop=('period',))
 class SmallDBGQueries(_SmallDBGBase):
     """Answers a public query stream from SmallDB synthetic databases resampled at geometrically
     spaced sizes (SmallDBG, Theorem 9: BBScheduler with SmallDB), per key, on the public step
@@ -121,3 +98,9 @@ class SmallDBGQueries(_SmallDBGBase):
       InvalidParamsError: on a bad parameter or too many candidates. BudgetExceededError: if
         ``accountant`` cannot pay.
     """
+
+    def __init__(self, *, queries: Sequence[LinearQuery], beta: float, n: int,
+                 lazy: bool = False, max_candidates: int = MAX_CANDIDATES, **kwargs):
+        self._box_args = {'queries': queries, 'beta': beta, 'n': n, 'lazy': lazy,
+                          'max_candidates': max_candidates}
+        super().__init__(**kwargs)

@@ -300,8 +300,7 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
         super().__init__(label, accountant=accountant, testing_seed=testing_seed,
                          noise_key=noise_key, debug_metrics=debug_metrics)
         owner = self.owner
-        shell.check_callable(owner, 'key_fn', key_fn)
-        shell.check_callable(owner, 'unit_fn', unit_fn)
+        shell.check_callables(owner, key_fn=key_fn, unit_fn=unit_fn)
         if isinstance(public_keys, (str, bytes)) or not isinstance(public_keys, (list, tuple)):
             raise InvalidParamsError(f'{owner}: public_keys must be a list of keys, got '
                                      f'{public_keys!r}.')
