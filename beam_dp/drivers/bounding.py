@@ -88,11 +88,13 @@ class UnitUsage:
     ``offer`` records one by one, ``record()`` the compact record to store."""
 
     def __init__(self, bound: UserLevel, released_through: int = NOTHING_RELEASED,
-                 late_reason: Optional[Callable[[int], str]] = None, keep_keys: bool = False):
+                 late_reason: Optional[Callable[[int], str]] = None, keep_keys: bool = False,
+                 keep_steps: bool = False):
         self._bound = bound
         self._released = released_through
         self._late_reason = late_reason
         self._keep_keys = keep_keys
+        self._keep_steps = keep_steps
         self.exhausted: Optional[int] = None
         self.total = 0
         self.keys: Dict[object, _Key] = {}
@@ -100,11 +102,13 @@ class UnitUsage:
     @classmethod
     def decode(cls, bound: UserLevel, record, released_through: int = NOTHING_RELEASED,
                late_reason: Optional[Callable[[int], str]] = None,
-               keep_keys: bool = False) -> 'UnitUsage':
+               keep_keys: bool = False, keep_steps: bool = False) -> 'UnitUsage':
         """The usage of a stored record (``()`` for a new unit). ``keep_keys``: the record
         never collapses to ``EXHAUSTED_KEYS`` / ``EXHAUSTED_TOTAL`` (it keeps its ≤ K keys, so
-        ``holds(key)`` stays exact: what the distinct-unit count needs)."""
-        usage = cls(bound, released_through, late_reason, keep_keys)
+        ``holds(key)`` stays exact: what the distinct-unit count needs). ``keep_steps``: a key
+        is not marked full while it holds a step not yet released (≤ S of them), so
+        ``counted(key, step)`` stays exact (the active-units count)."""
+        usage = cls(bound, released_through, late_reason, keep_keys, keep_steps)
         if isinstance(record, int):
             usage.exhausted = record
             return usage
@@ -178,6 +182,8 @@ class UnitUsage:
                 del live[step]
                 entry.dead += 1
         bound = self._bound
+        if self._keep_steps and live:
+            return      # its live steps stay known (``counted``); full once they are released
         if entry.dead + len(live) >= bound.max_steps_per_unit and \
                 min(live.values(), default=bound.max_contributions_per_step) >= \
                 bound.max_contributions_per_step:
@@ -186,6 +192,12 @@ class UnitUsage:
     def holds(self, key) -> bool:
         """Whether the unit already kept a record of ``key`` (exact with ``keep_keys``)."""
         return key in self.keys
+
+    def counted(self, key, step: int) -> bool:
+        """Whether the unit already kept a record of ``key`` in ``step`` (a step not yet
+        released; exact with ``keep_steps``)."""
+        entry = self.keys.get(key)
+        return entry is not None and entry.live is not None and step in entry.live
 
     def _settle_unit(self) -> None:
         bound = self._bound

@@ -80,6 +80,9 @@ __all__ = [
 
 K = typing.TypeVar('K')
 
+#: ``BoundContributions(distinct_units=ACTIVE_UNITS)``: each unit's first record per (key, step).
+ACTIVE_UNITS = 'active'
+
 
 class BoundedOutputs(NamedTuple):
     """The outputs of ``BoundContributions``: ``kept`` (``(key, step, payload)``, within the
@@ -294,7 +297,8 @@ class _BoundContributionsFn(beam.DoFn):
                 yield from self._over_cap(unit_id, records)
                 continue
             usage = UnitUsage.decode(self._unit, record, released, late,
-                                    keep_keys=self._distinct)
+                                    keep_keys=bool(self._distinct),
+                                    keep_steps=self._distinct == ACTIVE_UNITS)
             kept = yield from self._bound_unit(unit_id, records, usage)
             if kept or admit:
                 delta[encoded] = usage.record()
@@ -342,7 +346,10 @@ class _BoundContributionsFn(beam.DoFn):
         kept = []
         for item, micros in records:
             key, step, payload = item[0], item[1], item[2]
-            if self._distinct and usage.holds(key):
+            if self._distinct == ACTIVE_UNITS:
+                if usage.counted(key, step):
+                    continue    # the unit is already active for this key in this step
+            elif self._distinct and usage.holds(key):
                 continue        # the unit is already counted for this key: not a new unit
             reason, first = usage.offer(key, step)
             if reason is not None:
@@ -443,7 +450,11 @@ class BoundContributions(beam.PTransform):
         holds is dropped silently (it is not a new unit, not an error), a record of a new key
         beyond K (or C) or late is dead-lettered as usual. The unit's record then never
         collapses to the exhausted marker: it holds at most K keys (``min(K, C)``) for ever.
-        Use it with m = S = 1.
+        Use it with m = S = 1. ``distinct_units=ACTIVE_UNITS`` ('active') keeps each unit's
+        first record of each (key, step) instead, within K keys and S steps per key (the
+        active-units count; use it with m = 1): a later record of the same key and step is
+        dropped silently, a record of a (S+1)-th step of a key or of a (K+1)-th key is
+        dead-lettered. A key keeps its ≤ S unreleased steps until they are released.
       grouped_input: the input is already grouped per unit shard and bundle, in the shape
         'GroupByUnitInBundle' emits (``(shard, ((unit key bytes, unit, ((item, event time
         µs), ...)), ...))``, e.g. by ``continual_extract._ExtractAndGroupFn``, which extracts

@@ -12,21 +12,34 @@ import dataclasses
 
 from beam_dp.errors import InvalidParamsError
 from beam_dp.privacy_unit import UserLevel
+from beam_dp.drivers.keyed import parse_output
 from beam_dp.transforms import arguments
+from beam_dp.transforms.contribution_bounding import ACTIVE_UNITS
 from beam_dp.transforms.continual import _ContinualPerKey
 from beam_dp.transforms.continual import _NOT_FOR_COUNTS
 
 __all__ = [
     'ContinualDistinctCountPerKey',
+    'active_unit',
     'distinct_unit',
 ]
+
+COUNTS = ('new', 'active')
 
 _DOCS = {
     **arguments.KEYED_DOCS,
     'privacy_unit': '``UserLevel(unit_fn, max_keys_per_unit=K)``: the unit whose distinct '
                     'occurrences are counted (required). Only K (and C, ``max_units``) apply: '
                     'a unit is counted at most once per key, so ``max_contributions_per_step`` '
-                    'and ``max_steps_per_unit`` are replaced by 1.',
+                    'and ``max_steps_per_unit`` are replaced by 1 (with ``count=\'new\'``; '
+                    'with ``count=\'active\'`` S = ``max_steps_per_unit`` applies: the steps a '
+                    'unit is counted active per key).',
+    'count': "'new' (default: each unit counted once per key, at its first record; "
+             "cumulative releases are the distinct units so far) or 'active' (each unit "
+             "counted once per key and step it has a record in, for at most "
+             "``max_steps_per_unit`` = S steps per key: with ``output='per_step'`` the "
+             "distinct units active in the step, e.g. daily active users; needs "
+             "``output='per_step'``).",
 }
 
 
@@ -43,6 +56,18 @@ def distinct_unit(owner: str, privacy_unit) -> UserLevel:
     if total is not None and total >= privacy_unit.max_keys_per_unit:
         total = None                 # C ≥ K binds nothing once each key holds one record
     return dataclasses.replace(privacy_unit, max_contributions_per_step=1, max_steps_per_unit=1,
+                               max_total_contributions=total)
+
+
+def active_unit(owner: str, privacy_unit) -> UserLevel:
+    """The bound an active-unit count runs with: the user's K, S, C and N, with m = 1 (one
+    record per unit, key and step). Refuses anything but ``UserLevel``."""
+    distinct_unit(owner, privacy_unit)          # the same refusal of event level
+    total = privacy_unit.max_total_contributions
+    if total is not None and \
+            total >= privacy_unit.max_keys_per_unit * privacy_unit.max_steps_per_unit:
+        total = None                 # C ≥ K·S binds nothing once each (key, step) holds one
+    return dataclasses.replace(privacy_unit, max_contributions_per_step=1,
                                max_total_contributions=total)
 
 
@@ -86,6 +111,22 @@ class ContinualDistinctCountPerKey(_ContinualPerKey):
     (the unit is then not counted for that key; a later record of that key counts it at the
     later step).
 
+    Active units (``count='active'``, ``output='per_step'``): the release of key k at step s
+    is the noisy number of distinct units with at least one record of k in step s (daily
+    active users with ``step=DAY``). 'BoundContributions' keeps each unit's first record of
+    each (key, step), for at most K keys and S = ``max_steps_per_unit`` steps per key; later
+    records of the same (unit, key, step) are dropped silently, a record of an (S+1)-th step of
+    a key is dead-lettered (``contribution bound: ... max_steps_per_unit``). One unit then adds
+    at most 1 to at most S per-step values of each of at most K keys: L1 = K·S (C < K·S caps
+    it at C), L2 = √(K·S), and the per-step releases get fresh noise calibrated to it
+    (``WindowCounter`` with W = 1, as ``ContinualCountPerKey(output='per_step')`` with m = 1):
+    ``noise_stddev`` is its exact sd. S is a public bound the analyst picks: a unit active on
+    more than S steps of a key is counted on its first S only (the bias is the analyst's
+    choice, the noise grows linearly in S). Per-unit state: its ≤ K keys with, per key, the
+    count of its released active steps and its ≤ S unreleased steps. ``count='active'`` with
+    a cumulative or window output is refused (a sum of per-step active counts counts a unit
+    once per active step, not once).
+
     Returns:
       ``ContinualOutputs(releases, dead_letter)``; ``Release.value`` is the distinct count.
 
@@ -96,6 +137,21 @@ class ContinualDistinctCountPerKey(_ContinualPerKey):
     _metric = 'count'
     _distinct_units = True
 
-    def __init__(self, *, privacy_unit=None, **kwargs):
-        super().__init__(privacy_unit=distinct_unit('ContinualDistinctCountPerKey',
-                                                    privacy_unit), **kwargs)
+    def __init__(self, *, privacy_unit=None, count='new', **kwargs):
+        owner = 'ContinualDistinctCountPerKey'
+        if count not in COUNTS:
+            raise InvalidParamsError(f"{owner}: count must be 'new' or 'active', got {count!r}.")
+        if count == 'active':
+            output = parse_output(owner, kwargs.get('output', 'cumulative'))
+            if output != 'per_step':
+                raise InvalidParamsError(
+                    f"{owner}: count='active' needs output='per_step' (the distinct units "
+                    f"active in each step); got output={output!r}. A cumulative sum of "
+                    f"per-step active units counts unit-steps, not units; the active units of "
+                    f"a window of W steps are not released yet (docs/distinct_count.md).")
+            self._distinct_units = ACTIVE_UNITS
+            privacy_unit = active_unit(owner, privacy_unit)
+        else:
+            privacy_unit = distinct_unit(owner, privacy_unit)
+        self._count = count
+        super().__init__(privacy_unit=privacy_unit, **kwargs)
