@@ -3,6 +3,8 @@
 * the final-step error of the distinct count (release − exact distinct units, many seeds) has
   the variance ``noise_stddev``² says, with power: the same samples reject a 30% smaller or
   larger sd;
+* the per-step error of the active-units count (``count='active'``, ``output='per_step'``,
+  L1 = K·S) has the variance ``noise_stddev``² says, with power (30% off rejected);
 * private key selection with a known end (``PrivateKeys(final_share=0.9)``): the empirical
   release frequency of a key with n units matches ``analysis.key_release_probability`` at the n the
   calculator gives for p = 0.5 (``units_needed``), with power: the frequencies predicted at
@@ -50,6 +52,30 @@ def test_final_step_error_variance_matches_noise_stddev_with_power(budget):
             released, state = driver.release_step(0, state, contributions, rng.derive(step))
         errors.append(float(released[0, 0]) - truth)
     sd = driver.noise_stddev(STEPS - 1)
+    assert variance_pvalue(np.array(errors), sd ** 2) > P_THRESHOLD
+    for off in (0.7, 1.3):
+        assert variance_pvalue(np.array(errors), (off * sd) ** 2) < P_THRESHOLD
+
+
+@pytest.mark.parametrize('budget', [PrivacyBudget(epsilon=1.0), PrivacyBudget(rho=0.5)])
+def test_active_per_step_error_variance_matches_noise_stddev_with_power(budget):
+    driver = ContinualDistinctCountPerKey(
+        public_keys=['a', 'b'], start=0, step=60, end=60 * STEPS, num_shards=1, budget=budget,
+        output='per_step', count='active',
+        privacy_unit=UserLevel(unit_fn=len, max_keys_per_unit=2, max_steps_per_unit=3)).driver
+    active = {0: 5, 1: 5, 3: 2, 7: 9, 8: 4}        # key 'a': distinct active units per step
+    errors = []
+    for seed in range(RUNS // 3):
+        state, rng = driver.init_shard(0), noise.seeded(seed)
+        for step in range(STEPS):
+            n = active.get(step, 0)
+            contributions = [(np.array([0], np.int64), np.array([n], np.int64))] if n else []
+            released, state = driver.release_step(0, state, contributions, rng.derive(step))
+            errors.append(float(released[0, 0]) - n)
+    sd = driver.noise_stddev(STEPS - 1)
+    assert all(driver.noise_stddev(s) == sd for s in range(STEPS))     # fresh noise per step
+    # calibrated to L1 = K·S = 6 (Laplace sd ≈ √2·6/ε) or L2² = 6 (Gaussian σ² = 6/(2ρ))
+    assert sd == pytest.approx(2 ** 0.5 * 6 if budget.epsilon else 6 ** 0.5, rel=0.01)
     assert variance_pvalue(np.array(errors), sd ** 2) > P_THRESHOLD
     for off in (0.7, 1.3):
         assert variance_pvalue(np.array(errors), (off * sd) ** 2) < P_THRESHOLD
