@@ -15,6 +15,7 @@ from beam_dp import ContinualCountPerKey
 from beam_dp import ContinualDistinctCountPerKey
 from beam_dp import InvalidParamsError
 from beam_dp import PrivacyBudget
+from beam_dp import PrivateKeys
 from beam_dp import UserLevel
 from beam_dp.drivers.bounding import UnitUsage
 from beam_dp.testing import keyed_events
@@ -175,3 +176,27 @@ def test_seeded_parity_with_replay():
     stream = stream.advance_watermark_to(400).advance_watermark_to_infinity()
     run_stream(stream, t, extract=lambda r: (r.key, r.step, r.value), runner=DIRECT_RUNNER,
                expected=[(k, s, v[0]) for (k, s), v in expected.items()])
+
+
+def test_private_keys_select_on_distinct_units_and_release_active_units():
+    # 'heavy': one unit active on every step → never selected; 'crowd': 150 units active on
+    # steps 0 and 2 (the same units): selected, its step-2 value 150 (not 300, not 0)
+    records = ([(('heavy', 'u0'), 1 + 60 * s) for s in range(3) for _ in range(50)]
+               + [(('crowd', f'u{i + 1}'), 60 * s + 2 + i % 50) for s in (0, 2)
+                  for i in range(150)])
+    stream = (TestStream().advance_watermark_to(0)
+              .add_elements([TimestampedValue(r, t) for r, t in records])
+              .advance_watermark_to(400).advance_watermark_to_infinity())
+    t = ContinualDistinctCountPerKey(
+        keys=PrivateKeys(PrivacyBudget(epsilon=1.0, delta=1e-6), num_shards=2), start=0,
+        step=STEP, end=180, budget=NOISE_FREE, privacy_unit=_unit(1, 3), output='per_step',
+        count='active', testing_seed=1)
+    run_stream(stream, t, runner=DIRECT_RUNNER,
+               expected=_only_step_2([('crowd', 2, 150.0)]), dead=[],
+               extract=lambda r: (r.key, r.step, round(r.value, 6)) if r.step == 2 else None)
+
+
+def _only_step_2(expected):
+    def match(got):
+        assert [g for g in got if g is not None] == expected, got
+    return match
