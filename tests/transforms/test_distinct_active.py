@@ -7,7 +7,10 @@ seeded parity with ``beam_dp.testing.replay``."""
 import pickle
 import random
 
+import apache_beam as beam
 import pytest
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import TimestampedValue
 
@@ -24,6 +27,8 @@ from beam_dp.testing import replay
 from tests.helpers import NOISE_FREE
 from tests.helpers import run_stream
 from tests.runners import DIRECT_RUNNER
+from tests.runners import prism_options
+from tests.runners import requires_prism
 
 pytestmark = pytest.mark.pipeline
 
@@ -200,3 +205,21 @@ def _only_step_2(expected):
     def match(got):
         assert [g for g in got if g is not None] == expected, got
     return match
+
+
+@pytest.mark.prism
+@requires_prism
+def test_on_prism():
+    records = [('a', 'u1', 1), ('a', 'u1', 2), ('a', 'u2', 61), ('b', 'u2', 62), ('a', 'u1', 65),
+               ('a', 'u1', 66)]
+    stream = (TestStream().advance_watermark_to(0)
+              .add_elements([TimestampedValue(r, r[2]) for r in records])
+              .advance_watermark_to(200).advance_watermark_to_infinity())
+    t = ContinualDistinctCountPerKey(public_keys=['a', 'b'], start=0, step=STEP, end=120,
+                                     output='per_step', count='active', budget=NOISE_FREE,
+                                     privacy_unit=_unit(2, 2))
+    with beam.Pipeline(argv=prism_options(streaming=True)) as p:
+        out = p | stream | t
+        assert_that(out.releases | beam.Map(lambda r: (r.key, r.step, round(r.value, 6))),
+                    equal_to([('a', 0, 1.0), ('b', 0, 0.0), ('a', 1, 2.0), ('b', 1, 1.0)]))
+        assert_that(out.dead_letter, equal_to([]), label='no dead letters')
