@@ -153,5 +153,4 @@ class ContinualDistinctCountPerKey(_ContinualPerKey):
             privacy_unit = active_unit(owner, privacy_unit)
         else:
             privacy_unit = distinct_unit(owner, privacy_unit)
-        self._count = count
         super().__init__(privacy_unit=privacy_unit, **kwargs)
