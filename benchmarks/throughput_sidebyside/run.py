@@ -293,7 +293,12 @@ def build(branch, args):
     """(pipeline, expected number of outputs or None)."""
     beam = _beam()
     from apache_beam.options.pipeline_options import PipelineOptions
-    p = beam.Pipeline(runner='FnApiRunner', options=PipelineOptions(args.beam_options))
+    if args.runner == 'prism':   # batch, LOOPBACK: the SDK worker runs in this process
+        from tests import runners
+        p = beam.Pipeline(options=PipelineOptions(runners.prism_options(streaming=False)
+                                                  + args.beam_options))
+    else:
+        p = beam.Pipeline(runner='FnApiRunner', options=PipelineOptions(args.beam_options))
     shared = _throughput_module()
     assert (shared.START, shared.STEP, shared.CHUNKS) == (START, STEP, CHUNKS)
     rows = (p | 'Chunks' >> beam.Create(list(range(CHUNKS)))
@@ -380,7 +385,7 @@ def run_branch(branch, args, python, code=None):
     ``git archive`` of an earlier commit, for before/after measurements in one run)."""
     cmd = [python, os.path.abspath(__file__), '--worker', branch, '--rows', str(args.rows),
            '--keys', str(args.keys), '--users', str(args.users), '--steps', str(args.steps),
-           '--seed', str(args.seed)] + [f'--beam-options={o}' for o in args.beam_options]
+           '--seed', str(args.seed), '--runner', args.runner] + [f'--beam-options={o}' for o in args.beam_options]
     env = dict(os.environ, PYTHONPATH=code or os.path.dirname(os.path.dirname(HERE)))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     for line in proc.stdout.splitlines():
@@ -415,6 +420,11 @@ def main():
                         help='event level: µs per record of the entry DoFns (per record vs '
                         'aggregating) and µs per released value of the release work')
     parser.add_argument('--beam-options', action='append', default=[])
+    parser.add_argument('--runner', choices=('fnapi', 'prism'), default='fnapi',
+                        help='fnapi: FnApiRunner (batch, in-process; the default); prism: '
+                        'PrismRunner (batch, LOOPBACK, tests/runners.py prism_options: CPU is '
+                        "the SDK worker's, in the branch process; Prism's Go process is not "
+                        'counted)')
     parser.add_argument('--before', metavar='DIR',
                         help='also run the beam_dp branches with the beam_dp of this source tree '
                         '(e.g. `git archive <commit> | tar -x -C DIR`), as <branch>@before')
@@ -479,7 +489,8 @@ def write_results(args, runs):
     results = {'benchmark': 'throughput_sidebyside',
                'command': 'python benchmarks/throughput_sidebyside/run.py ' + ' '.join(sys.argv[1:]),
                'rows': args.rows, 'keys': args.keys, 'users': args.users, 'steps': args.steps,
-               'runner': 'FnApiRunner (batch, in-process), one fresh process per branch',
+               'runner': ('PrismRunner (batch, LOOPBACK)' if args.runner == 'prism' else
+                          'FnApiRunner (batch, in-process)') + ', one fresh process per branch',
                'machine': machine(), 'branches': summary, 'ratios': ratios(summary)}
     suffix = f'_{args.tag}' if args.tag else ''
     with open(os.path.join(RESULTS, f'sidebyside{suffix}.json'), 'w') as f:
