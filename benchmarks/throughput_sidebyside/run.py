@@ -335,7 +335,36 @@ def build(branch, args):
         outs.dead_letter | 'DeadSink' >> beam.ParDo(_throughput_module().CountingSink('dead_letter'))
         out = outs.releases
     out | 'Sink' >> beam.ParDo(_throughput_module().CountingSink('outputs'))
+    if args.progress:
+        out | 'Progress' >> beam.ParDo(_Progress(args.progress))
     return p, expected
+
+
+class _Progress(_beam().DoFn):
+    """``--progress FILE``: every 1M outputs, appends 'UTC time, CPU s of this process, outputs'
+    to FILE (the SDK worker runs in the branch process on both runners), so that a long run
+    that is stopped still shows its cost per output so far."""
+    EVERY = 1_000_000
+
+    def __init__(self, path):
+        self._path = path
+
+    def setup(self):
+        import types
+        self._shared = sys.modules.setdefault('_sbs_progress', types.ModuleType('_sbs_progress'))
+        if not hasattr(self._shared, 'n'):
+            self._shared.n = 0
+            self._note()
+
+    def _note(self):
+        with open(self._path, 'a') as f:
+            f.write(f"{time.strftime('%H:%M:%S', time.gmtime())} {time.process_time():.1f} "
+                    f"{self._shared.n}\n")
+
+    def process(self, element):
+        self._shared.n += 1
+        if self._shared.n % self.EVERY == 0:
+            self._note()
 
 
 def counter_value(result, name):
@@ -385,7 +414,8 @@ def run_branch(branch, args, python, code=None):
     ``git archive`` of an earlier commit, for before/after measurements in one run)."""
     cmd = [python, os.path.abspath(__file__), '--worker', branch, '--rows', str(args.rows),
            '--keys', str(args.keys), '--users', str(args.users), '--steps', str(args.steps),
-           '--seed', str(args.seed), '--runner', args.runner] + [f'--beam-options={o}' for o in args.beam_options]
+           '--seed', str(args.seed), '--runner', args.runner] + (
+               ['--progress', args.progress] if args.progress else []) + [f'--beam-options={o}' for o in args.beam_options]
     env = dict(os.environ, PYTHONPATH=code or os.path.dirname(os.path.dirname(HERE)))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     for line in proc.stdout.splitlines():
@@ -420,6 +450,8 @@ def main():
                         help='event level: µs per record of the entry DoFns (per record vs '
                         'aggregating) and µs per released value of the release work')
     parser.add_argument('--beam-options', action='append', default=[])
+    parser.add_argument('--progress', metavar='FILE',
+                        help="append 'UTC, CPU s, outputs' to FILE every 1M outputs")
     parser.add_argument('--runner', choices=('fnapi', 'prism'), default='fnapi',
                         help='fnapi: FnApiRunner (batch, in-process; the default); prism: '
                         'PrismRunner (batch, LOOPBACK, tests/runners.py prism_options: CPU is '
