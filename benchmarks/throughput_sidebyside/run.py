@@ -5,7 +5,7 @@ Rows: ``--rows`` (default 1M) generated inside each pipeline by a DoFn from a fi
 chunks, numpy generator per (seed, chunk)): key ~ Zipf(1.1) over ``--keys`` (10k) keys, user
 uniform over ``--users`` (100k), timestamp uniform over ``--steps`` (64) steps of 60 s. Every
 branch runs in its own fresh Python process on the same runner (``FnApiRunner``, batch,
-in-process), one after the other; time = ``perf_counter`` around ``run().wait_until_finish()``
+in-process; ``--runner prism``: PrismRunner, batch, LOOPBACK), one after the other; time = ``perf_counter`` around ``run().wait_until_finish()``
 (construction excluded). Every sink counts its outputs in a Beam counter, which is checked.
 
 Branches (``--branches``):
