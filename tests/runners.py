@@ -131,6 +131,10 @@ def prism_options(streaming: bool) -> list[str]:
       # pipeline (e.g. the switching DirectRunner trying Prism) created it without
       # --prism_location, it would try to download Prism and fail. Our own server every time.
       '--experiments=disable_prism_server_singleton',
+      # Beam opens the job's state stream with timeout=job_server_timeout (300 s by default): a
+      # Prism pipeline running longer failed with DEADLINE_EXCEEDED in wait_until_finish
+      # (benchmarks/throughput_sidebyside, 10k keys x 8,760 steps).
+      '--job_server_timeout=3600',
   ]
   if streaming:
     args.append('--streaming')
