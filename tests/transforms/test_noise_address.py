@@ -135,7 +135,7 @@ def test_growing_database_instance_keys_are_canonical():
     from apache_beam.utils.timestamp import Timestamp  # pylint: disable=import-outside-toplevel
     from beam_dp.drivers.clock import StepClock     # pylint: disable=import-outside-toplevel
     from beam_dp.drivers.growing import RECORD      # pylint: disable=import-outside-toplevel
-    from beam_dp.transforms.growing_database import _TagFn  # pylint: disable=import-outside-toplevel
+    from beam_dp.transforms.growing_entry import TagFn as _TagFn  # pylint: disable=import-outside-toplevel
 
     def tag(key):
         fn = _TagFn(RECORD, 'PMWG', 'pmwg', lambda r: r[0], lambda r: r[1], 4,
