@@ -8,6 +8,7 @@ Helper module only (no tests here): test_flink_restart uses the ``cluster`` fixt
 import os
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -75,6 +76,14 @@ class Cluster:
         subprocess.run(['bash', CLUSTER, command], env=self.env, check=True,
                        capture_output=True, timeout=180)
 
+    def taskmanager_alive(self) -> bool:
+        try:
+            with open(os.path.join(self.workdir, 'taskmanager.pid'), encoding='utf-8') as f:
+                os.kill(int(f.read().strip()), 0)
+            return True
+        except (OSError, ValueError):
+            return False
+
     def kill_taskmanager(self):
         with open(os.path.join(self.workdir, 'taskmanager.pid'), encoding='utf-8') as f:
             pid = int(f.read().strip())
@@ -119,6 +128,10 @@ class Cluster:
         failed with NoResourceAvailableException) is started again. Returns the overview."""
         deadline = time.monotonic() + timeout
         restarted = False
+        if not self.taskmanager_alive():
+            print('flink: the TaskManager process is gone; starting one')
+            self.run('start')
+            restarted = True
         while True:
             overview = self.get('/overview')
             if overview.get('slots-available', 0) >= 1:
@@ -176,13 +189,44 @@ class Cluster:
         return requests.get(self.url + path, timeout=REST_TIMEOUT).json()
 
 
+def _keep_a_taskmanager(c: Cluster, stop: threading.Event, grace: float = 5.0):
+    """Starts a TaskManager again whenever its process is gone for ``grace`` seconds.
+
+    Seen in CI and reproduced with CI's environment: the TaskManager that the restart test
+    starts after killing one exited later, when a job of the next test ended (its log has
+    nothing: Flink logs to a no-op logger here), and the next job failed with
+    NoResourceAvailableException. The tests are about beam_dp's state across restarts, not
+    about this cluster's process supervision, which a real deployment leaves to its resource
+    manager. The restart test's own kill is covered too: it starts the TaskManager itself
+    2 s after the kill (``start`` leaves a running one alone)."""
+    gone_since = None
+    while not stop.wait(1.0):
+        if c.taskmanager_alive():
+            gone_since = None
+            continue
+        gone_since = gone_since or time.monotonic()
+        if time.monotonic() - gone_since >= grace:
+            print('flink: the TaskManager process is gone; starting one')
+            try:
+                c.run('start')
+            except Exception as e:  # pylint: disable=broad-except
+                print('flink: starting a TaskManager failed: %r' % e)
+            gone_since = None
+
+
 @pytest.fixture(scope='module')
 def cluster(tmp_path_factory):
     c = Cluster(str(tmp_path_factory.mktemp('flink-cluster')))
     c.run('start')
+    stop = threading.Event()
+    watchdog = threading.Thread(target=_keep_a_taskmanager, args=(c, stop), daemon=True)
     try:
         c.start_services()
+        watchdog.start()
         yield c
     finally:
+        stop.set()
+        if watchdog.is_alive():
+            watchdog.join(timeout=200)
         c.stop_services()
         c.run('stop')
