@@ -40,6 +40,7 @@ from apache_beam.io.kafka import WriteToKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_dp.noise import NoiseKeyRef
+from beam_dp.noise import secret_key
 from beam_dp import ContinualCountPerKey
 from beam_dp import PrivacyBudget
 from beam_dp.testing import keyed_events
@@ -66,7 +67,13 @@ EXPECTED = len(kf.KEYS) * SECONDS // kf.STEP
 @pytest.fixture(autouse=True)
 def noise_key(monkeypatch):
     # LOOPBACK: the SDK workers are this process, so they read the key from its environment.
+    # A worker resolves a key reference once and caches it (beam_dp.noise.secret_key): without
+    # clearing, the tests after the first one computed their reference releases under the first
+    # test's key (the upgrade test, whose first job runs in a subprocess, failed 3 of 3 in CI).
     monkeypatch.setenv(KEY_ENV, os.urandom(32).hex())
+    secret_key.clear_key_cache()
+    yield
+    secret_key.clear_key_cache()
 
 
 def produce_in_real_time(bootstrap, topic, events, log):

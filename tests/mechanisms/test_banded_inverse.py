@@ -28,6 +28,7 @@ from beam_dp.mechanisms.counter_selection import expected_error
 from beam_dp.mechanisms.participation import Participation
 from beam_dp.privacy_unit import UserLevel
 import beam_dp.transforms.state_types  # noqa: F401  (registers the state types)
+from tests.mechanisms import test_banded
 
 
 def _matrices(counter, t):
@@ -185,3 +186,17 @@ def test_its_column_norms_stay_bounded_where_the_square_roots_grow():
     long = BandedInverseCounter(rho=1.0, bands=16, horizon=10_000)
     assert long.column_norm <= short.column_norm * 1.01
     assert BandedCounter(rho=1.0, bands=512, horizon=10_000).column_norm > long.column_norm
+
+
+class TestBandedInverseContract(test_banded.TestBandedContract):
+    """The mechanism contract (tests/mechanisms/contract.py) for the banded inverse square root:
+    the banded square root's parameters and inputs, a known horizon (required here)."""
+
+    def make(self, **overrides):
+        kwargs = dict(rho=0.5, bands=4, horizon=40, l1_sensitivity=8.0, l2_sensitivity=6.0,
+                      dimension=3, participation=test_banded.PATTERN)
+        kwargs.update(overrides)
+        return BandedInverseCounter(**kwargs)
+
+    def invalid_params(self):
+        return super().invalid_params() + [({'horizon': None}, 'horizon')]

@@ -391,6 +391,7 @@ def test_every_mechanism_runs_the_contract():
     importlib.import_module('tests.mechanisms.test_hierarchical_histogram')
     importlib.import_module('tests.mechanisms.test_window')
     importlib.import_module('tests.mechanisms.test_banded')
+    importlib.import_module('tests.mechanisms.test_banded_inverse')
     covered = {type(cls().make()) for cls in _contract_subclasses()}
     exported = _exported_mechanism_classes()
     assert len(exported) >= 22
