@@ -68,6 +68,17 @@ def _cells(values):
     return out
 
 
+def _histogram_loss(plan, rec0, rec1):
+    """The histograms' exact zCDP loss between two transcripts; one bucket moves by 1 in each."""
+    loss = 0.0
+    for name in STATISTICS:
+        d = np.array(getattr(rec1, name)) - np.array(getattr(rec0, name))
+        assert np.abs(d).sum() == 1, (name, d)
+        param = float(noise.as_rational_up(plan.chooser.histograms[name].noise_param))
+        loss += float(d @ d) / (2 * param)
+    return loss
+
+
 def _release_loss(plan, bounds, delta_cells):
     counter = plan.release_driver(bounds).counter(1)
     norm2 = sum(float(d @ d) for d in delta_cells.values())
@@ -81,12 +92,7 @@ def test_the_transcripts_of_neighbouring_streams_lose_at_most_the_budget():
     rec0, bounds0, out0 = replay(plan, background, noise.seeded(11), 'T')
     rec1, bounds1, out1 = replay(plan, neighbour, noise.seeded(11), 'T')
     # the histograms: one bucket by 1 in each, loss = the histograms' share
-    hist_loss = 0.0
-    for name in STATISTICS:
-        d = np.array(getattr(rec1, name)) - np.array(getattr(rec0, name))
-        assert np.abs(d).sum() == 1, (name, d)
-        param = float(noise.as_rational_up(plan.chooser.histograms[name].noise_param))
-        hist_loss += float(d @ d) / (2 * param)
+    hist_loss = _histogram_loss(plan, rec0, rec1)
     assert hist_loss == pytest.approx(0.2 * BUDGET.rho, rel=1e-3)
     # the release: same bounds, u's kept cells within the calibration
     assert bounds0 == bounds1
@@ -147,12 +153,7 @@ def test_default_bounds_the_three_transcripts_lose_at_most_the_budget():
     neighbour = _with_heavy_unit(background)
     rec0, bounds0, out0 = replay(plan, background, noise.seeded(11), 'T')
     rec1, bounds1, out1 = replay(plan, neighbour, noise.seeded(11), 'T')
-    hist_loss = 0.0
-    for name in STATISTICS:
-        d = np.array(getattr(rec1, name)) - np.array(getattr(rec0, name))
-        assert np.abs(d).sum() == 1, (name, d)
-        param = float(noise.as_rational_up(plan.chooser.histograms[name].noise_param))
-        hist_loss += float(d @ d) / (2 * param)
+    hist_loss = _histogram_loss(plan, rec0, rec1)
     assert hist_loss == pytest.approx(0.2 * BUDGET.rho, rel=1e-3)
     v0 = {(k, s): v for k, s, v, _ in out0}
     v1 = {(k, s): v for k, s, v, _ in out1}
