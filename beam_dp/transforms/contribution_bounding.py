@@ -41,11 +41,8 @@ from typing import Any, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.runners.worker.statecache import CacheAware
-from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
@@ -60,10 +57,9 @@ from beam_dp.drivers.warm_up import WarmUpBounds
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io import state_coder
 from beam_dp.privacy_unit import UserLevel
-from beam_dp.transforms.lateness import advance_chain
 from beam_dp.transforms.lateness import batch_input
-from beam_dp.transforms.lateness import end_chain
-from beam_dp.transforms.lateness import released_through
+from beam_dp.transforms.release_loop import ReleasedChain
+from beam_dp.transforms.release_loop import watermark_gate
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import RecordText
 from beam_dp.transforms.shell import dead_letter
@@ -214,7 +210,12 @@ def _latest(tables, encoded):
     return ()
 
 
-class _BoundContributionsFn(beam.DoFn):
+#: The released chain's gate ('released_through', 'released', 'end_of_input'), shared with
+#: the lateness gate 'DropLate'.
+_ChainGate = watermark_gate()
+
+
+class _BoundContributionsFn(_ChainGate):
     """Keyed by unit shard. State: a bag of ``_UnitTable`` deltas — each call appends ONE table
     with the new records of the units it changed (writes proportional to the bundle, not to the
     shard); reads take a unit's newest record; at ``MAX_DELTAS`` tables the bag is rewritten as
@@ -227,11 +228,12 @@ class _BoundContributionsFn(beam.DoFn):
     input watermark passed the step's release time. It advances on the public schedule only,
     as the release stages' clocks do: every shard is seeded at launch (``BoundContributions``
     flattens one ``(shard, None)`` per shard into the input, ``shell.seeds_at_start``), its
-    first element (seed or data) starts the 'released' timer chain (``shell.start_timers``:
-    step 0's release time, and without a last step the 'end_of_input' timer), and each firing
-    marks the armed step released and arms the next step's release time, until the clock's
-    last step (or for ever without one, O(1) state; 'end_of_input' stops it when the input
-    ends; the chain's code is shared with the lateness gate: ``beam_dp.transforms.lateness``).
+    first element (seed or data) starts the 'released' timer chain (step 0's release time, and
+    without a last step the 'end_of_input' timer), and each firing marks the armed step
+    released and arms the next step's release time, until the clock's last step (or for ever
+    without one, O(1) state; 'end_of_input' stops it when the input ends). The chain is the
+    shared watermark gate's (``release_loop.watermark_gate`` running ``ReleasedChain``, as the
+    lateness gate 'DropLate' does): this DoFn declares no timer of its own.
     No record arms or moves it, so whether a record is late here depends on its own
     step, the schedule and the arrival order / watermark, never on other units' records (the
     DESIGN privacy rules; issue 13). A record for a released step is late here (dead-lettered
@@ -242,9 +244,6 @@ class _BoundContributionsFn(beam.DoFn):
     step is None once the chain ended (past the last step, or the input ended)."""
 
     KEPT = BagStateSpec('kept_units', STATE_CODER)
-    RELEASED = ReadModifyWriteStateSpec('released_through', STATE_CODER)
-    RELEASED_TIMER = TimerSpec('released', TimeDomain.WATERMARK)
-    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
 
     def __init__(self, unit: UserLevel, transform_label: str, mark_new_keys: bool = False,
                  clock: Optional[StepClock] = None, distinct_units: bool = False,
@@ -257,6 +256,7 @@ class _BoundContributionsFn(beam.DoFn):
         self._sums = None
         self._distinct = distinct_units
         self._clock = clock
+        self._schedule = None if clock is None else ReleasedChain(clock)
         self._capacity = shard_capacity(unit)
 
     def start_bundle(self):
@@ -268,9 +268,9 @@ class _BoundContributionsFn(beam.DoFn):
             self._sums = self._aggregate()
 
     def process(self, element, kept_state=beam.DoFn.StateParam(KEPT),
-                released_state=beam.DoFn.StateParam(RELEASED),
-                released_timer=beam.DoFn.TimerParam(RELEASED_TIMER),
-                end_timer=beam.DoFn.TimerParam(END_TIMER)):
+                released_state=beam.DoFn.StateParam(_ChainGate.RELEASED),
+                released_timer=beam.DoFn.TimerParam(_ChainGate.RELEASED_TIMER),
+                end_timer=beam.DoFn.TimerParam(_ChainGate.END_TIMER)):
         yield from self._bound_shard(element, kept_state, released_state, released_timer,
                                      end_timer)
 
@@ -282,8 +282,8 @@ class _BoundContributionsFn(beam.DoFn):
         its records are dead-lettered."""
         _, units = element
         released = NOTHING_RELEASED
-        if self._clock is not None:     # the shard's data-independent clock (``lateness``)
-            released = released_through(self._clock, released_state, released_timer, end_timer)
+        if self._schedule is not None:     # the shard's data-independent clock (``lateness``)
+            released = self._gate(released_state, released_timer, end_timer)
         if units is None:
             return
         late = None if self._clock is None else self._clock.late_reason
@@ -318,20 +318,6 @@ class _BoundContributionsFn(beam.DoFn):
         kept_state.add(delta)
         if admitted != before:
             admitted_state.write(admitted)
-
-    @on_timer(RELEASED_TIMER)
-    def advance_released(self, released_state=beam.DoFn.StateParam(RELEASED),
-                         released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
-        """The watermark passed the armed step's release time: it is released; arm the next
-        step's (if the clock has one). O(1): the bag is not read."""
-        advance_chain(self._clock, released_state, released_timer)
-
-    @on_timer(END_TIMER)
-    def end_of_input(self, released_state=beam.DoFn.StateParam(RELEASED),
-                     released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
-        """The input ended (bounded input, drain) on a clock without a last step: the chain
-        stops (it would otherwise run for ever at watermark +inf)."""
-        end_chain(released_state, released_timer)
 
     def _over_cap(self, unit_id, records):
         """Dead letters for every record of a unit its full shard does not admit."""

@@ -4,13 +4,14 @@ companion: ``shell.py`` holds the rest of the shared wiring).
 A record is late when its step was already released. For that decision to be private it must
 depend on the record's step, the public schedule and the arrival order / watermark only, never
 on other records (docs/privacy_model.md, "Lateness"). A stage learns that a step is released
-from a watermark timer; the *released chain* here is such a timer armed on the public schedule
-only: per shard, seeded at launch (``shell.seeds_at_start``), its first element (seed or data)
-starts it (``shell.start_timers``: step 0's release time, and without a last step the
-'end_of_input' timer); each firing marks the armed step released and arms the next step's
-release time, until the clock's last step (or until the input ends). The chain's state cell
-holds ``(released_through, armed step)``; the armed step is None once the chain ended. Used by
-``BoundContributions`` ('BoundPerUnit') and by ``LatenessGate``.
+from a watermark timer; the *released chain* is such a timer armed on the public schedule
+only (``release_loop.ReleasedChain``, run by the shared ``release_loop.watermark_gate``): per
+shard, seeded at launch (``shell.seeds_at_start``), its first element (seed or data) starts it
+(step 0's release time, and without a last step the 'end_of_input' timer); each firing marks
+the armed step released and arms the next step's release time, until the clock's last step (or
+until the input ends). The chain's state cell 'released_through' holds ``(released_through,
+armed step)``; the armed step is None once the chain ended. Used by ``BoundContributions``
+('BoundPerUnit') and by ``LatenessGate`` ('DropLate').
 
 That the watermark itself does not depend on the event times records claim is an assumption on
 the source (docs/privacy_model.md, "What the release schedule assumes of the watermark"); where
@@ -30,11 +31,6 @@ inside the gate's own label):
     | 'DropLate'              stateful, keyed by shard: dead-letters a record whose step is
                               released (with the gated stage's name and late reason), passes
                               the rest on with their own timestamps
-
-Update note (the lateness gate): the sparse and dynamic transforms gained the stage
-'GateLateRecords' before 'ReleaseSegments' on unbounded input, and the growing-database
-transforms (with ``start=`` and fixed windows) before 'MergeInputs'. The graph changed: drain
-a running job and restart it.
 """
 
 import collections
@@ -44,43 +40,31 @@ from typing import Callable, NamedTuple, Optional
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_dp.drivers.bounding import NOTHING_RELEASED
 from beam_dp.drivers.bounding import UNIT_SHARDS
 from beam_dp.drivers.clock import StepClock
+from beam_dp.transforms.release_loop import ReleasedChain
+from beam_dp.transforms.release_loop import watermark_gate
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import RecordText
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.shell import key_bytes
 from beam_dp.transforms.shell import merge_seeds
-from beam_dp.transforms.shell import next_release_time
 from beam_dp.transforms.shell import seeds_at_start
-from beam_dp.transforms.shell import start_timers
-from beam_dp.transforms.state_types import STATE_CODER
 
 __all__ = [
-    'CHAIN_START',
     'GATE_SHARDS',
     'GateOutputs',
     'LatenessGate',
     'REFUSED',
-    'advance_chain',
     'batch_input',
-    'end_chain',
-    'released_through',
     'strip_record',
 ]
 
-#: The chain's state cell when a shard's clock starts: nothing released, step 0 armed.
-CHAIN_START = (NOTHING_RELEASED, 0)
 #: The gate's shards: as many as the unit shards of 'BoundPerUnit' (the same parallelism, and
 #: ``GATE_SHARDS`` timer firings per step).
 GATE_SHARDS = UNIT_SHARDS
@@ -95,36 +79,6 @@ def batch_input(pcoll) -> bool:
     and then another record must not decide lateness either."""
     streaming = pcoll.pipeline.options.view_as(StandardOptions).streaming
     return bool(pcoll.is_bounded) and not streaming
-
-
-def released_through(clock: StepClock, state, release_timer, end_timer) -> int:
-    """On every element of a shard: the last step its chain released. On the shard's first
-    element (its launch seed or data, in any order) it starts the chain."""
-    chain = state.read()
-    if chain is None:
-        chain = CHAIN_START
-        state.write(chain)
-        start_timers(clock, release_timer, end_timer)
-    return chain[0]
-
-
-def advance_chain(clock: StepClock, state, release_timer) -> None:
-    """The 'released' timer fired (the watermark passed the armed step's release time): the
-    step is released; arm the next step's release time (if the clock has one). O(1)."""
-    chain = state.read()
-    if chain is None or chain[1] is None:     # not started, or ended
-        return
-    armed = chain[1]
-    next_release_time(clock, armed, release_timer)
-    state.write((armed, armed + 1 if clock.is_released(armed + 1) else None))
-
-
-def end_chain(state, release_timer) -> None:
-    """The 'end_of_input' timer fired (bounded input, drain; a clock without a last step): the
-    chain stops (it would otherwise run for ever at watermark +inf)."""
-    chain = state.read() or CHAIN_START
-    state.write((chain[0], None))
-    release_timer.clear()
 
 
 class GateOutputs(NamedTuple):
@@ -203,9 +157,15 @@ class _GroupByShardInBundleFn(beam.DoFn):
         self._count = 0
 
 
-class _DropLateFn(beam.DoFn):
+#: The released chain's gate ('released_through', 'released', 'end_of_input'), shared with
+#: 'BoundPerUnit' (``contribution_bounding``).
+_ChainGate = watermark_gate()
+
+
+class _DropLateFn(_ChainGate):
     """Keyed by gate shard. State: the shard's released chain (module docstring) in ONE cell
-    'released_through' and its 'released' / 'end_of_input' timers — no per-key state, no bag.
+    'released_through' and its 'released' / 'end_of_input' timers (the shared watermark gate's)
+    — no per-key state, no bag.
     A record whose step is ≤ the shard's released step is dead-lettered (the gated stage's
     name, its reason: ``late_fn``); every other record goes on with its own timestamp.
 
@@ -223,14 +183,10 @@ class _DropLateFn(beam.DoFn):
     A bounded input (batch) does not run the gate (a batch runner passes no release time before
     the whole input is bounded: nothing is late, whatever the data)."""
 
-    RELEASED = ReadModifyWriteStateSpec('released_through', STATE_CODER)
-    RELEASED_TIMER = TimerSpec('released', TimeDomain.WATERMARK)
-    END_TIMER = TimerSpec('end_of_input', TimeDomain.WATERMARK)
-
     def __init__(self, clock: StepClock, transform_label: str, stage: str, step_fn: Callable,
                  late_fn: Callable, refuse_fn: Optional[Callable] = None,
                  pass_fn: Optional[Callable] = None):
-        self._clock = clock
+        self._schedule = ReleasedChain(clock)
         self._label = transform_label
         self._stage = stage
         self._step_fn = step_fn
@@ -238,11 +194,11 @@ class _DropLateFn(beam.DoFn):
         self._refuse_fn = refuse_fn
         self._pass_fn = pass_fn
 
-    def process(self, element, released_state=beam.DoFn.StateParam(RELEASED),
-                released_timer=beam.DoFn.TimerParam(RELEASED_TIMER),
-                end_timer=beam.DoFn.TimerParam(END_TIMER)):
+    def process(self, element, released_state=beam.DoFn.StateParam(_ChainGate.RELEASED),
+                released_timer=beam.DoFn.TimerParam(_ChainGate.RELEASED_TIMER),
+                end_timer=beam.DoFn.TimerParam(_ChainGate.END_TIMER)):
         _, records = element
-        released = released_through(self._clock, released_state, released_timer, end_timer)
+        released = self._gate(released_state, released_timer, end_timer)
         if records is None:                      # the shard's launch seed
             return
         for key, item, micros in records:
@@ -256,16 +212,6 @@ class _DropLateFn(beam.DoFn):
                 if self._pass_fn is not None:
                     item = self._pass_fn(item)
                 yield TimestampedValue((key, item), Timestamp(micros=micros))
-
-    @on_timer(RELEASED_TIMER)
-    def advance_released(self, released_state=beam.DoFn.StateParam(RELEASED),
-                         released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
-        advance_chain(self._clock, released_state, released_timer)
-
-    @on_timer(END_TIMER)
-    def end_of_input(self, released_state=beam.DoFn.StateParam(RELEASED),
-                     released_timer=beam.DoFn.TimerParam(RELEASED_TIMER)):
-        end_chain(released_state, released_timer)
 
 
 class LatenessGate(beam.PTransform):

@@ -25,6 +25,14 @@ The loop classes are built once per name set at import (so that workers unpickle
 reference).
 
 Element: ``(loop key, payload)``, payload None for a key's seed at ``start``.
+
+THE watermark gate (``watermark_gate``): the base of the stateful stages that are not release
+loops but must know what the public schedule has released (the lateness gate 'DropLate', the
+user-level bound 'BoundPerUnit', the warm-up's close). Its cell and its timers walk a pure
+*gate schedule* (``ReleasedChain``: the released chain of ``beam_dp.transforms.lateness``),
+armed on the public schedule only, never by a record; a family's DoFn subclasses the gate and
+writes only its ``process`` (what to do with an element, given what the gate says is released).
+No module but this one declares a timer.
 """
 
 from typing import Optional
@@ -41,6 +49,8 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_dp import noise
+from beam_dp.drivers.bounding import NOTHING_RELEASED
+from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.protocol import UNCHANGED
 from beam_dp.drivers.protocol import NoiseRoot
 from beam_dp.drivers.protocol import Outcome
@@ -50,8 +60,11 @@ from beam_dp.transforms import shell
 from beam_dp.transforms.state_types import STATE_CODER
 
 __all__ = [
+    'CHAIN_START',
+    'ReleasedChain',
     'buffered_loop',
     'single_cell_loop',
+    'watermark_gate',
 ]
 
 _END_OF_TIME = GlobalWindow().max_timestamp()
@@ -361,3 +374,121 @@ def buffered_loop(driver, label: str, rng: noise.RandomSource, *, cell: str,
     is called when the input ends, with the payloads still pending (to refuse or process
     them)."""
     return _BUFFERED[(cell, timer)](driver, label, rng, noise_label)
+
+
+# --- The watermark gate ---------------------------------------------------------------------
+
+#: The released chain's cell when a key's gate starts: nothing released, step 0 armed.
+CHAIN_START = (NOTHING_RELEASED, 0)
+
+
+class ReleasedChain:
+    """The gate schedule of the *released chain* (pure; no Beam): the gate's cell holds
+    ``(released_through, armed step)``; started on a key's first element (its launch seed or
+    data, in any order) it arms step 0's release time (and, without a last step, the
+    end-of-input timer); each firing marks the armed step released and arms the next step's
+    release time, until the clock's last step (or until the input ends). The armed step is
+    None once the chain ended. O(1) state and work per firing.
+
+    A gate schedule: ``start() -> (cell, timer µs, arm end-of-input?)``, ``fire(cell) ->
+    (cell or UNCHANGED, next timer µs or None)``, ``end(cell) -> cell``, ``released(cell)``
+    (what a family's ``process`` is given)."""
+
+    __slots__ = ('clock',)
+
+    def __init__(self, clock: StepClock):
+        self.clock = clock
+
+    def start(self):
+        clock = self.clock
+        return CHAIN_START, clock.release_time_micros(0), clock.last_step is None
+
+    def fire(self, chain):
+        """The watermark passed the armed step's release time: it is released."""
+        if chain is None or chain[1] is None:     # not started, or ended
+            return UNCHANGED, None
+        armed = chain[1]
+        clock = self.clock
+        return ((armed, armed + 1 if clock.is_released(armed + 1) else None),
+                clock.next_release_time_micros(armed))
+
+    @staticmethod
+    def end(chain):
+        """The input ended (bounded input, drain; a clock without a last step): the chain
+        stops (it would otherwise run for ever at watermark +inf)."""
+        return (chain or CHAIN_START)[0], None
+
+    @staticmethod
+    def released(chain) -> int:
+        return chain[0]
+
+
+class _GateFn(beam.DoFn):
+    """What every watermark gate shares (``watermark_gate`` binds the specs). A subclass sets
+    ``self._schedule`` (a gate schedule, e.g. ``ReleasedChain``; None: the gate is not used)
+    and calls ``self._gate(cell, timer, end_timer)`` in its ``process``."""
+
+    _schedule = None
+
+    def _gate(self, cell, timer, end_timer):
+        """On every element of a key: what its gate released; on the key's first element (in
+        any order: its seed or data) the schedule starts."""
+        value = cell.read()
+        if value is None:
+            value, micros, until_end = self._schedule.start()
+            cell.write(value)
+            _LoopFn._arm(timer, micros)
+            if until_end:
+                end_timer.set(_END_OF_TIME)
+        return self._schedule.released(value)
+
+    def _fire(self, cell, timer):
+        value, micros = self._schedule.fire(cell.read())
+        _LoopFn._arm(timer, micros)
+        if value is not UNCHANGED:
+            cell.write(value)
+
+    def _stop(self, cell, timer):
+        cell.write(self._schedule.end(cell.read()))
+        timer.clear()
+
+
+def _gate_class(cell_name: str, timer_name: str, end_name: str):
+    cell_spec = ReadModifyWriteStateSpec(cell_name, STATE_CODER)
+    timer_spec = TimerSpec(timer_name, TimeDomain.WATERMARK)
+    end_spec = TimerSpec(end_name, TimeDomain.WATERMARK)
+
+    class WatermarkGate(_GateFn):
+        """A watermark gate: its cell ``RELEASED``, its timer ``RELEASED_TIMER`` and the
+        ``END_TIMER``; a subclass's ``process`` takes them as
+        ``beam.DoFn.StateParam(RELEASED)`` / ``beam.DoFn.TimerParam(...)``."""
+        RELEASED = cell_spec
+        RELEASED_TIMER = timer_spec
+        END_TIMER = end_spec
+
+        @on_timer(timer_spec)
+        def advance_released(self, released_state=beam.DoFn.StateParam(cell_spec),
+                             released_timer=beam.DoFn.TimerParam(timer_spec)):
+            """The watermark passed the armed release time (O(1): no other state is read)."""
+            self._fire(released_state, released_timer)
+
+        @on_timer(end_spec)
+        def end_of_input(self, released_state=beam.DoFn.StateParam(cell_spec),
+                         released_timer=beam.DoFn.TimerParam(timer_spec)):
+            """The input ended: the schedule stops."""
+            self._stop(released_state, released_timer)
+
+    return WatermarkGate
+
+
+_GATES = {names: _named(_gate_class(*names), 'WatermarkGate_' + '_'.join(names))
+          for names in (('released_through', 'released', 'end_of_input'),)}
+
+
+def watermark_gate(cell: str = 'released_through', timer: str = 'released',
+                   end: str = 'end_of_input'):
+    """The watermark gate base class with state cell ``cell`` and timers ``timer`` /
+    ``end`` (names of the Dataflow update contract; the default set is the released chain's,
+    used by 'DropLate' and 'BoundPerUnit'). Subclass it: set ``self._schedule`` and call
+    ``self._gate(...)`` from ``process``."""
+    return _GATES[(cell, timer, end)]

@@ -27,8 +27,9 @@ driver (``beam_dp/drivers/``) and a thin transform built on this shell:
    ``release_loop.buffered_loop`` (state, timers, lateness, dead letters, release rows), keyed
    by an int shard or a ``str`` key (never a ``FastPrimitivesCoder`` key; ``key_bytes(...)``
    for any other id), with ``noise_label=`` what ``spend_budget`` returned. A stage whose own
-   late check depends on other records gets ``lateness.LatenessGate`` before it;
-   ``start_timers`` / ``next_release_time`` are the timer helpers of those gates.
+   late check depends on other records gets ``lateness.LatenessGate`` before it. Every timer
+   is declared in ``release_loop`` (the loops, and ``watermark_gate`` for the stages that only
+   need to know what the schedule released).
 """
 
 import contextlib
@@ -70,7 +71,6 @@ __all__ = [
     'BeamDpOptions',
     'ShellTransform',
     'pipeline_accountant',
-    'arm_end_of_input',
     'check_callable',
     'check_callables',
     'dead_letter',
@@ -79,7 +79,6 @@ __all__ = [
     'key_bytes',
     'merge_dead_letters',
     'merge_seeds',
-    'next_release_time',
     'noise_source',
     'parse_clock',
     'parse_key_set',
@@ -91,7 +90,6 @@ __all__ = [
     'PackedRecords',
     'NO_RECORDS',
     'seeds_at_start',
-    'start_timers',
     'to_micros',
 ]
 
@@ -748,26 +746,4 @@ def merge_seeds(partials: beam.PCollection, seeds: Optional[beam.PCollection],
     inputs = (partials,) if seeds is None else (partials, seeds)
     return inputs | 'MergeSeeds' >> beam.Flatten().with_output_types(
         typing.Tuple[key_type, typing.Any])
-
-
-def start_timers(clock: StepClock, release_timer, end_timer) -> None:
-    """On the first element of a shard: the first release timer, and (without a last step) the
-    end-of-input timer, which fires only when the input ends (bounded input, drain) and stops
-    the release loop, which would otherwise run forever at watermark +inf."""
-    release_timer.set(Timestamp(micros=clock.release_time_micros(0)))
-    arm_end_of_input(clock, end_timer)
-
-
-def arm_end_of_input(clock: StepClock, end_timer) -> None:
-    """Without a last step: the end-of-input timer (fires only when the input ends), for a
-    DoFn that arms its own release timer (e.g. at a driver's next wake-up step)."""
-    if clock.last_step is None:
-        end_timer.set(GlobalWindow().max_timestamp())
-
-
-def next_release_time(clock: StepClock, step: int, release_timer) -> None:
-    """After releasing ``step``: arms the release of the next step, if there is one."""
-    micros = clock.next_release_time_micros(step)
-    if micros is not None:
-        release_timer.set(Timestamp(micros=micros))
 

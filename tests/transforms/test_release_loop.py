@@ -89,3 +89,39 @@ def test_single_cell_loop_keeps_pending_sums_in_their_own_cell_that_releases_nev
         want.extend(out.releases)
         state = out.state
     assert [tuple(r) for r in got] == [tuple(r) for r in want]
+
+
+def test_watermark_gate_keeps_the_names_of_the_update_contract():
+    """'DropLate' and 'BoundPerUnit' run the one released-chain gate: cell 'released_through',
+    timers 'released' and 'end_of_input' (pinned in pipelines/*/state_manifest.json)."""
+    from beam_dp.transforms.contribution_bounding import _BoundContributionsFn
+    from beam_dp.transforms.contribution_bounding import _CappedBoundContributionsFn
+    from beam_dp.transforms.lateness import _DropLateFn
+    gate = release_loop.watermark_gate()
+    assert (gate.RELEASED.name, gate.RELEASED_TIMER.name, gate.END_TIMER.name) == (
+        'released_through', 'ts-released', 'ts-end_of_input')
+    for fn in (_DropLateFn, _BoundContributionsFn, _CappedBoundContributionsFn):
+        assert issubclass(fn, gate), fn
+
+
+def test_released_chain_walks_the_public_schedule_only():
+    """Started: step 0 armed at its release time (end-of-input armed without a last step);
+    each firing releases the armed step and arms the next, until the last step; the end of
+    input stops it; a firing after the end changes nothing."""
+    from beam_dp.drivers.clock import StepClock
+    clock = StepClock(0, 60)
+    bounded = clock.limited_to(3)
+    assert release_loop.ReleasedChain(clock).start() == ((-1, 0), clock.release_time_micros(0),
+                                                         True)
+    chain = release_loop.ReleasedChain(bounded)
+    cell, micros, until_end = chain.start()
+    assert until_end is False
+    fired = []
+    while micros is not None:
+        cell, micros = chain.fire(cell)
+        fired.append((cell, micros))
+    assert fired == [((0, 1), bounded.release_time_micros(1)),
+                     ((1, 2), bounded.release_time_micros(2)), ((2, None), None)]
+    assert chain.fire(cell) == (protocol.UNCHANGED, None)
+    assert chain.end((5, 6)) == (5, None) and chain.end(None) == (-1, None)
+    assert chain.released((5, 6)) == 5
