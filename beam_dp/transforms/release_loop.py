@@ -29,7 +29,8 @@ Element: ``(loop key, payload)``, payload None for a key's seed at ``start``.
 THE watermark gate (``watermark_gate``): the base of the stateful stages that are not release
 loops but must know what the public schedule has released (the lateness gate 'DropLate', the
 user-level bound 'BoundPerUnit', the warm-up's close). Its cell and its timers walk a pure
-*gate schedule* (``ReleasedChain``: the released chain of ``beam_dp.transforms.lateness``),
+*gate schedule* (``ReleasedChain``: the released chain of ``beam_dp.transforms.lateness``;
+``CloseAt``: a one-shot close),
 armed on the public schedule only, never by a record; a family's DoFn subclasses the gate and
 writes only its ``process`` (what to do with an element, given what the gate says is released).
 No module but this one declares a timer.
@@ -61,6 +62,7 @@ from beam_dp.transforms.state_types import STATE_CODER
 
 __all__ = [
     'CHAIN_START',
+    'CloseAt',
     'ReleasedChain',
     'buffered_loop',
     'single_cell_loop',
@@ -423,6 +425,32 @@ class ReleasedChain:
         return chain[0]
 
 
+class CloseAt:
+    """The gate schedule of a one-shot close (pure; e.g. the warm-up's end): the cell holds
+    False (open) from a key's first element until the watermark passes ``micros``, then True
+    (closed); no end-of-input timer (it fires once)."""
+
+    __slots__ = ('micros',)
+
+    def __init__(self, micros: int):
+        self.micros = micros
+
+    def start(self):
+        return False, self.micros, False
+
+    @staticmethod
+    def fire(closed):
+        return True, None
+
+    @staticmethod
+    def end(closed):
+        return closed
+
+    @staticmethod
+    def released(closed) -> bool:
+        return closed
+
+
 class _GateFn(beam.DoFn):
     """What every watermark gate shares (``watermark_gate`` binds the specs). A subclass sets
     ``self._schedule`` (a gate schedule, e.g. ``ReleasedChain``; None: the gate is not used)
@@ -452,43 +480,74 @@ class _GateFn(beam.DoFn):
         cell.write(self._schedule.end(cell.read()))
         timer.clear()
 
+    def _fired(self, key, fired_state):
+        """With ``watermark_gate(fired_state=...)``: what a firing outputs (after the schedule
+        moved)."""
+        return ()
 
-def _gate_class(cell_name: str, timer_name: str, end_name: str):
+
+def _gate_class(cell_name: str, timer_name: str, end_name: Optional[str],
+                fired_spec=None):
     cell_spec = ReadModifyWriteStateSpec(cell_name, STATE_CODER)
     timer_spec = TimerSpec(timer_name, TimeDomain.WATERMARK)
-    end_spec = TimerSpec(end_name, TimeDomain.WATERMARK)
+    end_spec = None if end_name is None else TimerSpec(end_name, TimeDomain.WATERMARK)
 
     class WatermarkGate(_GateFn):
         """A watermark gate: its cell ``RELEASED``, its timer ``RELEASED_TIMER`` and the
-        ``END_TIMER``; a subclass's ``process`` takes them as
-        ``beam.DoFn.StateParam(RELEASED)`` / ``beam.DoFn.TimerParam(...)``."""
+        ``END_TIMER`` (None: none); a subclass's ``process`` takes them as
+        ``beam.DoFn.StateParam(RELEASED)`` / ``beam.DoFn.TimerParam(...)``. With a
+        ``FIRED_STATE`` (the family's state its firing works on) each firing then calls
+        ``self._fired(key, fired_state)`` and outputs what it returns."""
         RELEASED = cell_spec
         RELEASED_TIMER = timer_spec
         END_TIMER = end_spec
+        FIRED_STATE = fired_spec
 
-        @on_timer(timer_spec)
+    if fired_spec is None:
         def advance_released(self, released_state=beam.DoFn.StateParam(cell_spec),
                              released_timer=beam.DoFn.TimerParam(timer_spec)):
-            """The watermark passed the armed release time (O(1): no other state is read)."""
+            """The watermark passed the armed time (O(1): no other state is read)."""
             self._fire(released_state, released_timer)
+    else:
+        def advance_released(self, released_state=beam.DoFn.StateParam(cell_spec),
+                             released_timer=beam.DoFn.TimerParam(timer_spec),
+                             key=beam.DoFn.KeyParam,
+                             fired_state=beam.DoFn.StateParam(fired_spec)):
+            """The watermark passed the armed time: the schedule moves, then the family's
+            ``_fired``."""
+            self._fire(released_state, released_timer)
+            return self._fired(key, fired_state)
+    WatermarkGate.advance_released = on_timer(timer_spec)(advance_released)
 
-        @on_timer(end_spec)
+    if end_spec is not None:
         def end_of_input(self, released_state=beam.DoFn.StateParam(cell_spec),
                          released_timer=beam.DoFn.TimerParam(timer_spec)):
             """The input ended: the schedule stops."""
             self._stop(released_state, released_timer)
-
+        WatermarkGate.end_of_input = on_timer(end_spec)(end_of_input)
     return WatermarkGate
 
 
-_GATES = {names: _named(_gate_class(*names), 'WatermarkGate_' + '_'.join(names))
-          for names in (('released_through', 'released', 'end_of_input'),)}
+#: The gate classes, one per name set (built once: workers unpickle a subclass by reference).
+_GATES = {}
 
 
 def watermark_gate(cell: str = 'released_through', timer: str = 'released',
-                   end: str = 'end_of_input'):
-    """The watermark gate base class with state cell ``cell`` and timers ``timer`` /
-    ``end`` (names of the Dataflow update contract; the default set is the released chain's,
-    used by 'DropLate' and 'BoundPerUnit'). Subclass it: set ``self._schedule`` and call
-    ``self._gate(...)`` from ``process``."""
-    return _GATES[(cell, timer, end)]
+                   end: Optional[str] = 'end_of_input', fired_state=None):
+    """The watermark gate base class with state cell ``cell``, timer ``timer`` and end-of-input
+    timer ``end`` (None: none), names of the Dataflow update contract (the default set is the
+    released chain's, used by 'DropLate' and 'BoundPerUnit'). Subclass it at module level: set
+    ``self._schedule`` (``ReleasedChain``, ``CloseAt``) and call ``self._gate(...)`` from
+    ``process``; with ``fired_state`` (a state spec of the family) define
+    ``_fired(key, fired_state)``: what each firing outputs (e.g. the warm-up's close)."""
+    names = (cell, timer, end, None if fired_state is None else fired_state.name)
+    gate = _GATES.get(names)
+    if gate is None:
+        name = 'WatermarkGate_' + '_'.join(n for n in names if n is not None)
+        gate = _GATES[names] = _named(_gate_class(cell, timer, end, fired_state), name)
+    elif fired_state is not None and gate.FIRED_STATE is not fired_state:
+        raise ValueError(f'watermark_gate{names}: another {fired_state.name!r} spec')
+    return gate
+
+
+watermark_gate()     # the released chain's gate, built at import

@@ -1,10 +1,15 @@
 """The release loop (``beam_dp.transforms.release_loop``) and the driver protocol's constants."""
 
+import apache_beam as beam
+from apache_beam.transforms import userstate
+from apache_beam.transforms.userstate import BagStateSpec
 from apache_beam.transforms.window import GlobalWindow
 
 from beam_dp import noise
 from beam_dp.drivers import protocol
 from beam_dp.transforms import release_loop
+from beam_dp.transforms.state_types import STATE_CODER
+from tests import helpers
 
 
 def test_end_of_time_is_the_end_of_the_global_window():
@@ -125,3 +130,45 @@ def test_released_chain_walks_the_public_schedule_only():
     assert chain.fire(cell) == (protocol.UNCHANGED, None)
     assert chain.end((5, 6)) == (5, None) and chain.end(None) == (-1, None)
     assert chain.released((5, 6)) == 5
+
+
+# A gate of the warm-up's shape (``CloseAt`` with a fired state): collects each key's values
+# until the watermark passes CLOSE, then outputs them once; a value after the close is late
+# ('c' is seeded, None, before any value: the gate starts at a key's first element).
+_VALUES = BagStateSpec('probe_values', STATE_CODER)
+_CloseGate = release_loop.watermark_gate('probe_closed', 'probe_close', None, fired_state=_VALUES)
+CLOSE = 100
+
+
+class _CollectUntilClose(_CloseGate):
+
+    def __init__(self):
+        self._schedule = release_loop.CloseAt(CLOSE * 1_000_000)
+
+    def process(self, element, closed=beam.DoFn.StateParam(_CloseGate.RELEASED),
+                timer=beam.DoFn.TimerParam(_CloseGate.RELEASED_TIMER),
+                values=beam.DoFn.StateParam(_VALUES)):
+        key, value = element
+        if self._gate(closed, timer, None):
+            yield 'late', key, value
+        elif value is not None:
+            values.add(value)
+
+    def _fired(self, key, values):
+        out = sorted(values.read())
+        values.clear()
+        return [('closed', key, tuple(out))]
+
+
+def test_a_close_gate_fires_once_with_the_family_state_and_declares_no_end_timer():
+    state, timers = userstate.get_dofn_specs(_CollectUntilClose())
+    assert sorted(s.name for s in state) == ['probe_closed', 'probe_values']
+    assert sorted(t.name for t in timers) == ['ts-probe_close']
+    assert release_loop.watermark_gate('probe_closed', 'probe_close', None,
+                                       fired_state=_VALUES) is _CloseGate
+    out = helpers.run(lambda p: {'out': p | helpers.stream(
+        [(('c', None), 0), (('a', 1), 10), (('b', 2), 20), (('a', 3), 30)], 50,
+        [(('a', 4), 60)], CLOSE + 1,
+        [(('a', 5), 110), (('c', 6), 120)]) | beam.ParDo(_CollectUntilClose())})
+    assert sorted(out['out']) == [('closed', 'a', (1, 3, 4)), ('closed', 'b', (2,)),
+                                  ('closed', 'c', ()), ('late', 'a', 5), ('late', 'c', 6)]
