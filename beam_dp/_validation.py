@@ -4,15 +4,54 @@ Messages name the owner, the argument and the value, e.g.
 ``"ContinualCountPerKey: epsilon must be positive, got 0."``.
 """
 
+import dataclasses
+import difflib
+import functools
 import math
 import numbers
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from beam_dp.errors import InvalidParamsError
 
 
 def _fail(owner: str, message: str) -> None:
     raise InvalidParamsError(f'{owner}: {message}')
+
+
+def keyword_checked(hints: Optional[Mapping[str, str]] = None):
+    """Class decorator of a parameter dataclass: a keyword it does not take raises
+    ``InvalidParamsError`` naming the class, what to write instead (``hints``: name → hint, or a
+    near miss: "did you mean ...?") and the keywords it takes, not Python's bare ``TypeError``.
+    Apply it above ``@dataclasses.dataclass``."""
+    hints = dict(hints or {})
+
+    def decorate(cls):
+        init = cls.__init__
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kwargs):
+            unknown = [n for n in kwargs if n not in names]
+            if unknown:
+                by_hint = {}
+                for name in unknown:
+                    hint = hints.get(name)
+                    if hint is None:
+                        close = difflib.get_close_matches(name, names, n=1)
+                        hint = f'did you mean {close[0]}?' if close else ''
+                    by_hint.setdefault(hint, []).append(name)
+                problems = [f'{", ".join(group)} '
+                            f'{"is not an argument" if len(group) == 1 else "are not arguments"}'
+                            f' of {cls.__name__}' + (f': {hint}' if hint else '')
+                            for hint, group in by_hint.items()]
+                _fail(cls.__name__, '; '.join(problems)
+                      + f'; {cls.__name__} takes: {", ".join(names)}.')
+            init(self, *args, **kwargs)
+
+        cls.__init__ = __init__
+        return cls
+
+    return decorate
 
 
 def check_real(owner: str, name: str, value: Any) -> float:

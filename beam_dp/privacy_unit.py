@@ -92,6 +92,20 @@ class EventLevel(PrivacyUnit):
         return 'event-level (one record)'
 
 
+@v.keyword_checked(hints={
+    'privacy_id_fn': 'write unit_fn=<record → unit id>',
+    'privacy_id_extractor': "write unit_fn=<record → unit id> (privacy_id_extractor is "
+                            "PipelineDP's name)",
+    'max_partitions_contributed': "write max_keys_per_unit=K (max_partitions_contributed is "
+                                  "PipelineDP's name)",
+    'max_contributions_per_partition': "write max_contributions_per_step=m (records per key "
+                                       "and step; max_contributions_per_partition is "
+                                       "PipelineDP's name)",
+    'max_contributions': "write max_total_contributions=C (max_contributions is PipelineDP's "
+                         'name)',
+    'K': 'write max_keys_per_unit=K', 'm': 'write max_contributions_per_step=m',
+    'S': 'write max_steps_per_unit=S', 'C': 'write max_total_contributions=C',
+    'N': 'write max_units=N'})
 @dataclasses.dataclass(frozen=True)
 class UserLevel(PrivacyUnit):
     """User-level privacy: neighbouring streams differ in all records of one unit id.

@@ -107,6 +107,8 @@ def rho_for_epsilon_delta(epsilon: float, delta: float) -> float:
     return lo
 
 
+@v.keyword_checked(hints={'noise_kind': 'the noise follows the budget: epsilon= draws '
+                                        'discrete Laplace noise, rho= discrete Gaussian'})
 @dataclasses.dataclass(frozen=True)
 class PrivacyBudget:
     """A total privacy budget: ``PrivacyBudget(epsilon=1.0, delta=1e-6)`` or ``PrivacyBudget(rho=0.5)``.

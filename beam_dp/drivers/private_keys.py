@@ -64,6 +64,9 @@ def stable_shard(key: str, num_shards: int) -> int:
     return int.from_bytes(digest[:8], 'little') % num_shards
 
 
+@v.keyword_checked(hints={
+    name: 'the selection budget is one argument: budget=PrivacyBudget(epsilon=ε_s, delta=δ)'
+    for name in ('epsilon', 'delta', 'rho')})
 @dataclasses.dataclass(frozen=True)
 class PrivateKeys:
     """Private continual key selection: the ``keys=`` option of the continual transforms.

@@ -250,6 +250,52 @@ def accepted_names(cls) -> Tuple[str, ...]:
     return tuple(names)
 
 
+_USER_LEVEL_CALL = ('privacy_unit=UserLevel(unit_fn=<record → unit id>, max_keys_per_unit=K, '
+                    'max_contributions_per_step=m, max_steps_per_unit=S)')
+
+#: Names a transform does not take but a user may write (a ``UserLevel`` argument passed to the
+#: transform, PipelineDP's names): name → (the argument that must be in the signature for the
+#: hint to apply, what to write instead).
+_FOREIGN_HINTS: Dict[str, Tuple[str, str]] = {
+    **{name: ('privacy_unit', f'{name} is an argument of UserLevel: pass {_USER_LEVEL_CALL}')
+       for name in ('unit_fn', 'max_keys_per_unit', 'max_contributions_per_step',
+                    'max_steps_per_unit', 'max_total_contributions', 'max_units',
+                    'privacy_unit_field')},
+    'max_partitions_contributed': (
+        'privacy_unit', "PipelineDP's max_partitions_contributed is UserLevel's "
+                        f'max_keys_per_unit: pass {_USER_LEVEL_CALL}'),
+    'max_contributions_per_partition': (
+        'privacy_unit', "PipelineDP's max_contributions_per_partition is UserLevel's "
+                        'max_contributions_per_step (per key and step; a continual release also '
+                        f'needs max_steps_per_unit): pass {_USER_LEVEL_CALL}'),
+    'max_contributions': (
+        'privacy_unit', "PipelineDP's max_contributions is UserLevel's max_total_contributions: "
+                        f'pass {_USER_LEVEL_CALL[:-1]}, max_total_contributions=C)'),
+    'privacy_id_extractor': ('privacy_unit', "PipelineDP's privacy_id_extractor is UserLevel's "
+                                             f'unit_fn: pass {_USER_LEVEL_CALL}'),
+    'partition_extractor': ('key_fn', 'write key_fn=<record → key> (partition_extractor is '
+                                      "PipelineDP's name)"),
+    'value_extractor': ('value_fn', "write value_fn=<record → value> (value_extractor is "
+                                    "PipelineDP's name)"),
+    'public_partitions': ('public_keys', "write public_keys=[...] (public_partitions is "
+                                         "PipelineDP's name)"),
+    'min_value': ('lower', "write lower=<smallest value a record counts for> (min_value is "
+                           "PipelineDP's name)"),
+    'max_value': ('upper', "write upper=<largest value a record counts for> (max_value is "
+                           "PipelineDP's name)"),
+    'noise_kind': ('budget', 'the noise follows the budget: budget=PrivacyBudget(epsilon=ε) '
+                             'draws discrete Laplace noise, PrivacyBudget(rho=ρ) discrete '
+                             'Gaussian'),
+}
+
+
+def foreign_hint(name: str, names: Sequence[str]) -> Optional[str]:
+    """What to write instead of ``name``, an argument a constructor taking ``names`` does not
+    take, when it is another class's argument or PipelineDP's name for one (else None)."""
+    target, hint = _FOREIGN_HINTS.get(name, (None, None))
+    return hint if target in names else None
+
+
 _MISSING_HINTS = {
     'start': 'start=<event time of step 0, in seconds since the epoch>',
     'step': 'step=<step length in seconds>',
@@ -331,6 +377,8 @@ def explain(owner: str, signature: inspect.Signature, args: Sequence, kwargs: Ma
         if name in budget_names:
             continue
         hint = hints.get(name)
+        if hint is None:
+            hint = foreign_hint(name, names)
         if hint is None:
             close = difflib.get_close_matches(name, names, n=1)
             hint = f'did you mean {close[0]}?' if close else ''

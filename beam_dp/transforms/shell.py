@@ -372,6 +372,10 @@ def _accepting_fields(init):
                     f'{type(self).__name__}: {", ".join(unknown)} is not an argument of '
                     f'{type(self).__name__}; its field arguments are '
                     f'{", ".join(takes + [arguments.TIMESTAMP_FIELD])}.')
+            if any(n not in accepted for n in kwargs):     # InvalidParamsError, not TypeError
+                raise InvalidParamsError(arguments.explain(
+                    type(self).__name__, inspect.signature(type(self).__init__), (), kwargs,
+                    {}))
         init(self, *args, **kwargs)
 
     signature = inspect.signature(init)
