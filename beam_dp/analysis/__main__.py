@@ -57,8 +57,12 @@ def _user_level_parse(argv):
                    help='share of all records held by the key (for the bias)')
     p.add_argument('--key-epsilon', type=float, help='private key selection: ε')
     p.add_argument('--key-delta', type=float, help='private key selection: δ')
-    p.add_argument('--key-units', type=int, help='distinct units of the key (release probability)')
-    p.add_argument('--first-step', type=int, default=1, help="the key's first step (1-based)")
+    p.add_argument('--key-units', type=int,
+                   help='distinct units of the key (release probability), all of them there '
+                        'from --first-step on: a key whose units arrive over the horizon is '
+                        'selected later and less often than predicted')
+    p.add_argument('--first-step', type=int, default=1,
+                   help="the key's first step (1-based), when all its --key-units are there")
     p.add_argument('--final-share', type=float, default=None,
                    help="the count's final_share= (f in [0, 1): f of the budget on one release "
                         "of the total at the last step; default off)")

@@ -5,6 +5,10 @@ from beam_dp.io.epochs import EPOCH_RELEASE_SCHEMA
 from beam_dp.io.epochs import EpochReleaseRecord
 from beam_dp.io.epochs import epoch_release_from_avro
 from beam_dp.io.epochs import epoch_release_to_avro
+from beam_dp.io.quantiles import QUANTILE_RELEASE_SCHEMA
+from beam_dp.io.quantiles import QuantileRelease
+from beam_dp.io.quantiles import quantile_release_from_avro
+from beam_dp.io.quantiles import quantile_release_to_avro
 from beam_dp.io.queries import ANSWER_SCHEMA
 from beam_dp.io.queries import QUERY_SCHEMA
 from beam_dp.io.queries import REFUSAL_REASONS
@@ -31,7 +35,9 @@ __all__ = [
     'DeadLetter',
     'EPOCH_RELEASE_SCHEMA',
     'EpochReleaseRecord',
+    'QUANTILE_RELEASE_SCHEMA',
     'QUERY_SCHEMA',
+    'QuantileRelease',
     'QueryAnswer',
     'REFUSAL_REASONS',
     'RELEASE_SCHEMA',
@@ -44,6 +50,8 @@ __all__ = [
     'epoch_release_to_avro',
     'parsed_answer_schema',
     'parsed_query_schema',
+    'quantile_release_from_avro',
+    'quantile_release_to_avro',
     'query_from_avro',
     'query_to_avro',
     'release_from_avro',

@@ -4,7 +4,10 @@ from typing import List, NamedTuple
 
 import fastavro
 
-__all__ = ['QuantileRelease', 'QUANTILE_RELEASE_SCHEMA', 'RECORD_TYPES']
+from beam_dp.io.records import _datetime_to_micros  # pylint: disable=protected-access
+
+__all__ = ['QuantileRelease', 'QUANTILE_RELEASE_SCHEMA', 'RECORD_TYPES',
+           'quantile_release_from_avro', 'quantile_release_to_avro']
 
 
 class QuantileRelease(NamedTuple):
@@ -68,3 +71,26 @@ QUANTILE_RELEASE_SCHEMA = fastavro.parse_schema({
         {'name': 'noise_stddev', 'type': 'double'},
     ],
 })
+
+
+_LISTS = ('percentiles', 'values', 'rank_error_stddev')
+
+
+def quantile_release_to_avro(release: QuantileRelease) -> dict:
+    """A plain dict for fastavro and ``QUANTILE_RELEASE_SCHEMA`` (timestamps stay integers)."""
+    d = release._asdict()
+    for name in _LISTS:
+        d[name] = list(d[name])
+    return d
+
+
+def quantile_release_from_avro(record: dict) -> QuantileRelease:
+    """The ``QuantileRelease`` of a record read with ``QUANTILE_RELEASE_SCHEMA`` (fastavro and
+    ``beam.io.ReadFromAvro`` decode the timestamp-micros fields to datetimes: back to micros)."""
+    fields = dict(record)
+    for name in ('step_start_micros', 'step_end_micros'):
+        if hasattr(fields[name], 'timestamp'):
+            fields[name] = _datetime_to_micros(fields[name])
+    for name in _LISTS:
+        fields[name] = list(fields.get(name) or [])
+    return QuantileRelease(**fields)
