@@ -1,9 +1,10 @@
-"""Wrong keyword arguments raise ``InvalidParamsError`` saying what to write instead.
+"""Wrong arguments raise errors saying what to write instead.
 
 The public transforms did (``arguments.public``); the parameter classes a user writes next to them
 (``UserLevel``, ``PrivateKeys``, ``PrivacyBudget``) and the transforms without a public signature
 (``ChooseContributionBounds``, ``WarmUpContinualCountPerKey``) raised Python's bare ``TypeError``,
-and a ``UserLevel`` bound or a PipelineDP name passed to a transform got no hint.
+and a ``UserLevel`` bound or a PipelineDP name passed to a transform got no hint. A delta cost
+(private keys) on an accountant without delta said only "a smaller budget or a larger one".
 """
 
 import dataclasses
@@ -90,3 +91,22 @@ def test_transforms_without_a_public_signature_explain_too():
     # the field-name twins are still accepted by those constructors
     beam_dp.ChooseContributionBounds(budget=EPS, release_budget=EPS, horizon=10, start=0, step=60,
                                      privacy_unit_field='u', key_field='k', time_field='t')
+
+
+def test_a_delta_cost_on_an_accountant_without_delta_says_to_give_it_one():
+    from beam_dp.accounting import PrivacyCost              # pylint: disable=import-outside-toplevel
+    accountant = beam_dp.BudgetAccountant(EPS)
+    with pytest.raises(beam_dp.BudgetExceededError, match=r"^ContinualCountPerKey "
+                       r"'ContinualCountPerKey/SelectKeys' asks for ε=0.5, δ=1e-06, but the "
+                       r"accountant's budget \(ε=1\) has no delta: give it one, e.g. "
+                       r"BudgetAccountant\(PrivacyBudget\(epsilon=1, delta=1e-06\)\)"):
+        beam_dp.ContinualCountPerKey(
+            keys=beam_dp.PrivateKeys(budget=beam_dp.PrivacyBudget(epsilon=0.5, delta=1e-6)),
+            budget=beam_dp.PrivacyBudget(epsilon=0.5), accountant=accountant, **CLOCK)
+    with pytest.raises(beam_dp.BudgetExceededError, match=r"asks for ρ=0.1, but the accountant's "
+                       r"budget \(ε=1\) has no delta \(a zCDP cost converts to"):
+        accountant.spend('X', PrivacyCost(rho=0.1))
+    assert not accountant.ledger
+    with_delta = beam_dp.BudgetAccountant(beam_dp.PrivacyBudget(epsilon=1.0, delta=1e-6))
+    with_delta.spend('X', PrivacyCost(epsilon=0.5, delta=1e-6))        # fits: recorded
+    assert [e.label for e in with_delta.ledger] == ['X']

@@ -206,6 +206,17 @@ class BudgetAccountant:
             raise BudgetExceededError(
                 f'{who} asks for {_amount(cost)}, but a zCDP budget ({_amount(self._budget)}) '
                 f'cannot pay for delta > 0.')
+        if not self._budget.is_zcdp and not self._budget.delta and (cost.delta > 0
+                                                                     or cost.is_zcdp):
+            why = ('' if cost.delta > 0 else
+                   ' (a zCDP cost converts to (epsilon, delta)-DP only with delta > 0; or give '
+                   'the transform budget=PrivacyBudget(epsilon=...))')
+            raise BudgetExceededError(
+                f'{who} asks for {_amount(cost)}, but the accountant\'s budget '
+                f'({_amount(self._budget)}) has no delta{why}: give it one, e.g. '
+                f'BudgetAccountant(PrivacyBudget(epsilon={self._budget.epsilon:g}, '
+                f'delta={cost.delta or 1e-6:g})) (the beam_dp_delta pipeline option, in YAML '
+                f'under options:).')
         if not self.fits(cost):
             raise BudgetExceededError(
                 f'{who} asks for {_amount(cost)} but the accountant has {self._left()} left of '
