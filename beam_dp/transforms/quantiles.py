@@ -5,6 +5,8 @@ wiring ('GlobalWindow' → 'ExtractAndValidate' → ('KeyByUnit' → 'BoundContr
 (``beam_dp.drivers.quantiles.QuantilesLoop``). All arithmetic is in the driver.
 """
 
+import logging
+from typing import Optional
 from typing import Sequence
 
 from beam_dp.drivers.keyed import KeyLayout
@@ -17,6 +19,8 @@ from beam_dp.transforms.continual import _ContinualPerKey
 
 __all__ = ['ContinualQuantilesPerKey']
 
+_LOG = logging.getLogger(__name__)
+
 _DOCS = {
     **arguments.KEYED_DOCS,
     'value_fn': 'record → its numeric value (default ``record[1]``); NaN or non-numeric: '
@@ -26,7 +30,10 @@ _DOCS = {
     'upper': 'the largest value of the public domain: values above are lowered to it. No '
              'default.',
     'percentiles': 'the percentiles to release, distinct numbers in [0, 100] (default '
-                   '(50,): the median).',
+                   '(50,): the median). ``percentiles=[0.5]`` is the 0.5th percentile, not '
+                   'the median: give fractions as ``quantiles=``.',
+    'quantiles': 'the same as fractions in [0, 1], as ``numpy.quantile`` takes them '
+                 '(``quantiles=[0.5, 0.9]`` is ``percentiles=[50, 90]``); give one of the two.',
     'branching': 'B, the tree\'s branching factor (default 2).',
     'depth': 'D: the domain is cut into M = B**D equal buckets (default 6: 64 buckets; at most '
              '1024 buckets). A value is exact to one bucket width (upper − lower) / M.',
@@ -34,6 +41,45 @@ _DOCS = {
               "budget, horizon and percentiles), 'tree' (the hierarchical histogram) or 'flat' "
               "(the leaf histogram, ranges summed).",
 }
+
+
+def _numbers(owner: str, name: str, values, domain: str) -> tuple:
+    if isinstance(values, (str, bytes)) or not hasattr(values, '__iter__'):
+        raise InvalidParamsError(f'{owner}: {name} must be a list of numbers in {domain}, '
+                                 f'got {values!r}.')
+    return tuple(values)
+
+
+def _percentiles_of(owner: str, percentiles, quantiles) -> tuple:
+    """The percentiles asked for, from ``percentiles=`` (in [0, 100]) or ``quantiles=`` (in
+    [0, 1]); both given is refused. Percentiles that are all at most 1 are most likely
+    fractions meant as quantiles: allowed (they are valid percentiles), with a warning."""
+    if percentiles is not None and quantiles is not None:
+        raise InvalidParamsError(f'{owner}: give percentiles= (in [0, 100]) or quantiles= (in '
+                                 f'[0, 1]), not both.')
+    if quantiles is not None:
+        fractions = _numbers(owner, 'quantiles', quantiles, '[0, 1]')
+        try:
+            bad = [q for q in fractions if not 0 <= float(q) <= 1]
+        except (TypeError, ValueError):
+            bad = list(fractions)
+        if bad or not fractions:
+            raise InvalidParamsError(f'{owner}: quantiles must be numbers in [0, 1] (fractions, '
+                                     f'as numpy.quantile takes them), got {quantiles!r}.')
+        return tuple(100.0 * float(q) for q in fractions)
+    if percentiles is None:
+        return (50.0,)
+    values = _numbers(owner, 'percentiles', percentiles, '[0, 100]')
+    try:
+        small = bool(values) and all(0 <= float(p) <= 1 for p in values) and \
+            any(float(p) > 0 for p in values)
+    except (TypeError, ValueError):
+        small = False          # the driver names the bad value
+    if small:
+        _LOG.warning('%s: percentiles=%r are read in [0, 100] (%r is the %sth percentile); '
+                     'for fractions write quantiles=%r.', owner, list(values), values[-1],
+                     values[-1], list(values))
+    return values
 
 
 @arguments.public(docs=_DOCS, required=('lower', 'upper'), defaults={'value_fn': _SECOND},
@@ -92,8 +138,10 @@ class ContinualQuantilesPerKey(_ContinualPerKey):
 
     _value_required = True
 
-    def __init__(self, *, percentiles: Sequence[float] = (50.0,), branching: int = 2,
+    def __init__(self, *, percentiles: Optional[Sequence[float]] = None,
+                 quantiles: Optional[Sequence[float]] = None, branching: int = 2,
                  depth: int = 6, layout: str = 'auto', **kwargs):
+        percentiles = _percentiles_of(type(self).__name__, percentiles, quantiles)
         self._histogram_args = {'percentiles': percentiles, 'branching': branching,
                                 'depth': depth, 'histogram_layout': layout}
         super().__init__(**kwargs)
@@ -105,9 +153,6 @@ class ContinualQuantilesPerKey(_ContinualPerKey):
         if private_keys is not None and num_shards is not None:
             raise InvalidParamsError(f'{owner}: with private keys set '
                                      f'PrivateKeys(num_shards=...), not num_shards.')
-        if isinstance(percentiles, (str, bytes)) or not hasattr(percentiles, '__iter__'):
-            raise InvalidParamsError(f'{owner}: percentiles must be a list of numbers in '
-                                     f'[0, 100], got {percentiles!r}.')
         key_layout = None if private_keys is not None else KeyLayout.of(list(public_keys),
                                                                         num_shards)
         return QuantilesDriver(

@@ -163,3 +163,29 @@ def test_construction_checks_name_the_parameter():
     t = quantiles()
     assert isinstance(t.driver.describe()['buckets'], int)
     assert QuantileRelease._fields[:4] == ('key', 'step', 'step_start_micros', 'step_end_micros')
+
+
+def fractions(*args, **kwargs):
+    """``quantiles()`` without its default percentiles; a positional argument is ``quantiles=``."""
+    if args:
+        kwargs['quantiles'] = args[0]
+    return quantiles(**{'percentiles': None, **kwargs})
+
+
+def test_quantiles_are_fractions_and_small_percentiles_warn(caplog):
+    """``quantiles=`` takes numpy's fractions; ``percentiles=[0.5]`` (the 0.5th percentile, a
+    likely mistake for the median) is kept, with a warning that names ``quantiles=``."""
+    assert fractions([0.5, 0.9]).driver.percentiles == (50.0, 90.0)
+    assert fractions().driver.percentiles == (50.0,)
+    with caplog.at_level('WARNING', logger='beam_dp.transforms.quantiles'):
+        assert fractions(percentiles=[0.5]).driver.percentiles == (0.5,)
+    assert 'quantiles=[0.5]' in caplog.text
+    caplog.clear()
+    with caplog.at_level('WARNING', logger='beam_dp.transforms.quantiles'):
+        fractions(percentiles=[0, 50])
+    assert caplog.text == ''
+    with pytest.raises(InvalidParamsError, match='not both'):
+        fractions(percentiles=[50], quantiles=[0.5])
+    for bad in ([50], [], 'x', [float('nan')], [-0.1]):
+        with pytest.raises(InvalidParamsError, match='quantiles'):
+            fractions(bad)
