@@ -32,6 +32,31 @@ spent on choosing them, and the continual count runs from step W on at the chose
    zero at step 0; the release from step W on counts steps W.. only (the two series are not
    summed: a user who wants totals since the start adds the final warm-up release, whose
    noise is independent).
+   Or 'held': the warm-up steps are **held until the warm-up's end** and then released at the
+   CHOSEN bounds. One counter counts the whole stream (steps 0.., the stream's clock, horizon
+   W + ``horizon``: ``counted_steps``; the statistics are extrapolated to it). Each unit's
+   records that reach the bounding stage before the bounds (the warm-up's, and any later ones
+   that come before the bounds) are kept there, capped (item 5); when the bounds arrive they
+   are bounded at them, in their arrival order, each unit's usage then continuing over its
+   later records (K, m, S, C hold over the whole stream, not per period), and counted. The
+   release loop gets the bounds and arms ONE timer at the warm-up's end + 1 µs
+   (``first_release_micros``), which releases steps 0..W−1 together, each with its own noise
+   at (label, shard, step); from step W on every step is released at its own release time.
+   The release schedule stays data-independent: the time at which steps 0..W−1 are emitted
+   (the release time of step W−1 + 1 µs) and those of the later steps are fixed by W and the
+   step clock, whatever the data. The whole budget minus ``bounds_share`` goes to the counter
+   (no ``warm_up_share``: the warm-up steps are released by the same counter, whose cost
+   covers every step it releases, 0.. included).
+5. **The hold cap** ('held'). Until the bounds arrive, a unit's held records are bounded at
+   ``hold_cap``: per bound the largest value the chooser can pick (its largest bucket value;
+   K at most the public keys, S at most ``counted_steps``) or the fallback's if larger; a
+   record over it is dead-lettered ('HoldWarmUp', 'warm-up hold cap: ...'; counted by the
+   ``debug_metrics`` dead-letter counter ``dead_letters/HoldWarmUp``), never dropped silently.
+   So the held state is at most min(C_cap, K_cap · S_cap · m_cap) records per unit (lower the
+   cap with ``max_value``). The cap is a function of the unit's own records in arrival order
+   with public bounds, applied before the bounding at the chosen bounds, which still bounds
+   what is counted: it changes which of a heavy unit's records are counted (utility), never
+   the unit's sensitivity, so the privacy argument below is unchanged.
 
 Privacy (add/remove of all records of one unit; ε-DP or ρ-zCDP as the budget): the histograms
 are (bounds_share · budget)-DP (each unit adds 1 to one bucket of each of the four, released
@@ -47,7 +72,14 @@ warm-up steps, the unit's warm-up records bounded at them, in arrival order, ``U
 its bounds and schedule are public and fixed before any data, so it composes sequentially
 with the histograms (which read the same warm-up records) and the release (which reads only
 records of steps ≥ W): the three costs sum to the budget exactly (``privacy_costs``, the
-warm-up's cost its budget, an upper bound of its counter's, checked at construction). The
+warm-up's cost its budget, an upper bound of its counter's, checked at construction). With
+'held' two parts, as with 'none': the histograms (bounds_share · budget) and, given the bounds
+(a DP output), the counter over the whole stream at ((1 − bounds_share) · budget), calibrated
+to the bounds it gets, on records bounded at them (the cap first, then the chosen bounds: each
+unit's counted records over steps 0.. are within (K, m, S, C) whatever it sends). The counter
+reads the warm-up's records, which the histograms read too: adaptive sequential composition
+(the second mechanism chosen from the first's output, both on the same data) gives
+budget-DP for the whole output; the two ledger entries sum to the budget exactly. The
 schedule stays
 data-independent: the warm-up closes, the bounds are released and every step is released at
 public event times; which of a unit's records are kept depends on its own records, the bounds
@@ -95,7 +127,7 @@ __all__ = [
 
 _OWNER = 'WarmUpContinualCountPerKey'
 #: ``warm_up_release`` values (module docstring, item 4).
-WARM_UP_RELEASES = ('none', 'default_bounds')
+WARM_UP_RELEASES = ('none', 'default_bounds', 'held')
 #: The warm-up release's ledger label suffix, stage and noise label suffix.
 WARM_UP_RELEASE_LABEL = 'WarmUpRelease'
 
@@ -136,10 +168,11 @@ class WarmUpPlan(ChooserOptions):
       extrapolate: scale S_u and C_u by horizon / W (module docstring); False: as seen.
       fallback: (K, m, S, C) used if the chosen bounds cannot run (C 0: none); with
         ``warm_up_release='default_bounds'`` also the warm-up release's bounds.
-      warm_up_release: 'none' (the warm-up steps are not released) or 'default_bounds'
-        (released on schedule at ``fallback``: module docstring).
+      warm_up_release: 'none' (the warm-up steps are not released), 'default_bounds'
+        (released on schedule at ``fallback``) or 'held' (held until the warm-up's end, then
+        released at the chosen bounds by the one counter: module docstring).
       warm_up_share: the warm-up release's share of ``budget`` with 'default_bounds' (0.1;
-        bounds_share + warm_up_share < 1); ignored with 'none'.
+        bounds_share + warm_up_share < 1); ignored with 'none' and 'held'.
 
     Raises:
       InvalidParamsError: on a bad parameter, naming it.
@@ -196,7 +229,7 @@ class WarmUpPlan(ChooserOptions):
             raise InvalidParamsError(f'{_OWNER}: warm_up_release must be one of '
                                      f'{WARM_UP_RELEASES}, got {self.warm_up_release!r}.')
         warm_budget = None
-        if self.warm_up_release == 'none':
+        if self.warm_up_release in ('none', 'held'):
             hist_budget, release_budget = self.budget.split(share, 1 - share)
         else:
             warm = v.check_real(_OWNER, 'warm_up_share', self.warm_up_share)
@@ -209,7 +242,7 @@ class WarmUpPlan(ChooserOptions):
         object.__setattr__(self, 'warm_up_budget', warm_budget)
         object.__setattr__(self, 'release_budget', release_budget)
         object.__setattr__(self, 'chooser', BoundsChooser(
-            hist_budget, release_budget, self.horizon, **self.chooser_options()))
+            hist_budget, release_budget, self.counted_steps, **self.chooser_options()))
         # The fallback must run (it is what the job uses if the chosen bounds cannot).
         self.release_driver(self.fallback)
         object.__setattr__(self, 'warm_up_driver', None if warm_budget is None
@@ -234,10 +267,24 @@ class WarmUpPlan(ChooserOptions):
 
     # -- the clocks ------------------------------------------------------------------------------
 
+    @property
+    def held(self) -> bool:
+        """``warm_up_release='held'``: one counter over the whole stream (module docstring)."""
+        return self.warm_up_release == 'held'
+
+    @property
+    def counted_steps(self) -> int:
+        """The steps the release's counter counts and the bounds are chosen for: ``horizon``
+        (steps W..), with 'held' W + ``horizon`` (steps 0..)."""
+        return self.horizon + (self.warm_up_steps if self.held else 0)
+
     @functools.cached_property
     def release_clock(self) -> StepClock:
-        """The release's clock: step 0 is the stream's step W (``step_offset``)."""
+        """The release's clock: step 0 is the stream's step W (``step_offset``); with 'held'
+        the stream's clock."""
         c = self.clock
+        if self.held:
+            return c
         return StepClock(c.start_micros + self.warm_up_steps * c.step_micros, c.step_micros,
                          c.allowed_lateness_micros,
                          None if c.last_step is None else c.last_step - self.warm_up_steps)
@@ -245,7 +292,7 @@ class WarmUpPlan(ChooserOptions):
     @property
     def step_offset(self) -> int:
         """Add to a release clock step to get the stream's step index."""
-        return self.warm_up_steps
+        return 0 if self.held else self.warm_up_steps
 
     @property
     def warm_up_end_micros(self) -> int:
@@ -253,6 +300,27 @@ class WarmUpPlan(ChooserOptions):
         chosen once every unit shard's statistics arrived; the bounding and release stages
         hold step W's records (and their timers) until the bounds reach them."""
         return self.clock.release_time_micros(self.warm_up_steps - 1)
+
+    @property
+    def first_release_micros(self) -> int:
+        """The release loop's first timer, armed when its bounds arrive: the release time of
+        the release clock's step 0 (the stream's step W); with 'held' the warm-up's end + 1 µs,
+        when the held steps 0..W−1 are released together (after the bounds' own time, the
+        warm-up's end, so their held records are in)."""
+        if self.held:
+            return self.warm_up_end_micros + 1
+        return self.release_clock.release_time_micros(0)
+
+    @functools.cached_property
+    def hold_cap(self) -> WarmUpBounds:
+        """With 'held': the bounds each unit's records held before the bounds arrive are
+        capped at (module docstring, item 5): per bound the largest value the chooser can pick
+        (its largest bucket value; K at most the public keys, S at most ``counted_steps``) or
+        the fallback's, whichever is larger."""
+        top = self.chooser.edges[-1]
+        fb = self.fallback
+        return WarmUpBounds(max(min(top, len(self.layout.keys)), fb.k), max(top, fb.m),
+                            max(min(top, self.counted_steps), fb.s), max(top, fb.c))
 
     # -- costs -------------------------------------------------------------------------------------
 
@@ -278,8 +346,9 @@ class WarmUpPlan(ChooserOptions):
         per (key, step) (extrapolated: module docstring)."""
         k, m, s, c = unit_statistics(cells)
         if self.extrapolate:
-            ratio = self.horizon / self.warm_up_steps
-            s = min(self.horizon, math.ceil(s * ratio))
+            counted = self.counted_steps
+            ratio = counted / self.warm_up_steps
+            s = min(counted, math.ceil(s * ratio))
             c = math.ceil(c * ratio)
         return k, m, s, c
 
@@ -378,7 +447,7 @@ class WarmUpShardLoop:
             counter = driver.counter(len(driver.layout.shard_keys(shard)))
             return Outcome((tuple(payload), dataclasses.replace(
                 inner, counter_state=counter.init_state())),
-                timer_micros=self.clock.release_time_micros(0))
+                timer_micros=self.plan.first_release_micros)
         if bounds is None:      # before the bounds: held (no step is released before them)
             template = self.plan.template_driver()
             new_inner = template.add_pending(inner, ShardPartial(*payload[:3]))
@@ -390,8 +459,21 @@ class WarmUpShardLoop:
         bounds, inner = state
         if bounds is None:      # not armed before the bounds (kept for safety: no release)
             return Outcome()
-        out = self.loop(bounds).close(inner, shard, fired_micros, pending, noise)
-        return out._replace(state=(bounds, out.state)) if out.state is not UNCHANGED else out
+        loop = self.loop(bounds)
+        out = loop.close(inner, shard, fired_micros, pending, noise)
+        if out.state is UNCHANGED:
+            return out
+        releases = list(out.releases)
+        # 'held': the first firing (the warm-up's end + 1 µs) releases every step whose release
+        # time it passed (0..W−1), each at its own noise address; later firings release one.
+        while (self.plan.held and out.timer_micros is not None
+               and out.timer_micros <= fired_micros):
+            more = loop.close(out.state, shard, fired_micros, pending, noise)
+            if more.state is UNCHANGED:
+                break
+            releases += more.releases
+            out = more
+        return out._replace(state=(bounds, out.state), releases=tuple(releases))
 
     @staticmethod
     def end_of_input(state):
@@ -405,6 +487,24 @@ def run_warm_up(plan: WarmUpPlan, unit_cells: Mapping[Any, Mapping[Tuple[object,
     'WarmUpStatistics' + 'ChooseBounds' compute; benchmarks and tests)."""
     stats = [plan.statistics(cells) for cells in unit_cells.values() if cells]
     return plan.choose(plan.bucket_counts(stats), rng)
+
+
+def hold(plan: WarmUpPlan, records: Sequence[Tuple[Any, str, int]]
+         ) -> Tuple[List[Tuple[Any, str, int]], int]:
+    """'held': ``records`` (unit, key, step) held before the bounds, in arrival order, capped per
+    unit at ``plan.hold_cap`` (each unit's usage on its own records only, as 'BoundPerUnit'
+    caps them): (the records held, how many the cap dropped)."""
+    from beam_dp.drivers.bounding import UnitUsage  # pylint: disable=import-outside-toplevel
+    level = plan.hold_cap.user_level(_unit_fn_placeholder)
+    usages: Dict[Any, UnitUsage] = {}
+    kept, dropped = [], 0
+    for unit, key, step in records:
+        usage = usages.setdefault(unit, UnitUsage(level))
+        if usage.offer(key, step)[0] is None:
+            kept.append((unit, key, step))
+        else:
+            dropped += 1
+    return kept, dropped
 
 
 def _drive(driver: KeyedReleaseDriver, bounds: WarmUpBounds,
@@ -449,7 +549,10 @@ def replay(plan: WarmUpPlan, records: Sequence[Tuple[Any, str, int]], rng: Rando
     """What ``WarmUpContinualCountPerKey`` outputs for ``records`` = (unit, key, stream step)
     in arrival order when nothing is late (the transform's noise label and random source):
     (recommendation, bounds, [(key, stream step, value, noise sd)] for every key and released
-    step: with ``warm_up_release='default_bounds'`` the warm-up release's steps 0..W−1 first).
+    step: with ``warm_up_release='default_bounds'`` the warm-up release's steps 0..W−1 first;
+    with 'held' steps 0.. of the one counter, the warm-up's records capped by ``hold`` and
+    bounded before the later ones, as when every warm-up record arrives before the bounds and
+    every later record after them).
     Records of keys outside the public set are skipped (the transform dead-letters them
     first). The reference of the pipeline tests and the benchmark."""
     from beam_dp.drivers.protocol import NoiseRoot  # pylint: disable=import-outside-toplevel
@@ -469,12 +572,14 @@ def replay(plan: WarmUpPlan, records: Sequence[Tuple[Any, str, int]], rng: Rando
             post.append((unit, key, step - w))
     rec, bounds = run_warm_up(plan, warm, rng.derive(noise_label, 'warm_up_histograms'))
     out = []
+    if plan.held:       # the warm-up's records, capped, then the later ones: one counter
+        post = hold(plan, warm_records)[0] + [(u, k, s + w) for u, k, s in post]
     if plan.warm_up_driver is not None:
         driver = plan.warm_up_driver
         out += _drive(driver, plan.fallback, warm_records, driver.loop_driver(), None,
                       NoiseRoot(rng, f'{noise_label}/{WARM_UP_RELEASE_LABEL}'), 0, w - 1)
     clock = plan.release_clock
-    last = clock.last_step if clock.last_step is not None else plan.horizon - 1
+    last = clock.last_step if clock.last_step is not None else plan.counted_steps - 1
     out += _drive(plan.template_driver(), bounds, post, WarmUpShardLoop(plan), bounds,
-                  NoiseRoot(rng, noise_label), w, last)
+                  NoiseRoot(rng, noise_label), plan.step_offset, last)
     return rec, bounds, out

@@ -546,9 +546,16 @@ class _RunTimeBoundsFn(_BoundContributionsFn):
                 return
             bounds_state.write(tuple(int(x) for x in units))
             self._at(units)
-            held = [group for batch in held_state.read() for group in batch]
+            # One group per unit, its records in arrival order: a unit held in several calls
+            # must be bounded with ONE usage (``_bound_shard`` decodes each group's usage from
+            # the stored tables, not from this call's delta).
+            held = {}
+            for batch in held_state.read():
+                for encoded, _, records in batch:
+                    held.setdefault(encoded, []).extend(records)
             held_state.clear()
-            yield from self._bound_shard((shard, tuple(held) if held else None), *cells)
+            groups = tuple((encoded, None, tuple(records)) for encoded, records in held.items())
+            yield from self._bound_shard((shard, groups or None), *cells)
             return
         stored = bounds_state.read()
         if stored is None:      # the chain starts with the bounds (``_bound_shard``)

@@ -6,7 +6,9 @@ Wiring (labels are part of the update contract):
 
   records
     | 'GlobalWindow' (if not already) | 'ExtractAndValidate'   (unit, (key id, step, ...))
-    | 'SplitWarmUp'            steps < W → warm-up; steps ≥ W → the release (step − W)
+    | 'SplitWarmUp'            steps < W → warm-up; steps ≥ W → the release (step − W);
+                               with 'held' every record to the release (stream steps), the
+                               warm-up's also to the warm-up
   warm-up:
     | 'GroupWarmUpByUnit' + 'WarmUpShardSeeds'
     | 'WarmUpStatistics'       per unit shard: the units' warm-up records per (key, step)
@@ -17,11 +19,14 @@ Wiring (labels are part of the update contract):
                                every unit shard and every release shard
   release:
     | 'BoundContributions'     ``BoundContributionsAtRunTime`` at the chosen bounds (a shard
-                               holds its records until they arrive, then starts its chain)
+                               holds its records until they arrive, then starts its chain);
+                               with 'held' ``HeldBoundContributions`` (the held records
+                               capped per unit, ``warm_up_held.py``)
     | 'PreAggregate' + 'MergeBounds'
     | 'ReleaseNoisyValues'     the release loop running ``WarmUpShardLoop`` (its first timer
                                is armed when its bounds arrive)
-    | 'StreamSteps'            the releases' step index on the stream's clock (+ W)
+    | 'StreamSteps'            the releases' step index on the stream's clock (+ W; + 0 with
+                               'held', whose loop releases steps 0..W−1 at the warm-up's end)
   warm-up release (``warm_up_release='default_bounds'`` only; ``warm_up_release.py``):
     'GroupWarmUpByUnit' | 'WarmUpRelease'   steps 0..W−1 at the fallback bounds, flattened
                                into the releases by 'MergeWarmUpReleases'
@@ -31,24 +36,15 @@ import typing
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.timestamp import Timestamp
 
 from beam_dp.accounting import BudgetAccountant
 from beam_dp.accounting import PrivacyBudget
-from beam_dp.drivers.bounding import UNIT_SHARDS
-from beam_dp.drivers.bounds import STATISTICS
 from beam_dp.drivers.clock import require_public_end
 from beam_dp.drivers.key_layout import KeyLayout
 from beam_dp.drivers.warm_up import WarmUpPlan
 from beam_dp.drivers.warm_up import WarmUpShardLoop
 from beam_dp.errors import InvalidParamsError
-from beam_dp.io.bounds import BoundsRecommendation
 from beam_dp.io.records import Release
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms import release_loop
@@ -56,11 +52,14 @@ from beam_dp.transforms import shell
 from beam_dp.transforms.continual_extract import _ExtractFn
 from beam_dp.transforms.continual_extract import _PreAggregateFn
 from beam_dp.transforms.contribution_bounding import BoundContributionsAtRunTime
-from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
 from beam_dp.transforms.shell import DEAD_LETTER
-from beam_dp.transforms.shell import RecordText
-from beam_dp.transforms.shell import dead_letter
-from beam_dp.transforms.state_types import STATE_CODER
+from beam_dp.transforms.warm_up_bounds import RELEASE_BOUNDS
+from beam_dp.transforms.warm_up_bounds import UNIT_BOUNDS
+from beam_dp.transforms.warm_up_bounds import WARM_UP
+from beam_dp.transforms.warm_up_bounds import SplitWarmUpFn
+from beam_dp.transforms.warm_up_bounds import choose_bounds
+from beam_dp.transforms.warm_up_bounds import stream_step
+from beam_dp.transforms.warm_up_held import HeldBoundContributions
 from beam_dp.transforms.warm_up_release import WarmUpRelease
 
 __all__ = [
@@ -68,152 +67,15 @@ __all__ = [
     'WarmUpOutputs',
 ]
 
-_UNIT_BOUNDS = 'unit_bounds'
-_RELEASE_BOUNDS = 'release_bounds'
-_WARM_UP = 'warm_up'
-
 
 class WarmUpOutputs(NamedTuple):
-    """``releases``: ``Release`` records from step W on; ``bounds``: one
+    """``releases``: ``Release`` records from step W on (every step with 'default_bounds' and
+    'held'); ``bounds``: one
     ``BoundsRecommendation`` (the chosen bounds, their predicted bias and noise and the noisy
     histograms: all DP); ``dead_letter``: ``DeadLetter`` records."""
     releases: beam.PCollection
     bounds: beam.PCollection
     dead_letter: beam.PCollection
-
-
-def _seeds(pipeline, keys: Sequence[int], micros: int, name: str):
-    """'<name>Seeds' + '<name>SeedAt': one ``(key, None)`` per key at ``micros``."""
-    return (pipeline
-            | f'{name}Seeds' >> beam.Create(list(keys))
-            | f'{name}SeedAt' >> beam.Map(
-                lambda key: beam.window.TimestampedValue((key, None), Timestamp(micros=micros))
-            ).with_output_types(typing.Tuple[int, typing.Any]))
-
-
-class _SplitWarmUpFn(beam.DoFn):
-    """(unit, (key id, step, payload, text)): steps < W to the warm-up output, the others to
-    the release with their step on the release clock (step − W)."""
-
-    def __init__(self, warm_up_steps: int):
-        self._w = warm_up_steps
-
-    def process(self, element):
-        unit, item = element
-        step = item[1]
-        if step < self._w:
-            yield beam.pvalue.TaggedOutput(_WARM_UP, element)
-        else:
-            yield unit, (item[0], step - self._w) + tuple(item[2:])
-
-
-class _WarmUpStatisticsFn(beam.DoFn):
-    """Keyed by unit shard; elements ``(shard, ((unit key, unit, ((item, micros), ...)),
-    ...))`` (``_GroupByUnitInBundleFn``) or the shard's seed. State: a bag of tables
-    {unit key: {(key id, step): records}} (one per call; exact, never output); a cell
-    'warm_up_closed' (None: not started, False: open, True: closed); the timer 'warm_up_end'
-    at the warm-up's end (``WarmUpPlan.warm_up_end_micros``, armed at the shard's first
-    element). At the timer: per unit its statistics (``WarmUpPlan.statistics``), their bucket
-    counts emitted as ``(0, counts)`` at the timer's time, the tables cleared. A warm-up record
-    that arrives after its shard closed is dead-lettered as late (the release time of step
-    W−1 passed): a function of its own arrival and the public schedule."""
-
-    CELLS = BagStateSpec('warm_up_cells', STATE_CODER)
-    CLOSED = ReadModifyWriteStateSpec('warm_up_closed', STATE_CODER)
-    TIMER = TimerSpec('warm_up_end', TimeDomain.WATERMARK)
-
-    def __init__(self, plan: WarmUpPlan, label: str):
-        self._plan = plan
-        self._label = label
-
-    def process(self, element, cells=beam.DoFn.StateParam(CELLS),
-                closed=beam.DoFn.StateParam(CLOSED), timer=beam.DoFn.TimerParam(TIMER)):
-        _, units = element
-        state = closed.read()
-        if state is None:
-            closed.write(False)
-            timer.set(Timestamp(micros=self._plan.warm_up_end_micros))
-        if not units:
-            return
-        if state:
-            clock = self._plan.clock
-            for _, _, records in units:
-                for item, micros in records:
-                    yield dead_letter(self._label, 'WarmUpStatistics',
-                                      clock.late_reason(item[1]), RecordText(item[3]), micros)
-            return
-        table = {}
-        for encoded, _, records in units:
-            unit_cells = table.setdefault(encoded, {})
-            for item, _ in records:
-                cell = (item[0], item[1])
-                unit_cells[cell] = unit_cells.get(cell, 0) + 1
-        cells.add(table)
-
-    @on_timer(TIMER)
-    def warm_up_end(self, key=beam.DoFn.KeyParam, cells=beam.DoFn.StateParam(CELLS),
-                    closed=beam.DoFn.StateParam(CLOSED)):
-        merged = {}
-        for table in cells.read():
-            for encoded, unit_cells in table.items():
-                into = merged.setdefault(encoded, {})
-                for cell, n in unit_cells.items():
-                    into[cell] = into.get(cell, 0) + n
-        cells.clear()
-        closed.write(True)
-        plan = self._plan
-        counts = plan.bucket_counts([plan.statistics(c) for c in merged.values()])
-        yield 0, (key, {name: counts[name] for name in STATISTICS})
-
-
-class _ChooseBoundsFn(beam.DoFn):
-    """One key (0): each unit shard's bucket counts ``(shard, counts)``, emitted once by its
-    'warm_up_end' timer, in the bag 'warm_up_counts'; when the counts of all
-    ``UNIT_SHARDS`` shards are in (a public number: every shard is seeded, and its timer
-    fires once) the noisy histograms at (noise label, 'warm_up_histograms', statistic, ...)
-    and the bounds (``WarmUpPlan.choose``): the recommendation on the main output,
-    ``(shard, bounds)`` to every unit shard and every release shard, then 'bounds_chosen'.
-    Waiting for all shards rather than for a watermark: the choice never misses a shard's
-    counts, whatever the runner's watermark holds of timer outputs (the DirectRunner holds
-    none)."""
-
-    COUNTS = BagStateSpec('warm_up_counts', STATE_CODER)
-    CHOSEN = ReadModifyWriteStateSpec('bounds_chosen', STATE_CODER)
-
-    def __init__(self, plan: WarmUpPlan, rng, noise_label: str, release_shards: int):
-        self._plan = plan
-        self._rng = rng
-        self._noise_label = noise_label
-        self._release_shards = release_shards
-
-    def process(self, element, counts=beam.DoFn.StateParam(COUNTS),
-                chosen=beam.DoFn.StateParam(CHOSEN)):
-        _, payload = element
-        if chosen.read():
-            return
-        counts.add(payload)
-        parts = {shard: part for shard, part in counts.read()}
-        if len(parts) < UNIT_SHARDS:
-            return
-        plan = self._plan
-        total = None
-        for part in parts.values():
-            total = plan.add_counts(total, part)
-        counts.clear()
-        chosen.write(True)
-        rec, bounds = plan.choose(total, self._rng.derive(self._noise_label,
-                                                          'warm_up_histograms'))
-        yield rec
-        for shard in range(UNIT_SHARDS):
-            yield beam.pvalue.TaggedOutput(_UNIT_BOUNDS, (shard, bounds))
-        for shard in range(self._release_shards):
-            yield beam.pvalue.TaggedOutput(_RELEASE_BOUNDS, (shard, bounds))
-
-
-def _stream_step(offset: int):
-    def restore(release):
-        return release._replace(step=release.step + offset)
-    return restore
 
 
 class WarmUpContinualCountPerKey(shell.ShellTransform):
@@ -236,6 +98,16 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
     stream's step (W, W+1, ...); ``Release.noise_stddev`` is exact for the bounds chosen;
     ``Release.epsilon/rho`` are the release's part of the budget.
 
+    With ``warm_up_release='held'`` the warm-up steps are **held until the warm-up's end**:
+    one counter counts the whole stream (steps 0.., bounds chosen for W + ``horizon`` steps)
+    at the chosen bounds; each unit's records that arrive before the bounds are held, capped
+    at the largest bounds the chooser can pick (``WarmUpPlan.hold_cap``; over it: dead letter
+    'HoldWarmUp'), then bounded at the chosen bounds, its usage continuing over its later
+    records; steps 0..W−1 are all released at the warm-up's end + 1 µs (one timer, each step
+    its own noise), then step W, W+1, ... at their release times. The release schedule stays
+    data-independent: when each step is emitted is fixed by W and the step clock. The counter
+    gets 1 − bounds_share of ``budget`` (two ledger entries summing to it).
+
     Privacy unit and neighbours: add/remove all records of one unit (``unit_fn``).
 
     Guarantee: the whole output (recommendation and releases) is ε-DP for
@@ -245,7 +117,10 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
     sequentially; with 'default_bounds' the warm-up release, (warm_up_share · budget)-DP at
     bounds and a schedule fixed before any data, is a third sequential part (the release then
     gets 1 − bounds_share − warm_up_share): ε-DP/ρ-zCDP in total, the parts summing to the
-    budget exactly. All costs are checked against ``accountant`` at construction and recorded
+    budget exactly; with 'held' the counter over steps 0.. is the second part, reading the
+    warm-up's records after the histograms that chose its bounds (adaptive sequential
+    composition; the hold cap is a per-unit function of the unit's own records, applied
+    before the bounding at the chosen bounds that the counter is calibrated to). All costs are checked against ``accountant`` at construction and recorded
     when the transform is applied (``beam_dp.drivers.warm_up`` has the argument). The bounds
     reach every stage at a public time (the warm-up's end + 1 µs) before the first release;
     records of steps ≥ W that arrive earlier wait for them.
@@ -272,8 +147,9 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
         (True).
       fallback: (K, m, S, C) if the chosen bounds cannot run (C 0: no cap); with
         'default_bounds' also the warm-up release's bounds (public, conservative).
-      warm_up_release: 'none' (default: the warm-up steps are not released) or
-        'default_bounds' (released on schedule at ``fallback``).
+      warm_up_release: 'none' (default: the warm-up steps are not released),
+        'default_bounds' (released on schedule at ``fallback``) or 'held' (released at the
+        warm-up's end at the chosen bounds, by the one counter).
       warm_up_share: the warm-up release's share of ``budget`` with 'default_bounds' (0.1).
       num_shards, accountant, noise_key, debug_metrics, testing_seed, label: as
         ``ContinualCountPerKey``.
@@ -340,39 +216,28 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
         plan = self._plan
         require_public_end(self.owner, records.is_bounded, plan.clock)
         noise_label = self.spend_budget(records)
-        pipeline = records.pipeline
         if not records.windowing.is_default():
             records = records | 'GlobalWindow' >> beam.WindowInto(GlobalWindows())
         extracted = records | 'ExtractAndValidate' >> beam.ParDo(
             _ExtractFn(plan.template_driver(plan.clock), self.label, self._key_fn, None,
                        self._unit.unit_fn)).with_outputs(DEAD_LETTER, main='valid')
         split = extracted.valid | 'SplitWarmUp' >> beam.ParDo(
-            _SplitWarmUpFn(plan.warm_up_steps)).with_output_types(
+            SplitWarmUpFn(plan.warm_up_steps, plan.held)).with_output_types(
                 typing.Tuple[typing.Any, typing.Tuple[typing.Any, ...]]).with_outputs(
-                    _WARM_UP, main='release')
+                    WARM_UP, main='release')
         # -- warm-up: statistics per unit shard, then the bounds --------------------------------
-        warm = split[_WARM_UP] | 'GroupWarmUpByUnit' >> beam.ParDo(
-            _GroupByUnitInBundleFn(self.label)).with_output_types(
-                typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
-        start = plan.clock.start_micros
-        shard_input = ((warm.grouped, _seeds(pipeline, range(UNIT_SHARDS), start, 'WarmUpShard'))
-                       | 'MergeWarmUpSeeds' >> beam.Flatten().with_output_types(
-                           typing.Tuple[int, typing.Any]))
-        stats = shard_input | 'WarmUpStatistics' >> beam.ParDo(
-            _WarmUpStatisticsFn(plan, self.label)).with_output_types(
-                typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='counts')
-        num_shards = plan.layout.num_shards
-        chosen = stats.counts | 'ChooseBounds' >> beam.ParDo(
-            _ChooseBoundsFn(plan, self.rng, noise_label, num_shards)).with_outputs(
-                _UNIT_BOUNDS, _RELEASE_BOUNDS, main='recommendation')
+        warm, stats, chosen = choose_bounds(split[WARM_UP], plan, self.label, self.rng,
+                                            noise_label)
         recommendation = chosen.recommendation
-        recommendation.element_type = BoundsRecommendation
         # -- release: bounded at the chosen bounds, counted by the counter built for them -------
-        bounded = split.release | 'BoundContributions' >> BoundContributionsAtRunTime(
-            self._unit, chosen[_UNIT_BOUNDS], self.label, clock=plan.release_clock)
+        bounded = split.release | 'BoundContributions' >> (
+            HeldBoundContributions(self._unit, chosen[UNIT_BOUNDS], plan.hold_cap, self.label,
+                                   clock=plan.release_clock) if plan.held else
+            BoundContributionsAtRunTime(self._unit, chosen[UNIT_BOUNDS], self.label,
+                                        clock=plan.release_clock))
         partials = bounded.kept | 'PreAggregate' >> beam.ParDo(
             _PreAggregateFn(plan.template_driver()))
-        loop_input = ((partials, chosen[_RELEASE_BOUNDS])
+        loop_input = ((partials, chosen[RELEASE_BOUNDS])
                       | 'MergeBounds' >> beam.Flatten().with_output_types(
                           typing.Tuple[int, typing.Any]))
         released = loop_input | 'ReleaseNoisyValues' >> beam.ParDo(
@@ -380,7 +245,7 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
                                           noise_label=noise_label)
         ).with_outputs(DEAD_LETTER, main='releases')
         releases = released.releases | 'StreamSteps' >> beam.Map(
-            _stream_step(plan.step_offset)).with_output_types(Release)
+            stream_step(plan.step_offset)).with_output_types(Release)
         dead = [extracted[DEAD_LETTER], warm[DEAD_LETTER], stats[DEAD_LETTER],
                 bounded.dead_letter, released[DEAD_LETTER]]
         if plan.warm_up_driver is not None:

@@ -22,6 +22,7 @@ from beam_dp.drivers.protocol import NoiseRoot
 from beam_dp.drivers.warm_up import WarmUpBounds
 from beam_dp.drivers.warm_up import WarmUpPlan
 from beam_dp.drivers.warm_up import WarmUpShardLoop
+from beam_dp.drivers.warm_up import hold
 from beam_dp.drivers.warm_up import replay
 from beam_dp.drivers.warm_up import run_warm_up
 from beam_dp.errors import InvalidParamsError
@@ -240,10 +241,105 @@ def test_default_bounds_replay_releases_every_step_and_the_warm_up_at_the_fallba
 
 
 @pytest.mark.parametrize('kw, needle', [
-    (dict(warm_up_release='held'), 'warm_up_release'),
+    (dict(warm_up_release='hold'), 'warm_up_release'),
     (dict(warm_up_release='default_bounds', warm_up_share=0.0), 'warm_up_share'),
     (dict(warm_up_release='default_bounds', bounds_share=0.4, warm_up_share=0.6),
      'warm_up_share')])
 def test_default_bounds_bad_arguments(kw, needle):
     with pytest.raises(InvalidParamsError, match=needle):
         _plan(**kw)
+
+
+# -- warm_up_release='held' ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('budget, field', [(PrivacyBudget(rho=0.5), 'rho'),
+                                           (PrivacyBudget(epsilon=2.0, delta=1e-6), 'epsilon')])
+def test_held_costs_two_parts_summing_to_the_budget(budget, field):
+    plan = _plan(budget, bounds_share=0.2, warm_up_release='held', warm_up_share=0.3)
+    costs = plan.privacy_costs('T')
+    assert [label for label, _ in costs] == ['T/ChooseBounds', 'T']     # no warm-up share
+    parts = [getattr(cost, field) for _, cost in costs]
+    assert parts == pytest.approx([0.2 * getattr(budget, field), 0.8 * getattr(budget, field)],
+                                  rel=1e-12)
+    assert sum(parts) == pytest.approx(getattr(budget, field), rel=1e-12)
+    assert plan.warm_up_driver is None
+    # one counter over the whole stream: the stream's clock, bounds chosen for 40 steps
+    assert plan.release_clock == CLOCK and plan.step_offset == 0
+    assert plan.counted_steps == 40 and plan.chooser.horizon == 40
+    for bounds in [(1, 1, 1, 0), (3, 5, 40, 100)]:
+        cost = plan.release_driver(bounds).release_cost()
+        assert getattr(cost, field) <= parts[1] * (1 + 1e-9)
+        assert plan.release_driver(bounds).clock.last_step == 39
+
+
+def test_held_statistics_are_extrapolated_to_the_whole_stream():
+    cells = {('a', 0): 2, ('a', 3): 1, ('b', 3): 4}       # K 2, m 4, S 2, C 7 in 10 steps
+    assert _plan(w=10, warm_up_release='held').statistics(cells) == (2, 4, 8, 28)   # × 40/10
+
+
+def test_held_cap_is_the_largest_candidate_or_the_fallback():
+    plan = _plan(warm_up_release='held', max_value=64, fallback=(1, 100, 2, 0))
+    top = plan.chooser.edges[-1]
+    assert top == 64
+    assert plan.hold_cap == WarmUpBounds(3, 100, 40, 64)       # K ≤ keys, S ≤ 40 steps
+    # every bound the chooser can pick is within the cap (noisy histograms, any data)
+    units = {f'u{i}': {('abc'[i % 3], s): 1 + i % 70 for s in range(i % 10 + 1)}
+             for i in range(200)}
+    for seed in range(5):
+        _, bounds = run_warm_up(plan, units, noise.seeded(seed))
+        assert all(b <= c for b, c in zip(bounds, plan.hold_cap))
+
+
+def test_held_loop_releases_the_warm_up_steps_together_at_the_warm_up_end():
+    plan = _plan(budget=PrivacyBudget(rho=2.0), warm_up_release='held')
+    loop = WarmUpShardLoop(plan)
+    root = NoiseRoot(noise.seeded(3), 'T')
+    shard, _ = _partial(plan, 'a', 0, 1)
+    state = loop.start(shard, root).state
+    for step in range(10):
+        state = loop.fold(state, shard, _partial(plan, 'a', step, step + 1)[1]).state
+    armed = loop.fold(state, shard, WarmUpBounds(1, 20, 40, 0))
+    assert armed.timer_micros == plan.warm_up_end_micros + 1 == CLOCK.release_time_micros(9) + 1
+    out = loop.close(armed.state, shard, armed.timer_micros, (), root)
+    steps = sorted({r.step for r in out.releases})
+    assert steps == list(range(10))                                 # 0..W−1 at once
+    assert out.timer_micros == CLOCK.release_time_micros(10)        # then step W on schedule
+    later = loop.close(out.state, shard, out.timer_micros, (), root)
+    assert {r.step for r in later.releases} == {10}
+    # each step its own noise address: the same as releasing step by step
+    one = loop.fold(state, shard, WarmUpBounds(1, 20, 40, 0)).state
+    by_step = []
+    for step in range(10):
+        res = loop.close(one, shard, CLOCK.release_time_micros(step), (), root)
+        one, by_step = res.state, by_step + list(res.releases)
+    assert sorted(out.releases) == sorted(by_step)
+
+
+def test_held_hold_caps_each_unit_on_its_own_records():
+    plan = _plan(warm_up_release='held', max_value=4, fallback=(1, 1, 1, 0))
+    assert plan.hold_cap == WarmUpBounds(3, 4, 4, 4)
+    records = [('u', 'a', 0)] * 6 + [('v', 'b', 1)] * 3 + [('u', 'b', 2)]
+    kept, dropped = hold(plan, records)
+    assert kept == [('u', 'a', 0)] * 4 + [('v', 'b', 1)] * 3       # m = 4, then C = 4 for u
+    assert dropped == 3
+
+
+def test_held_replay_counts_every_step_at_the_chosen_bounds():
+    plan = _plan(budget=PrivacyBudget(rho=0.5), warm_up_release='held')
+    records = _records(n_units=120)
+    rec, bounds, out = replay(plan, records, noise.seeded(2), 'T')
+    assert sorted({s for _, s, _, _ in out}) == list(range(40))
+    assert len(out) == 3 * 40
+    none_rec, _, _ = replay(_plan(budget=PrivacyBudget(rho=0.5)), records, noise.seeded(2), 'T')
+    assert rec.predicted_noise != none_rec.predicted_noise     # chosen for 40 steps, not 30
+    from beam_dp.drivers.bounding import UnitUsage
+    level = bounds.user_level(len)
+    usage, kept = {}, {'a': 0, 'b': 0, 'c': 0}
+    for u, k, s in records:                  # one usage per unit over the whole stream
+        if usage.setdefault(u, UnitUsage(level)).offer(k, s)[0] is None:
+            kept[k] += 1
+    final = {k: (v, sd) for k, s, v, sd in out if s == 39}
+    for k in kept:
+        assert abs(final[k][0] - kept[k]) <= 5 * final[k][1]
+    assert sum(kept.values()) < len(records)                   # the bounds bind

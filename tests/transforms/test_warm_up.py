@@ -191,7 +191,7 @@ def test_default_bounds_costs_are_exact_checked_and_recorded():
 
 
 @pytest.mark.parametrize('kw, needle', [
-    (dict(warm_up_release='held'), 'warm_up_release'),
+    (dict(warm_up_release='hold'), 'warm_up_release'),
     (dict(warm_up_release='default_bounds', warm_up_share=0.95), 'warm_up_share'),
     (dict(warm_up_release='default_bounds', bounds_share=0.5, warm_up_share=0.5),
      'warm_up_share')])
