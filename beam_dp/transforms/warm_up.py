@@ -208,9 +208,10 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
         plan = self._plan
         return {'budget': str(plan.budget), 'warm_up_steps': plan.warm_up_steps,
                 'bounds_share': plan.bounds_share, 'horizon': plan.horizon,
+                **({} if plan.warm_up_release == 'none' else
+                   {'warm_up_release': plan.warm_up_release}),
                 **({} if plan.warm_up_driver is None
-                   else {'warm_up_release': plan.warm_up_release,
-                         'warm_up_share': plan.warm_up_share})}
+                   else {'warm_up_share': plan.warm_up_share})}
 
     def expand(self, records):
         plan = self._plan
