@@ -343,3 +343,36 @@ def test_held_replay_counts_every_step_at_the_chosen_bounds():
     for k in kept:
         assert abs(final[k][0] - kept[k]) <= 5 * final[k][1]
     assert sum(kept.values()) < len(records)                   # the bounds bind
+
+
+class _Recording(noise.RandomSource):
+    """A seeded source that records, per address, how many sources derived it and drew."""
+
+    def __init__(self, inner, path=(), log=None):
+        self._inner, self._path = inner, path
+        self.log = {} if log is None else log
+
+    def derive(self, *labels):
+        return _Recording(self._inner.derive(*labels), self._path + labels, self.log)
+
+    def uint64(self, size):
+        self.log.setdefault(self._path, set()).add(id(self))
+        return self._inner.uint64(size)
+
+
+@pytest.mark.parametrize('release', ['held', 'none', 'default_bounds'])
+def test_every_noise_address_is_drawn_by_one_source(release):
+    """No two draws of a replay (the job's noise, ``replay``) share an address: each address
+    that draws is drawn by one derived source; with 'held' the counter's draws are at (label,
+    shard, step) for every step 0..39, the histograms' under 'warm_up_histograms'."""
+    plan = _plan(warm_up_release=release)
+    source = _Recording(noise.seeded(1))
+    replay(plan, _records(n_units=40), source, 'T')
+    assert source.log and all(len(ids) == 1 for ids in source.log.values())
+    counter = {p for p in source.log if p[:1] == ('T',) and len(p) >= 3
+               and isinstance(p[1], int)}
+    hist = {p for p in source.log if p[1:2] == ('warm_up_histograms',)}
+    assert hist and not hist & counter
+    if release == 'held':
+        assert {p[2] for p in counter} == set(range(40))
+        assert {p[1] for p in counter} == {0, 1}                # both shards

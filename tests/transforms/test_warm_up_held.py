@@ -118,3 +118,50 @@ def test_held_costs_are_exact_checked_and_recorded():
     assert sum(e.cost.rho for e in accountant.ledger) == pytest.approx(2.0, rel=1e-12)
     assert accountant.spent().rho == pytest.approx(2.0)
     assert t.display_data()['warm_up_release'] == 'held'
+
+
+# -- noise addresses -------------------------------------------------------------------------------
+
+KEY_ENV = 'BEAM_DP_WARM_UP_HELD_KEY'
+
+
+class _City(beam.PTransform):
+    """A user's composite holding one held warm-up transform, always labelled 'Counts'."""
+
+    def __init__(self, key):
+        super().__init__()
+        self._key = key
+
+    def expand(self, records):
+        return records | 'Counts' >> _transform(warm_up_release='held', testing_seed=None,
+                                                noise_key=self._key)
+
+
+def _run_cities():
+    from beam_dp.noise import NoiseKeyRef  # pylint: disable=import-outside-toplevel
+    records = _records(seed=4)
+    with pipeline(runner=DIRECT_RUNNER) as p:
+        rows = p | stream(*_script(records))
+        for city in ('CityA', 'CityB'):
+            out = rows | city >> _City(NoiseKeyRef(f'env:{KEY_ENV}', 's'))
+            collect(out.releases, city)
+    c = collected()
+    return [sorted((r.key, r.step, r.value) for r in c[city]) for city in ('CityA', 'CityB')]
+
+
+def test_held_noise_is_addressed_by_the_full_path_and_replays(monkeypatch):
+    from beam_dp import noise  # pylint: disable=import-outside-toplevel
+    monkeypatch.setenv(KEY_ENV, '5e' * 32)
+    noise.secret_key.clear_key_cache()
+    try:
+        city_a, city_b = _run_cities()
+        assert len(city_a) == len(city_b) == len(KEYS) * STEPS
+        assert [r[:2] for r in city_a] == [r[:2] for r in city_b]
+        # same rows, one key, one short label: only the full path separates the two
+        assert sum(a == b for a, b in zip(city_a, city_b)) < len(city_a) / 2
+        held_a = [r for r in city_a if r[1] < W]
+        assert sum(a == b for a, b in zip(held_a, [r for r in city_b if r[1] < W])) < len(
+            held_a) / 2
+        assert _run_cities() == [city_a, city_b]        # bit-identical under the key
+    finally:
+        noise.secret_key.clear_key_cache()
