@@ -28,6 +28,7 @@ from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.key_layout import KeyLayout
 from beam_dp.drivers.warm_up import WarmUpBounds
 from beam_dp.drivers.warm_up import WarmUpPlan
+from beam_dp.drivers.warm_up import hold
 from beam_dp.drivers.warm_up import replay
 
 KEYS = ['a', 'b', 'c', 'd']
@@ -184,3 +185,74 @@ def test_the_audit_catches_a_warm_up_bounded_looser_than_its_calibration():
         if usage.offer(key, step)[0] is None:
             delta[key][step] += 1
     assert _warm_loss(plan, delta) > 1.5 * plan.warm_up_budget.rho
+
+
+# -- warm_up_release='held' ------------------------------------------------------------------------
+
+
+def _held_plan():
+    return WarmUpPlan(BUDGET, StepClock(0, 1, 0, STEPS - 1), W, KeyLayout.of(KEYS, 1),
+                      bounds_share=0.2, mechanism='per_cell', key_share=0.3,
+                      warm_up_release='held')
+
+
+def _all_cells(values):
+    """(key, step) → released value: per key, the cell increments over steps 0..STEPS−1."""
+    return {key: np.diff(np.concatenate([[0.0], [values[(key, s)] for s in range(STEPS)]]))
+            for key in KEYS}
+
+
+def _held_delta(bounds, reset_at_w=False):
+    """u's counted cells at ``bounds`` over the whole stream (one usage; ``reset_at_w``: a
+    fresh usage from step W on, the mistake the audit must catch)."""
+    level = WarmUpBounds(*bounds).user_level(len)
+    usage = UnitUsage(level)
+    delta = {key: np.zeros(STEPS) for key in KEYS}
+    for _, key, step in _with_heavy_unit([]):
+        if reset_at_w and step == W:
+            usage, reset_at_w = UnitUsage(level), False
+        if usage.offer(key, step)[0] is None:
+            delta[key][step] += 1
+    return delta
+
+
+def test_held_the_transcripts_lose_at_most_the_budget():
+    """'held': the histograms and ONE counter over steps 0..STEPS−1 (the held warm-up steps
+    included); u's records are bounded once over the whole stream, so the counter's transcript
+    moves by at most its calibration, and the two losses sum to at most the budget."""
+    plan = _held_plan()
+    u_warm = [r for r in _with_heavy_unit([]) if r[2] < W]
+    assert hold(plan, u_warm) == (u_warm, 0)             # the cap never binds for u here
+    background = _background()
+    rec0, bounds0, out0 = replay(plan, background, noise.seeded(11), 'T')
+    rec1, bounds1, out1 = replay(plan, _with_heavy_unit(background), noise.seeded(11), 'T')
+    hist_loss = _histogram_loss(plan, rec0, rec1)
+    assert hist_loss == pytest.approx(0.2 * BUDGET.rho, rel=1e-3)
+    assert bounds0 == bounds1
+    v0 = {(k, s): v for k, s, v, _ in out0}
+    v1 = {(k, s): v for k, s, v, _ in out1}
+    assert len(v0) == len(out0) == len(KEYS) * STEPS                # every step, from 0
+    delta = {k: d1 - d0 for (k, d1), d0 in zip(_all_cells(v1).items(), _all_cells(v0).values())}
+    assert all(np.all(d >= 0) and np.all(d == np.round(d)) for d in delta.values())
+    assert sum(d[:W].sum() for d in delta.values()) > 0             # u counted in the warm-up
+    k, m, s, c = bounds1
+    assert sum(1 for d in delta.values() if d.any()) <= k
+    assert all(d.max() <= m and np.count_nonzero(d) <= s for d in delta.values())
+    assert not c or sum(d.sum() for d in delta.values()) <= c
+    for key in KEYS:                              # exactly u's records bounded once
+        assert np.array_equal(delta[key], _held_delta(bounds1)[key])
+    release_loss = _release_loss(plan, bounds1, delta)
+    assert 0.25 * plan.release_budget.rho <= release_loss <= plan.release_budget.rho * (1 + 1e-9)
+    assert hist_loss + release_loss <= BUDGET.rho * (1 + 1e-9)
+    assert hist_loss + plan.release_budget.rho == pytest.approx(BUDGET.rho, rel=1e-3)
+
+
+def test_the_audit_catches_a_held_usage_reset_at_the_warm_up_end():
+    """Power: bounding the held warm-up and the later steps with two usages (each within the
+    bounds) would let u count up to twice its bounds; the loss is then over the share."""
+    plan = _held_plan()
+    _, bounds, _ = replay(plan, _with_heavy_unit(_background()), noise.seeded(11), 'T')
+    once = _release_loss(plan, bounds, _held_delta(bounds))
+    twice = _release_loss(plan, bounds, _held_delta(bounds, reset_at_w=True))
+    assert once <= plan.release_budget.rho * (1 + 1e-9)
+    assert twice > 1.3 * plan.release_budget.rho, (once, twice, bounds)
