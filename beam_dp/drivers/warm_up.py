@@ -241,8 +241,18 @@ class WarmUpPlan(ChooserOptions):
                 share, warm, 1 - share - warm)
         object.__setattr__(self, 'warm_up_budget', warm_budget)
         object.__setattr__(self, 'release_budget', release_budget)
-        object.__setattr__(self, 'chooser', BoundsChooser(
-            hist_budget, release_budget, self.counted_steps, **self.chooser_options()))
+        try:
+            chooser = BoundsChooser(hist_budget, release_budget, self.counted_steps,
+                                    **self.chooser_options())
+        except (ArithmeticError, ValueError) as e:
+            raise InvalidParamsError(f'{_OWNER}: no histogram runs at bounds_share={share!r} '
+                                     f'of the budget ({e}).') from e
+        except InvalidParamsError as e:
+            if 'rho' in str(e) or 'epsilon' in str(e):   # the share's budget, not an option
+                raise InvalidParamsError(f'{_OWNER}: no histogram runs at bounds_share='
+                                         f'{share!r} of the budget ({e}).') from e
+            raise
+        object.__setattr__(self, 'chooser', chooser)
         # The fallback must run (it is what the job uses if the chosen bounds cannot).
         self.release_driver(self.fallback)
         object.__setattr__(self, 'warm_up_driver', None if warm_budget is None
@@ -252,12 +262,17 @@ class WarmUpPlan(ChooserOptions):
         """The warm-up release's driver: a count at the fallback bounds on the warm-up's clock
         (steps 0..W−1), its cost checked against ``warm_budget``."""
         c = self.clock
-        driver = KeyedReleaseDriver(
-            metric='count', budget=warm_budget,
-            privacy_unit=self.fallback.user_level(_unit_fn_placeholder),
-            clock=StepClock(c.start_micros, c.step_micros, c.allowed_lateness_micros,
-                            self.warm_up_steps - 1),
-            layout=self.layout, mechanism=self.mechanism)
+        try:
+            driver = KeyedReleaseDriver(
+                metric='count', budget=warm_budget,
+                privacy_unit=self.fallback.user_level(_unit_fn_placeholder),
+                clock=StepClock(c.start_micros, c.step_micros, c.allowed_lateness_micros,
+                                self.warm_up_steps - 1),
+                layout=self.layout, mechanism=self.mechanism)
+        except (ArithmeticError, ValueError) as e:     # e.g. a budget so small noise overflows
+            raise InvalidParamsError(
+                f'{_OWNER}: no warm-up release runs at fallback={tuple(self.fallback)} with '
+                f'warm_up_share={self.warm_up_share!r} of the budget ({e}).') from e
         cost, limit = driver.release_cost(), warm_budget.as_cost()
         if (cost.rho > limit.rho * (1 + 1e-9) if limit.is_zcdp else
                 cost.epsilon > limit.epsilon * (1 + 1e-9) or cost.delta > limit.delta * (1 + 1e-9)):
@@ -397,9 +412,14 @@ class WarmUpPlan(ChooserOptions):
                         else cost.epsilon > limit.epsilon * (1 + 1e-9)
                         or cost.delta > limit.delta * (1 + 1e-9))
                 drivers[bounds] = None if over else driver
-            except (InvalidParamsError, ArithmeticError, ValueError):
+            except (InvalidParamsError, ArithmeticError, ValueError) as e:
                 if bounds == self.fallback:
-                    raise
+                    if isinstance(e, InvalidParamsError):
+                        raise
+                    raise InvalidParamsError(
+                        f'{_OWNER}: no release counter runs at fallback={tuple(bounds)} with '
+                        f'the release budget {self.release_budget} (1 − bounds_share − '
+                        f'warm_up_share of the budget): {e}') from e
                 drivers[bounds] = None
         return drivers[bounds]
 
