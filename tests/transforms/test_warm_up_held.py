@@ -165,3 +165,26 @@ def test_held_noise_is_addressed_by_the_full_path_and_replays(monkeypatch):
         assert _run_cities() == [city_a, city_b]        # bit-identical under the key
     finally:
         noise.secret_key.clear_key_cache()
+
+
+def test_run_time_bounds_count_a_unit_held_over_several_calls_once():
+    """Found with 'held' (every warm-up record waits for the bounds): ``_RunTimeBoundsFn``
+    bounded each held call's group of a unit with its own fresh usage, so a unit held in two
+    calls could count twice its bounds ('none' too, for records that came before the bounds).
+    Now a unit's held records are bounded with one usage."""
+    from beam_dp.drivers.warm_up import WarmUpBounds  # pylint: disable=import-outside-toplevel
+    from beam_dp.privacy_unit import UserLevel  # pylint: disable=import-outside-toplevel
+    from beam_dp.transforms.contribution_bounding import _RunTimeBoundsFn  # pylint: disable=import-outside-toplevel
+    from beam_dp.transforms.shell import key_bytes  # pylint: disable=import-outside-toplevel
+    from tests.fuzz.harness import _Bag, _Cell, _Timer  # pylint: disable=import-outside-toplevel
+    fn = _RunTimeBoundsFn(UserLevel(unit_fn=len, max_keys_per_unit=1,
+                                    max_contributions_per_step=1, max_steps_per_unit=1),
+                          'T', None)
+    cells = [_Bag(), _Cell(), _Timer(), _Timer(), _Cell(), _Bag()]
+    unit = key_bytes('u')
+    for call in range(3):                     # the same unit in three bundles, 2 records each
+        records = tuple(((0, call, i, 'r'), 0) for i in range(2))
+        assert list(fn.process((0, ((unit, 'u', records),)), *cells)) == []
+    kept = list(fn.process((0, WarmUpBounds(1, 1, 1, 0)), *cells))
+    counted = [x for x in kept if not hasattr(x, 'tag')]
+    assert len(counted) == 1                  # K = m = S = 1: one record (was 3)
