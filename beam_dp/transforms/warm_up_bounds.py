@@ -8,17 +8,15 @@ import typing
 from typing import Sequence
 
 import apache_beam as beam
-from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
-from apache_beam.transforms.userstate import TimerSpec
-from apache_beam.transforms.userstate import on_timer
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_dp.drivers.bounding import UNIT_SHARDS
 from beam_dp.drivers.bounds import STATISTICS
 from beam_dp.drivers.warm_up import WarmUpPlan
 from beam_dp.io.bounds import BoundsRecommendation
+from beam_dp.transforms import release_loop
 from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import RecordText
@@ -63,40 +61,47 @@ class SplitWarmUpFn(beam.DoFn):
             yield unit, (item[0], step - self._w) + tuple(item[2:])
 
 
-class WarmUpStatisticsFn(beam.DoFn):
+_CELLS = BagStateSpec('warm_up_cells', STATE_CODER)
+#: The warm-up's close: the shared watermark gate (``release_loop.watermark_gate``) with the
+#: cell 'warm_up_closed' (False: open, True: closed), the timer 'warm_up_end' and no
+#: end-of-input timer; its firing works on the bag 'warm_up_cells'.
+_WarmUpGate = release_loop.watermark_gate('warm_up_closed', 'warm_up_end', None,
+                                          fired_state=_CELLS)
+
+
+class WarmUpStatisticsFn(_WarmUpGate):
     """Keyed by unit shard; elements ``(shard, ((unit key, unit, ((item, micros), ...)),
     ...))`` (``_GroupByUnitInBundleFn``) or the shard's seed. State: a bag of tables
-    {unit key: {(key id, step): records}} (one per call; exact, never output); a cell
-    'warm_up_closed' (None: not started, False: open, True: closed); the timer 'warm_up_end'
-    at the warm-up's end (``WarmUpPlan.warm_up_end_micros``, armed at the shard's first
-    element). At the timer: per unit its statistics (``WarmUpPlan.statistics``), their bucket
-    counts emitted as ``(0, counts)`` at the timer's time, the tables cleared. A warm-up record
-    that arrives after its shard closed is dead-lettered as late (the release time of step
-    W−1 passed): a function of its own arrival and the public schedule."""
+    {unit key: {(key id, step): records}} (one per call; exact, never output) and the gate's
+    cell 'warm_up_closed' (None: not started, False: open, True: closed) and timer
+    'warm_up_end' at the warm-up's end (``release_loop.CloseAt(WarmUpPlan.warm_up_end_micros)``,
+    armed at the shard's first element: never by a record's content). At the firing: per unit
+    its statistics (``WarmUpPlan.statistics``), their bucket counts emitted as ``(0, counts)``
+    at the timer's time, the tables cleared. A warm-up record that arrives after its shard
+    closed is dead-lettered as late (the release time of step W−1 passed): a function of its
+    own arrival and the public schedule."""
 
-    CELLS = BagStateSpec('warm_up_cells', STATE_CODER)
-    CLOSED = ReadModifyWriteStateSpec('warm_up_closed', STATE_CODER)
-    TIMER = TimerSpec('warm_up_end', TimeDomain.WATERMARK)
+    CELLS = _CELLS
+    CLOSED = _WarmUpGate.RELEASED
+    TIMER = _WarmUpGate.RELEASED_TIMER
 
     def __init__(self, plan: WarmUpPlan, label: str):
         self._plan = plan
         self._label = label
+        self._schedule = release_loop.CloseAt(plan.warm_up_end_micros)
 
-    def process(self, element, cells=beam.DoFn.StateParam(CELLS),
-                closed=beam.DoFn.StateParam(CLOSED), timer=beam.DoFn.TimerParam(TIMER)):
+    def process(self, element, cells=beam.DoFn.StateParam(_CELLS),
+                closed=beam.DoFn.StateParam(_WarmUpGate.RELEASED),
+                timer=beam.DoFn.TimerParam(_WarmUpGate.RELEASED_TIMER)):
         _, units = element
-        state = closed.read()
-        if state is None:
-            closed.write(False)
-            timer.set(Timestamp(micros=self._plan.warm_up_end_micros))
-        if not units:
-            return
-        if state:
+        if self._gate(closed, timer, None):     # closed: the warm-up's end passed
             clock = self._plan.clock
-            for _, _, records in units:
+            for _, _, records in units or ():
                 for item, micros in records:
                     yield dead_letter(self._label, 'WarmUpStatistics',
                                       clock.late_reason(item[1]), RecordText(item[3]), micros)
+            return
+        if not units:
             return
         table = {}
         for encoded, _, records in units:
@@ -106,9 +111,8 @@ class WarmUpStatisticsFn(beam.DoFn):
                 unit_cells[cell] = unit_cells.get(cell, 0) + 1
         cells.add(table)
 
-    @on_timer(TIMER)
-    def warm_up_end(self, key=beam.DoFn.KeyParam, cells=beam.DoFn.StateParam(CELLS),
-                    closed=beam.DoFn.StateParam(CLOSED)):
+    def _fired(self, key, cells):
+        """The warm-up's end (the gate's one firing): the shard's bucket counts."""
         merged = {}
         for table in cells.read():
             for encoded, unit_cells in table.items():
@@ -116,10 +120,9 @@ class WarmUpStatisticsFn(beam.DoFn):
                 for cell, n in unit_cells.items():
                     into[cell] = into.get(cell, 0) + n
         cells.clear()
-        closed.write(True)
         plan = self._plan
         counts = plan.bucket_counts([plan.statistics(c) for c in merged.values()])
-        yield 0, (key, {name: counts[name] for name in STATISTICS})
+        return [(0, (key, {name: counts[name] for name in STATISTICS}))]
 
 
 class ChooseBoundsFn(beam.DoFn):
