@@ -99,14 +99,11 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
     ``Release.epsilon/rho`` are the release's part of the budget.
 
     With ``warm_up_release='held'`` the warm-up steps are **held until the warm-up's end**:
-    one counter counts the whole stream (steps 0.., bounds chosen for W + ``horizon`` steps)
-    at the chosen bounds; each unit's records that arrive before the bounds are held, capped
-    at the largest bounds the chooser can pick (``WarmUpPlan.hold_cap``; over it: dead letter
-    'HoldWarmUp'), then bounded at the chosen bounds, its usage continuing over its later
-    records; steps 0..W−1 are all released at the warm-up's end + 1 µs (one timer, each step
-    its own noise), then step W, W+1, ... at their release times. The release schedule stays
-    data-independent: when each step is emitted is fixed by W and the step clock. The counter
-    gets 1 − bounds_share of ``budget`` (two ledger entries summing to it).
+    one counter at the chosen bounds counts steps 0.. (each unit's held records capped at
+    ``WarmUpPlan.hold_cap``, over it: dead letter 'HoldWarmUp'; then bounded with one usage over
+    the whole stream) at 1 − bounds_share of ``budget``; steps 0..W−1 are released together at
+    the warm-up's end + 1 µs, step W.. at their release times: a schedule fixed by W and the
+    step clock, data-independent (``beam_dp.drivers.warm_up``, items 4–5).
 
     Privacy unit and neighbours: add/remove all records of one unit (``unit_fn``).
 
@@ -117,10 +114,7 @@ class WarmUpContinualCountPerKey(shell.ShellTransform):
     sequentially; with 'default_bounds' the warm-up release, (warm_up_share · budget)-DP at
     bounds and a schedule fixed before any data, is a third sequential part (the release then
     gets 1 − bounds_share − warm_up_share): ε-DP/ρ-zCDP in total, the parts summing to the
-    budget exactly; with 'held' the counter over steps 0.. is the second part, reading the
-    warm-up's records after the histograms that chose its bounds (adaptive sequential
-    composition; the hold cap is a per-unit function of the unit's own records, applied
-    before the bounding at the chosen bounds that the counter is calibrated to). All costs are checked against ``accountant`` at construction and recorded
+    budget exactly ('held': the counter over steps 0.. is the second part). All costs are checked against ``accountant`` at construction and recorded
     when the transform is applied (``beam_dp.drivers.warm_up`` has the argument). The bounds
     reach every stage at a public time (the warm-up's end + 1 µs) before the first release;
     records of steps ≥ W that arrive earlier wait for them.
