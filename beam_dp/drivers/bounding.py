@@ -72,12 +72,14 @@ NOTHING_RELEASED = -1
 
 class _Key:
     """One key of a unit: ``dead`` released steps used, ``live`` step → records kept; or full
-    (``live`` is None)."""
-    __slots__ = ('dead', 'live')
+    (``live`` is None). ``last``: the latest released step it kept (−1: none; kept in the
+    record only with ``keep_last``)."""
+    __slots__ = ('dead', 'live', 'last')
 
-    def __init__(self, dead: int = 0, live: Optional[Dict[int, int]] = None):
+    def __init__(self, dead: int = 0, live: Optional[Dict[int, int]] = None, last: int = -1):
         self.dead = dead
         self.live = live
+        self.last = last
 
     def used(self) -> int:
         return self.dead + len(self.live)
@@ -89,8 +91,9 @@ class UnitUsage:
 
     def __init__(self, bound: UserLevel, released_through: int = NOTHING_RELEASED,
                  late_reason: Optional[Callable[[int], str]] = None, keep_keys: bool = False,
-                 keep_steps: bool = False):
+                 keep_steps: bool = False, keep_last: bool = False):
         self._bound = bound
+        self._keep_last = keep_last
         self._released = released_through
         self._late_reason = late_reason
         self._keep_keys = keep_keys
@@ -102,13 +105,16 @@ class UnitUsage:
     @classmethod
     def decode(cls, bound: UserLevel, record, released_through: int = NOTHING_RELEASED,
                late_reason: Optional[Callable[[int], str]] = None,
-               keep_keys: bool = False, keep_steps: bool = False) -> 'UnitUsage':
+               keep_keys: bool = False, keep_steps: bool = False,
+               keep_last: bool = False) -> 'UnitUsage':
         """The usage of a stored record (``()`` for a new unit). ``keep_keys``: the record
         never collapses to ``EXHAUSTED_KEYS`` / ``EXHAUSTED_TOTAL`` (it keeps its ≤ K keys, so
         ``holds(key)`` stays exact: what the distinct-unit count needs). ``keep_steps``: a key
         is not marked full while it holds a step not yet released (≤ S of them), so
-        ``counted(key, step)`` stays exact (the active-units count)."""
-        usage = cls(bound, released_through, late_reason, keep_keys, keep_steps)
+        ``counted(key, step)`` stays exact (the active-units count). ``keep_last``: a key's
+        entry also holds its latest released step (``(key, dead, last, step1, n1, ...)``;
+        ``active_steps``: the active units of a window, ``beam_dp.drivers.distinct_window``)."""
+        usage = cls(bound, released_through, late_reason, keep_keys, keep_steps, keep_last)
         if isinstance(record, int):
             usage.exhausted = record
             return usage
@@ -118,6 +124,10 @@ class UnitUsage:
         for entry in record[1:]:
             if len(entry) == 1:
                 usage.keys[entry[0]] = _Key(bound.max_steps_per_unit, None)
+                continue
+            if keep_last:
+                usage.keys[entry[0]] = _Key(entry[1], dict(zip(entry[3::2], entry[4::2])),
+                                            entry[2])
                 continue
             usage.keys[entry[0]] = _Key(entry[1], dict(zip(entry[2::2], entry[3::2])))
         usage._settle()
@@ -181,6 +191,7 @@ class UnitUsage:
             for step in [s for s in live if s <= self._released]:
                 del live[step]
                 entry.dead += 1
+                entry.last = max(entry.last, step)
         bound = self._bound
         if self._keep_steps and live:
             return      # its live steps stay known (``counted``); full once they are released
@@ -198,6 +209,14 @@ class UnitUsage:
         released; exact with ``keep_steps``)."""
         entry = self.keys.get(key)
         return entry is not None and entry.live is not None and step in entry.live
+
+    def active_steps(self, key) -> Tuple[int, ...]:
+        """The kept steps of ``key`` a new step can overlap in a window: its live steps and
+        its latest released one (with ``keep_last``; none once the key is full)."""
+        entry = self.keys.get(key)
+        if entry is None or entry.live is None:
+            return ()
+        return tuple(entry.live) + ((entry.last,) if entry.last >= 0 else ())
 
     def _settle_unit(self) -> None:
         bound = self._bound
@@ -224,7 +243,7 @@ class UnitUsage:
             if entry.live is None:
                 entries.append((key,))
             else:
-                flat = [key, entry.dead]
+                flat = [key, entry.dead] + ([entry.last] if self._keep_last else [])
                 for step, n in entry.live.items():
                     flat += (step, n)
                 entries.append(tuple(flat))

@@ -54,6 +54,8 @@ from beam_dp.drivers.bounding import shard_capacity
 from beam_dp.drivers.bounding import unit_cap_reason
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.warm_up import WarmUpBounds
+from beam_dp.drivers.distinct_window import ActiveWindow
+from beam_dp.drivers.distinct_window import coverage_deltas
 from beam_dp.errors import InvalidParamsError
 from beam_dp.io import state_coder
 from beam_dp.privacy_unit import UserLevel
@@ -78,6 +80,19 @@ K = typing.TypeVar('K')
 
 #: ``BoundContributions(distinct_units=ACTIVE_UNITS)``: each unit's first record per (key, step).
 ACTIVE_UNITS = 'active'
+
+
+def _counts_active(distinct) -> bool:
+    """``ACTIVE_UNITS`` or ``ActiveWindow(W)``: each unit's first record per (key, step)."""
+    return distinct == ACTIVE_UNITS or isinstance(distinct, ActiveWindow)
+
+
+def _with_units(payload, units):
+    """A kept record's payload with its units replaced (``continual_extract``'s shapes:
+    ``(shard, slot, units)`` over public keys, ``(shard, key, slot, units, unit)`` else)."""
+    if len(payload) == 3:
+        return payload[0], payload[1], units
+    return payload[:3] + (units,) + payload[4:]
 
 
 class BoundedOutputs(NamedTuple):
@@ -298,7 +313,8 @@ class _BoundContributionsFn(_ChainGate):
                 continue
             usage = UnitUsage.decode(self._unit, record, released, late,
                                     keep_keys=bool(self._distinct),
-                                    keep_steps=self._distinct == ACTIVE_UNITS)
+                                    keep_steps=_counts_active(self._distinct),
+                                    keep_last=isinstance(self._distinct, ActiveWindow))
             kept = yield from self._bound_unit(unit_id, records, usage)
             if kept or admit:
                 delta[encoded] = usage.record()
@@ -332,7 +348,7 @@ class _BoundContributionsFn(_ChainGate):
         kept = []
         for item, micros in records:
             key, step, payload = item[0], item[1], item[2]
-            if self._distinct == ACTIVE_UNITS:
+            if _counts_active(self._distinct):
                 if usage.counted(key, step):
                     continue    # the unit is already active for this key in this step
             elif self._distinct and usage.holds(key):
@@ -343,13 +359,31 @@ class _BoundContributionsFn(_ChainGate):
                                   _input_record(unit_id, item), micros)
                 continue
             kept.append(step)
-            if self._sums is not None:   # summed in the bundle (``aggregate``), emitted at its end
+            if isinstance(self._distinct, ActiveWindow):   # its window-membership change
+                yield from self._window_deltas(usage, key, step, payload, first)
+            elif self._sums is not None:   # summed in the bundle (``aggregate``), emitted at its end
                 self._sums.add(key, step, payload)
             elif self._mark:   # the unit's first kept record of this key, over the whole horizon
                 yield key, step, payload, int(first)
             else:
                 yield key, step, payload
         return kept
+
+    def _window_deltas(self, usage, key, step, payload, first):
+        """A kept active step under ``ActiveWindow(W)``: the ±1 change of the unit's
+        membership stream of ``key`` (``coverage_deltas``; the first-record flag rides on an
+        element at ``step``, of units 0 when that step's change is 0)."""
+        deltas = coverage_deltas(usage.active_steps(key), step, self._distinct.window)
+        if self._mark and (not deltas or deltas[0][0] != step):
+            deltas = [(step, 0)] + deltas
+        for at, units in deltas:
+            out = _with_units(payload, units)
+            if self._sums is not None:
+                self._sums.add(key, at, out)
+            elif self._mark:
+                yield key, at, out, int(first and at == step)
+            else:
+                yield key, at, out
 
 
 class _CappedBoundContributionsFn(_BoundContributionsFn):

@@ -10,6 +10,9 @@ keys); only the bounding and the calibration differ.
 
 import dataclasses
 
+from beam_dp.drivers.distinct_window import ActiveWindow
+from beam_dp.drivers.distinct_window import ActiveWindowDriver
+from beam_dp.drivers.distinct_window import ActiveWindowUnit
 from beam_dp.errors import InvalidParamsError
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.drivers.keyed import parse_output
@@ -21,6 +24,7 @@ from beam_dp.transforms.continual import _NOT_FOR_COUNTS
 __all__ = [
     'ContinualDistinctCountPerKey',
     'active_unit',
+    'active_window_unit',
     'distinct_unit',
 ]
 
@@ -38,8 +42,9 @@ _DOCS = {
              "cumulative releases are the distinct units so far) or 'active' (each unit "
              "counted once per key and step it has a record in, for at most "
              "``max_steps_per_unit`` = S steps per key: with ``output='per_step'`` the "
-             "distinct units active in the step, e.g. daily active users; needs "
-             "``output='per_step'``).",
+             "distinct units active in the step, e.g. daily active users; with "
+             "``output=('window', W)`` the distinct units active in the last W steps, e.g. "
+             "weekly active users; needs one of these two outputs).",
 }
 
 
@@ -69,6 +74,15 @@ def active_unit(owner: str, privacy_unit) -> UserLevel:
         total = None                 # C ≥ K·S binds nothing once each (key, step) holds one
     return dataclasses.replace(privacy_unit, max_contributions_per_step=1,
                                max_total_contributions=total)
+
+
+def active_window_unit(owner: str, privacy_unit, window: int) -> ActiveWindowUnit:
+    """The bound an active-units window runs with: bounding as ``active_unit`` (K, S, C, N,
+    m = 1), calibrated to the unit's ±1 membership stream of the window of ``window`` steps
+    (L1 = 2·K·S, or 2C: ``beam_dp.drivers.distinct_window``)."""
+    unit = active_unit(owner, privacy_unit)
+    fields = {f.name: getattr(unit, f.name) for f in dataclasses.fields(UserLevel)}
+    return ActiveWindowUnit(**fields, window=window)
 
 
 @arguments.public(docs=_DOCS, drop=('value_fn', 'lower', 'upper', 'grid_bits', 'bins'),
@@ -124,8 +138,23 @@ class ContinualDistinctCountPerKey(_ContinualPerKey):
     more than S steps of a key is counted on its first S only (the bias is the analyst's
     choice, the noise grows linearly in S). Per-unit state: its ≤ K keys with, per key, the
     count of its released active steps and its ≤ S unreleased steps. ``count='active'`` with
-    a cumulative or window output is refused (a sum of per-step active counts counts a unit
-    once per active step, not once).
+    a cumulative output is refused (a sum of per-step active counts counts a unit once per
+    active step, not once).
+
+    Active units in a window (``count='active'``, ``output=('window', W)``, W ≥ 2): the
+    release of key k at step s is the noisy number of distinct units with a kept record of k
+    in one of the steps s−W+1 … s (weekly active users with ``step=DAY``, W = 7). The same
+    bounding as per step; 'BoundContributions' emits, per kept active step, the change of the
+    unit's window-membership stream (+1 where a run of its coverage [t, t + W) starts, −1
+    where it ends: ≤ 2S non-zero steps per key), and a continual prefix counter over that
+    stream (``mechanism='auto'`` chooses it as for a cumulative count) releases the window
+    values: L1 = 2·K·S (2C with C < K·S), L2 and the factorization counters' participation
+    pattern accordingly (``beam_dp.drivers.distinct_window``). Fresh noise per window value
+    would need L1 = K·S·W. ``noise_stddev`` is the counter's exact sd (it grows like the
+    cumulative counter's with the step, polylogarithmically). Per-unit state: as per step,
+    plus per key its latest released active step. Private keys work as for a cumulative count
+    (a key's first release after its selection holds its exact window value plus noise).
+    ``final_share`` is refused.
 
     Returns:
       ``ContinualOutputs(releases, dead_letter)``; ``Release.value`` is the distinct count.
@@ -143,14 +172,32 @@ class ContinualDistinctCountPerKey(_ContinualPerKey):
             raise InvalidParamsError(f"{owner}: count must be 'new' or 'active', got {count!r}.")
         if count == 'active':
             output = parse_output(owner, kwargs.get('output', 'cumulative'))
-            if output != 'per_step':
+            if output == 'per_step':
+                self._distinct_units = ACTIVE_UNITS
+                privacy_unit = active_unit(owner, privacy_unit)
+            elif output == 'cumulative':
                 raise InvalidParamsError(
                     f"{owner}: count='active' needs output='per_step' (the distinct units "
-                    f"active in each step); got output={output!r}. A cumulative sum of "
-                    f"per-step active units counts unit-steps, not units; the active units of "
-                    f"a window of W steps are not released yet (docs/distinct_count.md).")
-            self._distinct_units = ACTIVE_UNITS
-            privacy_unit = active_unit(owner, privacy_unit)
+                    f"active in each step) or output=('window', W) (active in the last W "
+                    f"steps); got output={output!r}. A cumulative sum of per-step active units "
+                    f"counts unit-steps, not units (the distinct units so far: count='new').")
+            else:
+                if kwargs.get('final_share'):
+                    raise InvalidParamsError(
+                        f"{owner}: count='active' with output={output!r} runs a prefix "
+                        f"counter over the window-membership stream: final_share does not "
+                        f"apply; got final_share={kwargs['final_share']!r}.")
+                window = output[1]
+                self._distinct_units = ActiveWindow(window)
+                privacy_unit = active_window_unit(owner, privacy_unit, window)
+                kwargs['output'] = 'cumulative'     # the prefix sums of the ±1 stream
         else:
             privacy_unit = distinct_unit(owner, privacy_unit)
         super().__init__(privacy_unit=privacy_unit, **kwargs)
+
+    def _make_driver(self, *args, **kwargs):
+        driver = super()._make_driver(*args, **kwargs)
+        if isinstance(self._distinct_units, ActiveWindow):     # the window's counter choice
+            driver = ActiveWindowDriver(**{f.name: getattr(driver, f.name)
+                                           for f in dataclasses.fields(driver)})
+        return driver

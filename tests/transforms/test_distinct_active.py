@@ -117,7 +117,6 @@ def test_calibration_is_k_times_s_with_fresh_noise_per_step():
 
 @pytest.mark.parametrize('kwargs, match', [
     (dict(count='active'), "needs output='per_step'"),
-    (dict(count='active', output=('window', 7)), "needs output='per_step'"),
     (dict(count='daily', output='per_step'), "count must be 'new' or 'active'"),
 ])
 def test_refusals_name_the_argument(kwargs, match):
