@@ -7,8 +7,11 @@ import collections
 import pickle
 import random
 
+import apache_beam as beam
 import numpy as np
 import pytest
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import TimestampedValue
 
@@ -29,6 +32,8 @@ from beam_dp.testing.replay import Watermark
 from tests.helpers import NOISE_FREE
 from tests.helpers import run_stream
 from tests.runners import DIRECT_RUNNER
+from tests.runners import prism_options
+from tests.runners import requires_prism
 
 pytestmark = pytest.mark.pipeline
 
@@ -272,3 +277,23 @@ def test_private_keys_release_the_window_value_from_selection():
         assert got == [('crowd', 2, 150.0)], got
     run_stream(stream, t, runner=DIRECT_RUNNER, expected=match, dead=[],
                extract=lambda r: (r.key, r.step, round(r.value, 6)))
+
+
+@pytest.mark.prism
+@requires_prism
+def test_on_prism():
+    records = [('a', 'u1', 1), ('a', 'u1', 2), ('a', 'u2', 61), ('b', 'u2', 62), ('a', 'u1', 185),
+               ('b', 'u1', 190)]
+    stream = (TestStream().advance_watermark_to(0)
+              .add_elements([TimestampedValue(r, r[2]) for r in records])
+              .advance_watermark_to(300).advance_watermark_to_infinity())
+    t = ContinualDistinctCountPerKey(public_keys=['a', 'b'], start=0, step=STEP, end=4 * STEP,
+                                     output=('window', 2), count='active', budget=NOISE_FREE,
+                                     privacy_unit=_unit(2, 2))
+    # a: u1 on 0, 3; u2 on 1 → 1, 2, 1, 1;  b: u2 on 1, u1 on 3 → 0, 1, 1, 1
+    with beam.Pipeline(argv=prism_options(streaming=True)) as p:
+        out = p | stream | t
+        assert_that(out.releases | beam.Map(lambda r: (r.key, r.step, round(r.value, 6))),
+                    equal_to([('a', 0, 1.0), ('a', 1, 2.0), ('a', 2, 1.0), ('a', 3, 1.0),
+                              ('b', 0, 0.0), ('b', 1, 1.0), ('b', 2, 1.0), ('b', 3, 1.0)]))
+        assert_that(out.dead_letter, equal_to([]), label='no dead letters')
