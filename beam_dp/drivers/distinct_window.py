@@ -11,8 +11,11 @@ ends. The union of ≤ S intervals has ≤ S runs, so x_u has ≤ 2S non-zero st
 ±1: one unit moves the per-key streams Σ_u x_u by L1 ≤ 2·K·S (≤ 2C with
 ``max_total_contributions=C``), at most 2S steps per key with |Δ| ≤ 1 per step. A continual
 prefix counter (the same ``'auto'`` choice as a cumulative count) over that stream releases the
-window values; fresh noise per window value instead needs L1 = K·S·W (each active step is in W
-window values).
+window values; fresh noise per window value on the exact window values (the stream's prefix
+sums, ``MembershipFreshCounter``) instead needs L1 = K·S·W (each active step is in W window
+values). ``ActiveWindowDriver`` runs the one with the lower worst sd: the prefix counter's
+grows with the horizon (polylogarithmically), fresh noise's with W (linearly for ε, as √W for
+ρ).
 
 The bounding stage emits x_u incrementally: when it keeps a new active step t of (u, k),
 ``coverage_deltas`` gives the change of x_u, from the unit's steps that can still overlap

@@ -147,11 +147,12 @@ class ContinualDistinctCountPerKey(_ContinualPerKey):
     bounding as per step; 'BoundContributions' emits, per kept active step, the change of the
     unit's window-membership stream (+1 where a run of its coverage [t, t + W) starts, −1
     where it ends: ≤ 2S non-zero steps per key), and a continual prefix counter over that
-    stream (``mechanism='auto'`` chooses it as for a cumulative count) releases the window
-    values: L1 = 2·K·S (2C with C < K·S), L2 and the factorization counters' participation
-    pattern accordingly (``beam_dp.drivers.distinct_window``). Fresh noise per window value
-    would need L1 = K·S·W. ``noise_stddev`` is the counter's exact sd (it grows like the
-    cumulative counter's with the step, polylogarithmically). Per-unit state: as per step,
+    stream (chosen as for a cumulative count) releases the window values: L1 = 2·K·S (2C with
+    C < K·S), L2 and the factorization counters' participation pattern accordingly
+    (``beam_dp.drivers.distinct_window``); or fresh noise per window value on the exact window
+    values, L1 = K·S·W. ``mechanism='auto'`` runs whichever has the lower worst sd over the
+    known horizon (fresh noise without one; ``Release.mechanism`` names it); a forced
+    ``mechanism`` runs that prefix counter. ``noise_stddev`` is the exact sd of every release. Per-unit state: as per step,
     plus per key its latest released active step. Private keys work as for a cumulative count
     (a key's first release after its selection holds its exact window value plus noise).
     ``final_share`` is refused.
