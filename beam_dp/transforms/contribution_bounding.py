@@ -374,6 +374,9 @@ class _BoundContributionsFn(_ChainGate):
         membership stream of ``key`` (``coverage_deltas``; the first-record flag rides on an
         element at ``step``, of units 0 when that step's change is 0)."""
         deltas = coverage_deltas(usage.active_steps(key), step, self._distinct.window)
+        last = None if self._clock is None else self._clock.last_step
+        if last is not None:    # a change past the clock's last step is never released
+            deltas = [(at, units) for at, units in deltas if at <= last]
         if self._mark and (not deltas or deltas[0][0] != step):
             deltas = [(step, 0)] + deltas
         for at, units in deltas:
