@@ -24,6 +24,7 @@ from beam_dp.drivers.bounding import UnitUsage
 from beam_dp.testing import keyed_events
 from beam_dp.testing import release_table
 from beam_dp.testing import replay
+from tests import runners
 from tests.helpers import NOISE_FREE
 from tests.helpers import run_stream
 from tests.runners import DIRECT_RUNNER
@@ -217,8 +218,11 @@ def test_on_prism():
     t = ContinualDistinctCountPerKey(public_keys=['a', 'b'], start=0, step=STEP, end=120,
                                      output='per_step', count='active', budget=NOISE_FREE,
                                      privacy_unit=_unit(2, 2))
-    with beam.Pipeline(argv=prism_options(streaming=True)) as p:
-        out = p | stream | t
-        assert_that(out.releases | beam.Map(lambda r: (r.key, r.step, round(r.value, 6))),
-                    equal_to([('a', 0, 1.0), ('b', 0, 0.0), ('a', 1, 2.0), ('b', 1, 1.0)]))
-        assert_that(out.dead_letter, equal_to([]), label='no dead letters')
+    def run():
+        with beam.Pipeline(argv=prism_options(streaming=True)) as p:
+            out = p | stream | t
+            assert_that(out.releases | beam.Map(lambda r: (r.key, r.step, round(r.value, 6))),
+                        equal_to([('a', 0, 1.0), ('b', 0, 0.0), ('a', 1, 2.0), ('b', 1, 1.0)]))
+            assert_that(out.dead_letter, equal_to([]), label='no dead letters')
+
+    runners.on_prism_with_one_rerun(run)
