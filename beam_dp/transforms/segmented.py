@@ -7,6 +7,7 @@ Wiring (labels are part of the update contract):
   records
     | 'GlobalWindow'        re-window (timestamps kept; releases are driven by event-time timers)
     | 'ExtractAndValidate'  (key, (step, payload)); malformed / before start / after end → dead letter
+                            (``segmented_extract``)
     | 'GateLateRecords'     unbounded input only: ``lateness.LatenessGate`` dead-letters a record
                             whose step is released on the public schedule (a timer chain per
                             shard, seeded at launch), at stage 'ReleaseSegments' with its reason
@@ -26,11 +27,6 @@ other records (a record for step 5 arriving after step 7's release was counted w
 dead-lettered with, a record of the key at step 6). The gate decides it first, from the record's
 step and the public schedule only (docs/privacy_model.md, "Lateness"). A bounded (batch) input
 runs without the gate: no release time passes before the input is bounded.
-
-Update note (the lateness gate): new stage 'GateLateRecords' (with 'GroupByShardInBundle',
-'ShardSeeds', 'SeedAtStart', 'MergeSeeds', 'DropLate', 'MergeGateDeadLetters' inside) between
-'ExtractAndValidate' and 'MergeSeeds' on unbounded input; 'ReleaseSegments' is unchanged. The
-graph changed: drain a running job and restart it.
 
 Steps: step s ≥ 0 covers event times [start + s·Δ, start + (s+1)·Δ); the mechanisms count ticks
 from 1 (tick = step + 1, the papers' clock). The SVT is evaluated on EVERY step, including empty
@@ -65,68 +61,24 @@ from beam_dp.accounting import PrivacyBudget
 from beam_dp.accounting import PrivacyCost
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.clock import require_public_end
-from beam_dp.drivers.key_layout import text_key
 from beam_dp.drivers.keyed import KeyLayout
 from beam_dp.drivers.segmented import KeyDriver
-from beam_dp.drivers.segmented import SegmentItem
 from beam_dp.drivers.segmented import SegmentLoop
 from beam_dp.errors import InvalidParamsError
-from beam_dp.errors import InvalidRecordError
 from beam_dp.io.records import Release
 from beam_dp.privacy_unit import EventLevel
 from beam_dp.transforms import release_loop
 from beam_dp.transforms import shell
 from beam_dp.transforms.lateness import LatenessGate
 from beam_dp.transforms.lateness import batch_input
+from beam_dp.transforms.segmented_extract import _ExtractFn
+from beam_dp.transforms.segmented_extract import _strip_record
 from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import ContinualOutputs
 
 __all__ = [
     'SegmentedPerKey',
 ]
-
-
-class _ExtractFn(beam.DoFn):
-    """record → (key, (step, payload)) or a dead letter; ``parse(record)`` gives the payload."""
-
-    def __init__(self, label, clock: StepClock, key_fn, parse, public_keys,
-                 keep_records: bool = False):
-        self._label = label
-        self._clock = clock
-        self._key_fn = key_fn
-        self._parse = parse
-        self._public = public_keys
-        #: Before the gate: (step, payload, rendering, µs), so a late record's dead letter
-        #: holds it; the gate strips it from what it passes.
-        self._keep = keep_records
-
-    def setup(self):
-        self._public_set = None if self._public is None else frozenset(self._public)
-
-    def process(self, record, timestamp=beam.DoFn.TimestampParam):
-        micros = timestamp.micros
-        try:
-            key = text_key(shell.extract_key(self._key_fn, record))   # numpy.str_ → str
-            if self._public_set is not None and key not in self._public_set:
-                raise InvalidRecordError(f'key {key!r} is not in the public key set')
-            step = self._clock.checked_step(micros)
-            try:
-                payload = self._parse(record)
-            except Exception as e:  # pylint: disable=broad-except
-                raise InvalidRecordError(str(e)) from e
-        except InvalidRecordError as e:
-            yield shell.dead_letter(self._label, 'ExtractAndValidate', str(e), record, micros)
-            return
-        if self._keep:
-            yield key, (step, payload, shell.render_record(record), micros)
-        else:
-            yield key, SegmentItem(step, payload)
-
-
-def _strip_record(item) -> SegmentItem:
-    """'GateLateRecords' passes ``(step, payload, rendering, µs)`` on as ``SegmentItem(step,
-    payload)``: 'ReleaseSegments' never stores the record."""
-    return SegmentItem(item[0], item[1])
 
 
 class SegmentedPerKey(shell.ShellTransform):
