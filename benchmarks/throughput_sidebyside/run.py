@@ -337,6 +337,9 @@ def build(branch, args):
     out | 'Sink' >> beam.ParDo(_throughput_module().CountingSink('outputs'))
     if args.progress:
         out | 'Progress' >> beam.ParDo(_Progress(args.progress))
+    if args.check_dir and expected is not None and branch not in ('pipelinedp',):
+        import release_check
+        release_check.add(out, args.check_dir, args.keys, args.stall_every, args.stall_seconds)
     return p, expected
 
 
@@ -373,6 +376,8 @@ def counter_value(result, name):
 
 def worker(branch, args):
     """Runs one branch in this process; prints one JSON line."""
+    if args.check_dir:   # a fresh directory per run (repeats)
+        args.check_dir = os.path.join(os.path.abspath(args.check_dir), str(time.time_ns()))
     p, expected = build(branch, args)
     cpu0 = time.process_time()
     t0 = time.perf_counter()
@@ -381,13 +386,18 @@ def worker(branch, args):
     secs = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     outputs = counter_value(result, 'outputs')
-    if expected is not None and outputs != expected:
+    check = None
+    if args.check_dir and expected is not None:
+        import release_check
+        check = release_check.read(args.check_dir, args.keys, args.steps)
+    elif expected is not None and outputs != expected:
         raise AssertionError(f'{branch}: {outputs} outputs, expected {expected}')
     import beam_dp
     print('RESULT ' + json.dumps({'branch': branch, 'seconds': secs, 'cpu_seconds': cpu,
                                   'beam_dp': os.path.dirname(beam_dp.__file__),
                                   'outputs': outputs,
-                                  'dead_letter': counter_value(result, 'dead_letter')}),
+                                  'dead_letter': counter_value(result, 'dead_letter'),
+                                  **({'check': check} if check else {})}),
           flush=True)
 
 
@@ -415,7 +425,11 @@ def run_branch(branch, args, python, code=None):
     cmd = [python, os.path.abspath(__file__), '--worker', branch, '--rows', str(args.rows),
            '--keys', str(args.keys), '--users', str(args.users), '--steps', str(args.steps),
            '--seed', str(args.seed), '--runner', args.runner] + (
-               ['--progress', args.progress] if args.progress else []) + [f'--beam-options={o}' for o in args.beam_options]
+               ['--progress', args.progress] if args.progress else []) + (
+               ['--check-dir', os.path.join(args.check_dir, branch), '--stall-every',
+                str(args.stall_every), '--stall-seconds', str(args.stall_seconds)]
+               if args.check_dir else []) + [
+                   f'--beam-options={o}' for o in args.beam_options]
     env = dict(os.environ, PYTHONPATH=code or os.path.dirname(os.path.dirname(HERE)))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     for line in proc.stdout.splitlines():
@@ -452,6 +466,14 @@ def main():
     parser.add_argument('--beam-options', action='append', default=[])
     parser.add_argument('--progress', metavar='FILE',
                         help="append 'UTC, CPU s, outputs' to FILE every 1M outputs")
+    parser.add_argument('--check-dir', metavar='DIR',
+                        help='count the public-key releases exactly from files (release_check.py:'
+                        ' committed per-step counts per key, and per-bundle attempts), '
+                        'DIR/<branch>, instead of checking the metrics counter')
+    parser.add_argument('--stall-every', type=int, default=0,
+                        help='with --check-dir: the checking sink sleeps --stall-seconds every '
+                        'that many releases (a slow sink: Prism then splits the bundles)')
+    parser.add_argument('--stall-seconds', type=float, default=0.0)
     parser.add_argument('--runner', choices=('fnapi', 'prism'), default='fnapi',
                         help='fnapi: FnApiRunner (batch, in-process; the default); prism: '
                         'PrismRunner (batch, LOOPBACK, tests/runners.py prism_options: CPU is '
