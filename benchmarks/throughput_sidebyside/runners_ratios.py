@@ -18,8 +18,8 @@ python (``run.py --pdp-venv``) and, on Flink, on its own worker pool (``--pdp_po
         --repeats 2 --tag flink_1M
 
 Writes results/runners_ratios_<tag>.json (every run, the per-repeat ratios of CPU and time
-against ``np_combine`` and of ``user`` against ``pipelinedp``, their medians) and a plot
-``--plot`` of one or more such files.
+against ``np_combine`` and of ``user`` against ``pipelinedp``, their medians). ``--plot F ...
+--out PNG`` plots the median CPU ratios of such files (the files of one runner pooled).
 """
 
 import argparse
@@ -121,13 +121,17 @@ def plot(paths, out):
     import matplotlib   # pylint: disable=import-outside-toplevel
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-    series = []
+    merged = {}   # runner -> (rows, runs): files of one runner are pooled, repeats renumbered
     for path in paths:
         with open(path, encoding='utf-8') as f:
             res = json.load(f)
-        for par, med in res['summary']['median'].items():
-            name = 'Prism' if res['args']['runner'] == 'prism' else f'Flink {par}'
-            series.append((name, med))
+        rows, runs = merged.setdefault(res['args']['runner'], (res['args']['rows'], []))
+        offset = 1 + max((r['repeat'] for r in runs), default=-1)
+        runs.extend(dict(r, repeat=r['repeat'] + offset) for r in res['runs'])
+    series = []
+    for runner, (rows, runs) in merged.items():
+        for par, med in summarise(runs, rows)['median'].items():
+            series.append(('Prism' if runner == 'prism' else f'Flink {par}', med))
     labels = ['event_vs_np_combine_cpu', 'user_vs_np_combine_cpu', 'user_vs_pipelinedp_cpu']
     fig, ax = plt.subplots(figsize=(8, 3.6))
     width = 0.8 / max(1, len(series))
