@@ -625,6 +625,10 @@ class BoundContributionsAtRunTime(beam.PTransform):
         self._transform_label = transform_label
         self._clock = clock
 
+    def _bounds_fn(self, clock: Optional[StepClock]) -> beam.DoFn:
+        """The 'BoundPerUnit' DoFn (a subclass may bound differently, with the same wiring)."""
+        return _RunTimeBoundsFn(self._default, self._transform_label, clock)
+
     def expand(self, pcoll):
         grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
             _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
@@ -632,9 +636,8 @@ class BoundContributionsAtRunTime(beam.PTransform):
         clock = None if batch_input(pcoll) else self._clock
         shards = (grouped.grouped, self._bounds) | 'MergeBounds' >> beam.Flatten(
         ).with_output_types(typing.Tuple[int, typing.Any])
-        bounded = shards | 'BoundPerUnit' >> beam.ParDo(
-            _RunTimeBoundsFn(self._default, self._transform_label, clock)).with_outputs(
-                DEAD_LETTER, main='kept')
+        bounded = shards | 'BoundPerUnit' >> beam.ParDo(self._bounds_fn(clock)).with_outputs(
+            DEAD_LETTER, main='kept')
         dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
                 | 'MergeBoundingDeadLetters' >> beam.Flatten())
         return BoundedOutputs(bounded.kept, dead)

@@ -16,7 +16,6 @@ part of the update contract):
     | 'MergeBoundingDeadLetters'
 """
 
-import typing
 from typing import Any, Optional, Tuple
 
 import apache_beam as beam
@@ -27,15 +26,12 @@ from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.warm_up import WarmUpBounds
 from beam_dp.privacy_unit import UserLevel
 from beam_dp.transforms.contribution_bounding import MAX_DELTAS
-from beam_dp.transforms.contribution_bounding import BoundedOutputs
+from beam_dp.transforms.contribution_bounding import BoundContributionsAtRunTime
 from beam_dp.transforms.contribution_bounding import _BoundContributionsFn
-from beam_dp.transforms.contribution_bounding import _GroupByUnitInBundleFn
 from beam_dp.transforms.contribution_bounding import _input_record
 from beam_dp.transforms.contribution_bounding import _latest
 from beam_dp.transforms.contribution_bounding import _RunTimeBoundsFn
 from beam_dp.transforms.contribution_bounding import _UnitTable
-from beam_dp.transforms.lateness import batch_input
-from beam_dp.transforms.shell import DEAD_LETTER
 from beam_dp.transforms.shell import dead_letter
 from beam_dp.transforms.state_types import STATE_CODER
 
@@ -115,30 +111,15 @@ class _HeldBoundsFn(_RunTimeBoundsFn):
 
 
 @beam.typehints.with_input_types(Tuple[Any, Tuple[Any, ...]])
-class HeldBoundContributions(beam.PTransform):
+class HeldBoundContributions(BoundContributionsAtRunTime):
     """``BoundContributionsAtRunTime`` with the hold cap (``_HeldBoundsFn``): ``bounds`` is a
     PCollection of ``(unit shard, WarmUpBounds)``, one per shard; ``cap`` the public
     ``WarmUpPlan.hold_cap``; input, output and ``clock`` as ``BoundContributions``."""
 
     def __init__(self, default: UserLevel, bounds: beam.PCollection, cap: WarmUpBounds,
                  transform_label: str, clock: Optional[StepClock] = None):
-        super().__init__()
-        self._default = default
-        self._bounds = bounds
+        super().__init__(default, bounds, transform_label, clock)
         self._cap = cap
-        self._transform_label = transform_label
-        self._clock = clock
 
-    def expand(self, pcoll):
-        grouped = pcoll | 'GroupByUnitInBundle' >> beam.ParDo(
-            _GroupByUnitInBundleFn(self._transform_label)).with_output_types(
-                typing.Tuple[int, typing.Any]).with_outputs(DEAD_LETTER, main='grouped')
-        clock = None if batch_input(pcoll) else self._clock
-        shards = (grouped.grouped, self._bounds) | 'MergeBounds' >> beam.Flatten(
-        ).with_output_types(typing.Tuple[int, typing.Any])
-        bounded = shards | 'BoundPerUnit' >> beam.ParDo(
-            _HeldBoundsFn(self._default, self._transform_label, clock, self._cap)).with_outputs(
-                DEAD_LETTER, main='kept')
-        dead = ((grouped[DEAD_LETTER], bounded[DEAD_LETTER])
-                | 'MergeBoundingDeadLetters' >> beam.Flatten())
-        return BoundedOutputs(bounded.kept, dead)
+    def _bounds_fn(self, clock: Optional[StepClock]) -> beam.DoFn:
+        return _HeldBoundsFn(self._default, self._transform_label, clock, self._cap)
