@@ -54,6 +54,8 @@ __all__ = [
     'UNIT_SHARDS',
     'UnitUsage',
     'compact_record',
+    'held_keys_if_full',
+    'keys_reason',
     'shard_capacity',
     'unit_cap_reason',
 ]
@@ -164,8 +166,7 @@ class UnitUsage:
         entry = self.keys.get(key)
         if entry is None:
             if len(self.keys) >= bound.max_keys_per_unit:
-                return (f'contribution bound: unit already contributed to max_keys_per_unit='
-                        f'{bound.max_keys_per_unit} keys')
+                return keys_reason(bound)
         elif entry.live is None:
             return (f'contribution bound: unit already contributed to max_steps_per_unit='
                     f'{bound.max_steps_per_unit} steps of this key, each with '
@@ -248,6 +249,39 @@ class UnitUsage:
                     flat += (step, n)
                 entries.append(tuple(flat))
         return (self.total,) + tuple(entries)
+
+
+def keys_reason(bound: UserLevel) -> str:
+    """The dead-letter reason of a record of a new key when the unit holds K keys."""
+    return (f'contribution bound: unit already contributed to max_keys_per_unit='
+            f'{bound.max_keys_per_unit} keys')
+
+
+def held_keys_if_full(bound: UserLevel, record) -> Optional[Tuple]:
+    """The keys of a stored ``record`` when, without decoding it, ``UnitUsage.decode(bound,
+    record, released_through)`` (for ANY ``released_through``, without ``keep_keys`` /
+    ``keep_steps``) is known to answer every record of a key NOT in them, for a step after
+    ``released_through``, with ``keys_reason`` and no change to the usage; else None.
+
+    Why that is exact: such a record is over K whenever the decoded usage is not exhausted and
+    holds ≥ K keys (``UnitUsage._reason``: the exhausted checks, then the late check, then the
+    K check; nothing is changed for a record with a reason). The record holds ≥ K key entries
+    (one per key); C is not reached (its ``total`` is below C: ``_settle_unit`` then does not
+    mark ``EXHAUSTED_TOTAL``); and one key entry that is not full has used fewer than S steps
+    (``dead`` + live steps, a number that folding released steps into ``dead`` keeps), so
+    ``_settle_key`` cannot mark it full whatever is released, and ``_settle_unit`` cannot mark
+    ``EXHAUSTED_KEYS`` (it needs every key full). The late check (``step <=
+    released_through``) is the caller's."""
+    if isinstance(record, int) or len(record) <= bound.max_keys_per_unit:
+        return None     # exhausted, new, or fewer than K keys
+    total = bound.max_total_contributions
+    if total is not None and record[0] >= total:
+        return None
+    s = bound.max_steps_per_unit
+    for entry in record[1:]:
+        if len(entry) > 1 and entry[1] + (len(entry) - 2) // 2 < s:
+            return tuple(entry[0] for entry in record[1:])
+    return None
 
 
 def _total_reason(bound: UserLevel) -> str:

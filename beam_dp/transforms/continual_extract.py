@@ -111,11 +111,13 @@ class _ExtractAndGroupFn(_ExtractFn):
         # accepts, with the same key index and step: tests/drivers/test_key_layout.py).
         codes = (CountCodes(driver.layout, driver.clock)
                  if driver.metric == 'count' and driver.layout is not None else None)
-        self._index = {} if codes is None else codes.index
+        self._index = {} if codes is None or self._private else codes.index
         self._lo, self._hi = (0, 0) if codes is None else (codes.start_micros, codes.end_micros)
         self._step_micros = driver.clock.step_micros
         self._num_shards = 1 if codes is None else driver.layout.num_shards
         self._bins = driver.bins_per_key
+        #: The fast path's payload ``(shard, slot, 1)`` per key id (a count over public keys).
+        self._payloads = {}
 
     def start_bundle(self):
         self._group.start_bundle()
@@ -127,19 +129,23 @@ class _ExtractAndGroupFn(_ExtractFn):
             # pylint: disable-next=unidiomatic-typecheck
             i = self._index.get(key) if type(key) is str else None
             if i is not None and self._lo <= micros < self._hi:     # ``extract``, fast
-                key_id, step, units = i, (micros - self._lo) // self._step_micros, 1
-                shard, position = i % self._num_shards, i // self._num_shards
-                slot = position * self._bins
+                key_id, step = i, (micros - self._lo) // self._step_micros
+                payload = self._payloads.get(i)     # ``(shard, slot, 1)``, built once per key
+                if payload is None:
+                    payload = self._payloads[i] = (i % self._num_shards,
+                                                   i // self._num_shards * self._bins, 1)
             else:
                 key_id, step, shard, slot, units = self._driver.extract(key, micros, record,
                                                                         self._value_fn)
+                payload = None
             unit, encoded = shell.extract_unit_key(self._unit_fn, record)
         except InvalidRecordError as e:
             return [shell.dead_letter(self._label, _STAGE, str(e), record, micros)]
-        payload = ((shard, key_id, slot, units, unit) if self._private
-                   else (shard, slot, units))
-        return self._group.add(encoded, unit, (key_id, step, payload,
-                                               shell.render_record(record)), micros)
+        if payload is None:
+            payload = ((shard, key_id, slot, units, unit) if self._private
+                       else (shard, slot, units))
+        return self._group.add_fields(encoded, unit, key_id, step, payload,
+                                      shell.render_record(record), micros)
 
     def finish_bundle(self):
         yield from self._group.finish_bundle()

@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -379,6 +380,7 @@ def worker(branch, args):
     if args.check_dir:   # a fresh directory per run (repeats)
         args.check_dir = os.path.join(os.path.abspath(args.check_dir), str(time.time_ns()))
     p, expected = build(branch, args)
+    load = os.getloadavg()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     result = p.run()
@@ -395,8 +397,12 @@ def worker(branch, args):
     import beam_dp
     print('RESULT ' + json.dumps({'branch': branch, 'seconds': secs, 'cpu_seconds': cpu,
                                   'beam_dp': os.path.dirname(beam_dp.__file__),
+                                  'loadavg_at_start': load,
                                   'outputs': outputs,
                                   'dead_letter': counter_value(result, 'dead_letter'),
+                                  # peak RSS of this process (the in-process runner's), kB
+                                  'peak_rss_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                                  'loadavg_at_end': os.getloadavg(),
                                   **({'check': check} if check else {})}),
           flush=True)
 
@@ -523,7 +529,8 @@ def main():
             runs[name].append(r)
             print(f'repeat {rep}: {name:21s} {r["seconds"]:8.2f} s wall, {r["cpu_seconds"]:8.2f}'
                   f' s cpu, {args.rows / r["seconds"]:9,.0f} rows/s, {r["outputs"]} outputs, '
-                  f'{r["dead_letter"]} dead letters', flush=True)
+                  f'{r["dead_letter"]} dead letters, peak RSS {r.get("peak_rss_kb", 0) / 2**20:.2f} GiB, '
+                  f'load {r.get("loadavg_at_start", ["?"])[0]}', flush=True)
             results = write_results(args, runs)   # after every branch: a cut run keeps its data
     print(json.dumps(results['ratios'], indent=1))
     suffix = f'_{args.tag}' if args.tag else ''
@@ -539,7 +546,8 @@ def write_results(args, runs):
         summary[branch] = {'label': label(branch), 'runs': rs, 'best_seconds': best['seconds'],
                            'best_cpu_seconds': min(r['cpu_seconds'] for r in rs),
                            'rows_per_second': args.rows / best['seconds'],
-                           'outputs': best['outputs'], 'dead_letter': best['dead_letter']}
+                           'outputs': best['outputs'], 'dead_letter': best['dead_letter'],
+                           'max_peak_rss_kb': max(r.get('peak_rss_kb', 0) for r in rs)}
     results = {'benchmark': 'throughput_sidebyside',
                'command': 'python benchmarks/throughput_sidebyside/run.py ' + ' '.join(sys.argv[1:]),
                'rows': args.rows, 'keys': args.keys, 'users': args.users, 'steps': args.steps,
