@@ -18,6 +18,8 @@ from beam_dp.drivers.bounding import EXHAUSTED_TOTAL
 from beam_dp.drivers.bounding import NOTHING_RELEASED
 from beam_dp.drivers.bounding import UnitUsage
 from beam_dp.drivers.bounding import compact_record
+from beam_dp.drivers.bounding import held_keys_if_full
+from beam_dp.drivers.bounding import keys_reason
 from tests.transforms.test_contribution_bounding import assert_within_bound
 from tests.transforms.test_contribution_bounding import category
 from tests.transforms.test_contribution_bounding import reference
@@ -95,6 +97,49 @@ def test_a_unit_never_keeps_more_than_s_steps_of_a_key_whatever_the_release_sche
         bound, stream):
     _, _, kept, _, _ = drive(bound, stream)
     assert_within_bound(kept, bound)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bounds, events, st.integers(0, 3), st.integers(0, 9))
+def test_a_full_units_record_of_another_key_is_over_k_without_decoding(bound, stream, key,
+                                                                        step):
+    """``held_keys_if_full`` (the 'BoundPerUnit' fast path): whenever it gives a stored
+    record's keys, the decoded usage answers a record of any other key, for any step not yet
+    released, with exactly ``keys_reason`` and leaves the record as it was — at every released
+    step from the one the record was stored at to past the last step."""
+    _, _, _, _, stored = drive(bound, stream)
+    checked = 0
+    for record in list(stored.values()) + [compact_record(bound, r, 2) for r in stored.values()]:
+        held = held_keys_if_full(bound, record)
+        if held is None:
+            continue
+        assert held == tuple(entry[0] for entry in record[1:])
+        if key in held:
+            continue
+        for released in range(NOTHING_RELEASED, 10):
+            if step <= released:
+                continue
+            usage = UnitUsage.decode(bound, record, released, _late)
+            before = usage.record()
+            assert usage.offer(key, step) == (keys_reason(bound), False)
+            assert usage.record() == before
+            checked += 1
+    # and a record it answers None for is one where that shortcut would be wrong or unknown:
+    # exhausted markers, new units and units below K keys are never given
+    for record in (EXHAUSTED_TOTAL, EXHAUSTED_KEYS, ()):
+        assert held_keys_if_full(bound, record) is None
+
+
+def test_held_keys_if_full_refuses_used_up_records():
+    """K keys but the total at C, or every key used S steps: not answered (decoding may
+    exhaust the unit, whose reason differs)."""
+    bound = UserLevel(unit_fn=_unit, max_keys_per_unit=2, max_contributions_per_step=2,
+                      max_steps_per_unit=2, max_total_contributions=4)
+    assert held_keys_if_full(bound, (3, ('a', 0, 0, 2), ('b', 0, 1, 1))) == ('a', 'b')
+    assert held_keys_if_full(bound, (4, ('a', 0, 0, 2), ('b', 0, 1, 2))) is None  # C reached
+    assert held_keys_if_full(bound, (3, ('a', 1, 0, 2), ('b', 0, 1, 1, 2, 1))) is None  # S used
+    assert held_keys_if_full(bound, (3, ('a',), ('b', 1, 1, 1))) is None
+    assert held_keys_if_full(bound, (1, ('a', 0, 0, 1))) is None     # fewer than K keys
 
 
 def test_markers_and_folded_steps():
