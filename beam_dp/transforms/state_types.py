@@ -175,6 +175,14 @@ for _name, (_module, _attr) in _NESTED.items():
     if _cls is not None:          # (a module of another branch may not have landed yet)
         STATE_TYPES[_name] = _cls
 
+#: Schema upgrades of the types whose fields changed: ``{name: {v: fields of v → of v + 1}}``
+#: (the type is at version ``len(upgrades) + 1``; tests/io/state_schema.json pins it).
+_UPGRADES = {
+    # v2 adds ``last`` (the latest released step a key kept: the distinct window's bounding).
+    'bounding.Key': {1: lambda fields: tuple(fields) + (-1,)},
+}
+
 for _name, _cls in STATE_TYPES.items():
-    state_coder.register(_cls, name=_name, version=1)
-del _name, _cls, _module, _attr
+    _up = _UPGRADES.get(_name)
+    state_coder.register(_cls, name=_name, version=1 + len(_up or ()), upgrades=_up)
+del _name, _cls, _module, _attr, _up

@@ -159,3 +159,19 @@ def test_schema_versions_upgrade_and_refuse_newer():
 def test_registering_a_version_without_upgrades_is_refused():
     with pytest.raises(ValueError, match='needs upgrades'):
         state_coder.register(_Point, name='test.Other', version=3, upgrades={1: tuple})
+
+
+def test_a_bounding_key_stored_at_version_1_decodes_with_no_latest_step():
+    """``bounding.Key`` v2 added ``last``: a v1 key (dead, live) decodes with last = −1."""
+    from beam_dp.drivers.bounding import _Key  # pylint: disable=import-outside-toplevel
+    name = 'bounding.Key'
+    entry = state_coder._BY_NAME[name]  # pylint: disable=protected-access
+    try:
+        state_coder.register(_Key, name=name, version=1, fields=('dead', 'live'))
+        old = state_coder.encode(_Key(3, {7: 2}))
+    finally:
+        state_coder._BY_NAME[name] = entry  # pylint: disable=protected-access
+        state_coder._BY_CLASS[_Key] = entry  # pylint: disable=protected-access
+    key = state_coder.decode(old)
+    assert (key.dead, key.live, key.last) == (3, {7: 2}, -1)
+    assert state_coder.registered()[name][1:] == (2, ('dead', 'live', 'last'))
