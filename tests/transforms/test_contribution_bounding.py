@@ -371,8 +371,8 @@ def test_pipeline_unit_past_s_steps_across_many_steps_keeps_s_and_late_records_a
 @runners.requires_prism
 def test_on_prism_unit_past_s_steps_keeps_s_and_late_records_are_late():
     """The same on Prism (portable: the 'released' timer and its state cell on a real runner)."""
-    _past_s_steps_pipeline(beam.Pipeline(options=PipelineOptions(
-        runners.prism_options(streaming=True))))
+    runners.on_prism_with_one_rerun(lambda: _past_s_steps_pipeline(beam.Pipeline(
+        options=PipelineOptions(runners.prism_options(streaming=True)))))
 
 
 def test_grouping_flushes_a_large_bundle_before_its_end():
@@ -416,8 +416,8 @@ def test_pipeline_with_groups_emitted_from_process_keeps_the_same_records(monkey
 @runners.requires_prism
 def test_on_prism_with_groups_emitted_from_process(monkeypatch):
     monkeypatch.setattr(_GroupByUnitInBundleFn, 'MAX_BUFFERED', 1)
-    _past_s_steps_pipeline(beam.Pipeline(options=PipelineOptions(
-        runners.prism_options(streaming=True))))
+    runners.on_prism_with_one_rerun(lambda: _past_s_steps_pipeline(beam.Pipeline(
+        options=PipelineOptions(runners.prism_options(streaming=True)))))
 
 
 def test_a_privacy_unit_that_is_not_user_level_is_an_invalid_parameter():
