@@ -253,6 +253,22 @@ def _latest(tables, encoded):
     return ()
 
 
+def _add_table(bag, tables, delta) -> Optional['_UnitTable']:
+    """Appends ``delta`` to a shard's bag of unit tables (``tables``: what it holds); at
+    ``MAX_DELTAS`` tables the bag is rewritten as ONE table, every table merged with ``delta``
+    (newest wins), which is returned (None: appended)."""
+    if len(tables) + 1 < MAX_DELTAS:
+        bag.add(delta)
+        return None
+    merged = _UnitTable()
+    for table in tables:
+        merged.update(table)
+    merged.update(delta)
+    bag.clear()
+    bag.add(merged)
+    return merged
+
+
 #: The released chain's gate ('released_through', 'released', 'end_of_input'), shared with
 #: the lateness gate 'DropLate'.
 _ChainGate = watermark_gate()
@@ -366,16 +382,9 @@ class _BoundContributionsFn(_ChainGate):
                 admitted += 1
         if not delta:
             return
-        if len(tables) + 1 >= MAX_DELTAS:
-            merged = _UnitTable()
-            for table in tables:
-                merged.update(table)
-            merged.update(delta)
-            kept_state.clear()
-            delta = merged
-            if admitted is not None:     # the merged table holds every admitted unit
-                admitted = len(merged)
-        kept_state.add(delta)
+        merged = _add_table(kept_state, tables, delta)
+        if merged and admitted is not None:     # the merged table holds every admitted unit
+            admitted = len(merged)
         if admitted != before:
             admitted_state.write(admitted)
 

@@ -25,8 +25,8 @@ from beam_dp.drivers.bounding import UnitUsage
 from beam_dp.drivers.clock import StepClock
 from beam_dp.drivers.warm_up import WarmUpBounds
 from beam_dp.privacy_unit import UserLevel
-from beam_dp.transforms.contribution_bounding import MAX_DELTAS
 from beam_dp.transforms.contribution_bounding import BoundContributionsAtRunTime
+from beam_dp.transforms.contribution_bounding import _add_table
 from beam_dp.transforms.contribution_bounding import _BoundContributionsFn
 from beam_dp.transforms.contribution_bounding import _input_record
 from beam_dp.transforms.contribution_bounding import _latest
@@ -99,14 +99,7 @@ class _HeldBoundsFn(_RunTimeBoundsFn):
                 delta[encoded] = usage.record()
                 held.append((encoded, None, tuple(kept)))
         if delta:
-            if len(tables) + 1 >= MAX_DELTAS:
-                merged = _UnitTable()
-                for table in tables:
-                    merged.update(table)
-                merged.update(delta)
-                hold_state.clear()
-                delta = merged
-            hold_state.add(delta)
+            _add_table(hold_state, tables, delta)
         return tuple(held)
 
 
