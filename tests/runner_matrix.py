@@ -258,8 +258,11 @@ KNOWN_FAILURES = {}
 #: stateful 'DropLate' stage although 'GroupByShardInBundle' emitted it once (issue 22,
 #: instrumented runs); never on the DirectRunner or Flink. See docs/runners.md, "Known Prism
 #: differences".
-PRISM_RERUN = ('BBImproverQueries', 'BBSchedulerQueries', 'ERMGQueries', 'SmallDBGQueries',
-               'WindowedPMWG')
+#: 'BoostQueries' and 'SparseContinualCountPerKey/private' differed once each in one clean-clone
+#: CI run (session 23: an answer missing; a step's count 96 for 81, one group of 15 records
+#: counted twice) and passed 10 of 10 runs alone and under CPU load: the same redelivery.
+PRISM_RERUN = ('BBImproverQueries', 'BBSchedulerQueries', 'BoostQueries', 'ERMGQueries',
+               'SmallDBGQueries', 'SparseContinualCountPerKey/private', 'WindowedPMWG')
 
 #: Families whose DirectRunner releases are also checked against the pure reference
 #: (``beam_dp.testing.replay`` under the same seed).
