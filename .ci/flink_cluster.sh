@@ -24,7 +24,10 @@
 #      BEAM_DP_FLINK_CLUSTER_RUN (run dir, default <cache>/flink-cluster), BEAM_DP_FLINK_RPC_PORT
 #      (6123), BEAM_DP_FLINK_BLOB_PORT (6124), BEAM_DP_FLINK_CONF_EXTRA (lines appended to the conf)
 #      BEAM_DP_FLINK_TM_HEAP (TaskManager -Xms/-Xmx, default 896m; raise taskmanager.memory.task.heap.size
-#      with it through BEAM_DP_FLINK_CONF_EXTRA: a later line of the conf wins)
+#      with it through BEAM_DP_FLINK_CONF_EXTRA: a later line of the conf wins),
+#      BEAM_DP_FLINK_TM_METASPACE (TaskManager metaspace, default 768m: every job and every restart
+#      of a job loads the Kafka IO and Beam classes again in its own class loader; at 256m a CI
+#      run's third restart-test job failed with OutOfMemoryError: Metaspace)
 set -euo pipefail
 
 CACHE="${BEAM_DP_CACHE:-$HOME/.cache/beam_dp}"
@@ -84,7 +87,7 @@ taskmanager.memory.task.off-heap.size: 64m
 taskmanager.memory.network.min: 64m
 taskmanager.memory.network.max: 64m
 taskmanager.memory.managed.size: 128m
-taskmanager.memory.jvm-metaspace.size: 256m
+taskmanager.memory.jvm-metaspace.size: ${BEAM_DP_FLINK_TM_METASPACE:-768m}
 taskmanager.memory.jvm-overhead.min: 192m
 taskmanager.memory.jvm-overhead.max: 192m
 io.tmp.dirs: $RUN/tmp
@@ -96,10 +99,10 @@ CONF
 
 alive() { [[ -f "$RUN/$1.pid" ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
-start_jvm() {  # name main-class heap direct
-  local name=$1 main=$2 heap=$3 direct=$4
+start_jvm() {  # name main-class heap direct metaspace
+  local name=$1 main=$2 heap=$3 direct=$4 metaspace=$5
   if alive "$name"; then echo "flink_cluster.sh: $name already running (pid $(cat "$RUN/$name.pid"))" >&2; return; fi
-  nohup java -Xms"$heap" -Xmx"$heap" -XX:MaxDirectMemorySize="$direct" -XX:MaxMetaspaceSize=256m \
+  nohup java -Xms"$heap" -Xmx"$heap" -XX:MaxDirectMemorySize="$direct" -XX:MaxMetaspaceSize="$metaspace" \
     "${JAVA_OPENS[@]}" -cp "$LIB/*" "$main" --configDir "$RUN/conf" \
     >"$RUN/$name.log" 2>&1 </dev/null &
   echo $! > "$RUN/$name.pid"
@@ -111,8 +114,9 @@ cmd_start() {
   [[ -d "$LIB" ]] || { echo "flink_cluster.sh: $LIB missing; run: bash .ci/fetch_flink_job_server.sh" >&2; exit 2; }
   command -v java >/dev/null || { echo "flink_cluster.sh: java not found" >&2; exit 2; }
   mkdir -p "$RUN"; write_conf
-  start_jvm jobmanager org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint 640m 128m
-  start_jvm taskmanager org.apache.flink.runtime.taskexecutor.TaskManagerRunner "${BEAM_DP_FLINK_TM_HEAP:-896m}" 256m
+  start_jvm jobmanager org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint 640m 128m 256m
+  start_jvm taskmanager org.apache.flink.runtime.taskexecutor.TaskManagerRunner "${BEAM_DP_FLINK_TM_HEAP:-896m}" 256m \
+    "${BEAM_DP_FLINK_TM_METASPACE:-768m}"
   if [[ "${BEAM_DP_WORKER_POOL:-0}" == 1 ]] && ! alive workerpool; then
     nohup "$PY" -m apache_beam.runners.worker.worker_pool_main --service_port="$POOL_PORT" \
       >"$RUN/workerpool.log" 2>&1 </dev/null &

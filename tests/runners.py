@@ -112,6 +112,12 @@ def direct_options(streaming: bool) -> list[str]:
   return args
 
 
+#: Prism's own experiment (``prism_disable_sdf_split``, read in its ``internal/execute.go``):
+#: no dynamic splits of running bundles. ``pipelines.common.launch.with_default_runner`` adds
+#: it to the jobs' Prism runs too.
+PRISM_NO_SPLIT = '--experiments=prism_disable_sdf_split'
+
+
 def prism_options(streaming: bool) -> list[str]:
   """Pipeline args for the PrismRunner using the locally built binary.
 
@@ -135,6 +141,12 @@ def prism_options(streaming: bool) -> list[str]:
       # Prism pipeline running longer failed with DEADLINE_EXCEEDED in wait_until_finish
       # (benchmarks/throughput_sidebyside, 10k keys x 8,760 steps).
       '--job_server_timeout=3600',
+      # Prism splits a bundle that shows no progress between two progress reports (a loaded
+      # machine, a slow timer firing); a split bundle holding timers re-queues them
+      # ("Unexpected split on a bundle with timers", apache/beam#35771): whole timer firings
+      # and stateful inputs were delivered twice (docs/runners.md, "Known Prism differences").
+      # This experiment (Prism's execute.go) turns its dynamic splitting off.
+      PRISM_NO_SPLIT,
   ]
   if streaming:
     args.append('--streaming')

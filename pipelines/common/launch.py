@@ -231,6 +231,11 @@ def configure_logging(argv: Optional[List[str]] = None) -> None:
 #: are dead-lettered as late.
 FLINK_FINISH_BUNDLE = '--finish_bundle_before_checkpointing'
 
+#: Prism experiment the jobs turn on (docs/runners.md, "Known Prism differences"): Prism's
+#: dynamic split of a running bundle that holds timers re-queues them (apache/beam#35771), and
+#: whole timer firings and stateful inputs were then processed twice. With it, no dynamic split.
+PRISM_NO_SPLIT = '--experiments=prism_disable_sdf_split'
+
 
 def _has_flag(beam_args: List[str], flag: str) -> bool:
     return any(a == flag or a.startswith(flag + '=') for a in beam_args)
@@ -240,7 +245,7 @@ def with_default_runner(beam_args: List[str]) -> List[str]:
     """``beam_args`` with ``--runner=DirectRunner`` when no runner is chosen (the runner Beam
     would pick anyway, without its 'Missing pipeline option (runner)' log line), and on the
     Flink runner with ``--finish_bundle_before_checkpointing`` unless it is given
-    (``FLINK_FINISH_BUNDLE``)."""
+    (``FLINK_FINISH_BUNDLE``); on Prism with ``PRISM_NO_SPLIT``."""
     args = list(beam_args)
     runners = [a.split('=', 1)[1] if '=' in a else (args[i + 1] if i + 1 < len(args) else '')
                for i, a in enumerate(args) if a == '--runner' or a.startswith('--runner=')]
@@ -248,6 +253,8 @@ def with_default_runner(beam_args: List[str]) -> List[str]:
         return args + ['--runner=DirectRunner']
     if runners[-1] in ('FlinkRunner', 'flink') and not _has_flag(args, FLINK_FINISH_BUNDLE):
         args.append(FLINK_FINISH_BUNDLE)
+    if runners[-1] in ('PrismRunner', 'prism') and PRISM_NO_SPLIT not in args:
+        args.append(PRISM_NO_SPLIT)
     return args
 
 

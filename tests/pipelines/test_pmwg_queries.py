@@ -101,7 +101,9 @@ def test_every_option_has_help_and_beam_logs_stay_quiet_unless_verbose():
     finally:
         beam_logger.setLevel(level)
     assert with_default_runner([]) == ['--runner=DirectRunner']
-    assert with_default_runner(['--runner=PrismRunner']) == ['--runner=PrismRunner']
+    prism = ['--runner=PrismRunner', '--experiments=prism_disable_sdf_split']
+    assert with_default_runner(['--runner=PrismRunner']) == prism
+    assert with_default_runner(prism) == prism
     flink = with_default_runner(['--runner', 'FlinkRunner', '--checkpointing_interval=2000'])
     assert flink[-1] == '--finish_bundle_before_checkpointing'
     explicit = ['--runner=FlinkRunner', '--finish_bundle_before_checkpointing=false']
