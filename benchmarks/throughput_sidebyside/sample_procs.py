@@ -9,43 +9,12 @@ One line per sample: ``HH:MM:SS worker <cpu s> prism <cpu s> rss_w <kB> rss_p <k
 
 import argparse
 import os
+import sys
 import time
 
-TICK = os.sysconf('SC_CLK_TCK')
-
-
-def _children(pid):
-    out = []
-    try:
-        for task in os.listdir(f'/proc/{pid}/task'):
-            with open(f'/proc/{pid}/task/{task}/children') as f:
-                out += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def _tree(pid):
-    seen, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        seen.append(p)
-        todo += _children(p)
-    return seen
-
-
-def _stat(pid):
-    """(name, cpu seconds, rss kB) or None."""
-    try:
-        with open(f'/proc/{pid}/stat') as f:
-            raw = f.read()
-        with open(f'/proc/{pid}/status') as f:
-            rss = next((int(line.split()[1]) for line in f if line.startswith('VmRSS:')), 0)
-    except OSError:
-        return None
-    name = raw[raw.index('(') + 1:raw.rindex(')')]
-    fields = raw[raw.rindex(')') + 2:].split()
-    return name, (int(fields[11]) + int(fields[12])) / TICK, rss
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                'flink'))
+from cpu import comm, cpu, rss, tree  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def main():
@@ -58,14 +27,15 @@ def main():
         while os.path.exists(f'/proc/{args.pid}'):
             worker = prism = 0.0
             rss_w = rss_p = 0
-            for p in _tree(args.pid):
-                s = _stat(p)
-                if s is None:
+            for p in tree(args.pid):
+                name, seconds, resident = comm(p), cpu(p), rss(p)
+                if seconds is None:
                     continue
-                if s[0].startswith('prism'):
-                    prism, rss_p = prism + s[1], rss_p + s[2]
-                elif s[0].startswith('python'):
-                    worker, rss_w = worker + s[1], max(rss_w, s[2])
+                kb = (resident or 0) // 1024
+                if name.startswith('prism'):
+                    prism, rss_p = prism + seconds, rss_p + kb
+                elif name.startswith('python'):
+                    worker, rss_w = worker + seconds, max(rss_w, kb)
             out.write(f'{time.strftime("%H:%M:%S")} worker {worker:.2f} prism {prism:.2f} '
                       f'rss_w {rss_w} rss_p {rss_p} load {os.getloadavg()[0]:.2f}\n')
             out.flush()
