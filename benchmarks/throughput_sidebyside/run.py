@@ -166,7 +166,7 @@ def event_stage_costs(args):
     BUNDLE = 100_000
     from beam_dp import ContinualCountPerKey, PrivacyBudget
     from beam_dp import Release
-    from beam_dp.drivers import rows
+    from beam_dp.drivers import rows as release_rows
     from beam_dp.transforms import continual, continual_extract as ce
     rng = np.random.default_rng(args.seed)
     names = [f'k{i:05d}' for i in range(args.keys)]
@@ -222,7 +222,7 @@ def event_stage_costs(args):
             timed(f'shuffle of the partials, encode + decode ({"with" if keep else "without"}'
                   f' records)', lambda: [coder.decode(coder.encode(v)) for v in partials])
     releases = len(names) * args.steps
-    fields = rows.release_fields(driver.release_metadata())
+    fields = release_rows.release_fields(driver.release_metadata())
     states = [driver.init_shard(s) for s in range(driver.num_shards)]
     arrays = []
 
@@ -245,7 +245,7 @@ def event_stage_costs(args):
     timed('release: Release records, per-key rows + keywords (before)', before, releases)
     def after():
         for step, keys, est, sd in arrays:
-            _ = rows.array_releases(driver.clock, step, keys, est, sd, fields, False)
+            _ = release_rows.array_releases(driver.clock, step, keys, est, sd, fields, False)
     timed('release: Release tuples from the arrays (after)', after, releases)
     for name, us in costs.items():
         print(f'{name:66s} {us:6.2f} µs (CPU)')
