@@ -44,6 +44,9 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
+# The same Prism experiment as the jobs (no dynamic splits of running bundles: docs/runners.md).
+from pipelines.common.launch import PRISM_NO_SPLIT
+
 #: The DirectRunner variant that executes TestStream pipelines in streaming
 #: mode (the switching DirectRunner routes TestStream pipelines to it anyway).
 DIRECT_RUNNER = 'BundleBasedDirectRunner'
@@ -110,12 +113,6 @@ def direct_options(streaming: bool) -> list[str]:
   if streaming:
     args.append('--streaming')
   return args
-
-
-#: Prism's own experiment (``prism_disable_sdf_split``, read in its ``internal/execute.go``):
-#: no dynamic splits of running bundles. ``pipelines.common.launch.with_default_runner`` adds
-#: it to the jobs' Prism runs too.
-PRISM_NO_SPLIT = '--experiments=prism_disable_sdf_split'
 
 
 def prism_options(streaming: bool) -> list[str]:

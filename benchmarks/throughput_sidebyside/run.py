@@ -167,7 +167,7 @@ def event_stage_costs(args):
     from beam_dp import ContinualCountPerKey, PrivacyBudget
     from beam_dp import Release
     from beam_dp.drivers import rows as release_rows
-    from beam_dp.transforms import continual, continual_extract as ce
+    from beam_dp.transforms import continual_extract as ce
     rng = np.random.default_rng(args.seed)
     names = [f'k{i:05d}' for i in range(args.keys)]
     p = np.arange(1, args.keys + 1, dtype=np.float64) ** -1.1
